@@ -1,0 +1,36 @@
+# xv: the README's two commands are `make demo` and `make test`; both install what they need.
+# Targets: deps, build, test, demo, data, format, clean.
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS ?= $(shell nproc)
+CMAKE_ARGS ?=
+DATA_DIR ?= data/demo
+STATE_DIR ?= .xv/demo
+
+.PHONY: all deps build test demo data format clean
+
+all: build
+
+deps:
+	@bash deploy/install-deps.sh
+
+$(BUILD_DIR)/build.ninja:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+
+build: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+data: build
+	@DATA_DIR=$(DATA_DIR) bash deploy/demo.sh data
+
+demo: build
+	@DATA_DIR=$(DATA_DIR) STATE_DIR=$(STATE_DIR) bash deploy/demo.sh all
+
+format:
+	@git ls-files '*.cc' '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,21 @@
+# xv_add_test(NAME name SOURCES a.cc b.cc LIBS lib1 lib2 [LABELS l1 l2] [TIMEOUT seconds])
+# The one helper that registers a GoogleTest executable with ctest. Tests find their fixtures through
+# the environment variables XV_SOURCE_DIR, XV_BINARY_DIR and XV_REFERENCE_DIR.
+function(xv_add_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT XV_BUILD_TESTS)
+    return()
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main Threads::Threads)
+  set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "XV_SOURCE_DIR=${CMAKE_SOURCE_DIR};XV_BINARY_DIR=${CMAKE_BINARY_DIR};XV_REFERENCE_DIR=${XV_SHARED_REFERENCE_DIR}")
+  if(T_LABELS)
+    set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}")
+  endif()
+endfunction()
