@@ -1,6 +1,6 @@
-// Status: the error type returned across module boundaries (leveldb style). A Status is ok or carries a
-// code and a message; messages name the field or the cause and, where it helps, what to do.
-// Thread-safety: plain value.
+// Status: the error type returned across module boundaries (leveldb style). A Status is ok or
+// carries a code and a message; messages name the field or the cause and, where it helps, what to
+// do. Thread-safety: plain value.
 #pragma once
 
 #include <string>
@@ -10,12 +10,26 @@ namespace xv {
 
 class Status {
  public:
-  enum class Code { kOk = 0, kInvalidArgument, kNotFound, kAlreadyExists, kFailedPrecondition, kIoError,
-                    kDataLoss, kUnavailable, kInternal, kCancelled, kDeadlineExceeded, kResourceExhausted };
+  enum class Code {
+    kOk = 0,
+    kInvalidArgument,
+    kNotFound,
+    kAlreadyExists,
+    kFailedPrecondition,
+    kIoError,
+    kDataLoss,
+    kUnavailable,
+    kInternal,
+    kCancelled,
+    kDeadlineExceeded,
+    kResourceExhausted
+  };
 
   Status() = default;
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }
+  static Status InvalidArgument(std::string m) {
+    return Status(Code::kInvalidArgument, std::move(m));
+  }
   static Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
   static Status AlreadyExists(std::string m) { return Status(Code::kAlreadyExists, std::move(m)); }
   static Status FailedPrecondition(std::string m) {
@@ -52,10 +66,10 @@ class Status {
 const char* StatusCodeName(Status::Code code);
 
 // Returns early from the enclosing function when `expr` is not ok.
-#define XV_RETURN_IF_ERROR(expr)              \
-  do {                                        \
-    ::xv::Status _xv_status = (expr);         \
-    if (!_xv_status.ok()) return _xv_status;  \
+#define XV_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::xv::Status _xv_status = (expr);        \
+    if (!_xv_status.ok()) return _xv_status; \
   } while (0)
 
 }  // namespace xv
