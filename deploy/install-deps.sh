@@ -11,7 +11,6 @@ PACKAGES=(
   libpcre2-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libzstd-dev libssl-dev
   fortunes                # the demo corpus: real English text, one fortune per document
   sentencepiece           # the tokenizer benchmark's comparison
-  chromium                # headless browser for dashboard tests
   iproute2 procps
 )
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The main job of `make demo`: prepare a small real English corpus, start xvd and one local worker, submit a
+# round of two cpu-tiny candidates, wait, print the results table, stop what it started, and leave the
+# database for `xvctl results --state-dir $STATE_DIR` to read again.
+#
+#   deploy/demo.sh data   only prepare the corpus (idempotent)
+#   deploy/demo.sh all    everything (default)
+#
+# Environment: BUILD_DIR (build), DATA_DIR (data/demo), STATE_DIR (.xv/demo), CORPUS
+# (/usr/share/games/fortunes, from Debian's `fortunes` package: ~2.5 MB of English, one fortune a document).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+DATA_DIR=${DATA_DIR:-data/demo}
+STATE_DIR=${STATE_DIR:-.xv/demo}
+CORPUS=${CORPUS:-/usr/share/games/fortunes}
+BIN=$BUILD_DIR/bin
+mode=${1:-all}
+
+say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+prepare_data() {
+  say "Preparing the demo corpus: $CORPUS -> $DATA_DIR (BPE vocab 8192, token shards; skipped when up to date)"
+  "$BIN/xvctl" prepare --input "$CORPUS" --out "$DATA_DIR"
+}
+
+prepare_data
+[ "$mode" = data ] && exit 0
+
+mkdir -p "$STATE_DIR"
+SOCK="$STATE_DIR/xvd.sock"
+DAEMON="unix:$SOCK"
+pids=()
+cleanup() {
+  if [ ${#pids[@]} -gt 0 ]; then
+    say "Stopping the worker and the daemon (SIGTERM)"
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+      kill -TERM "${pids[$i]}" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "${pids[$i]}" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL "${pids[$i]}" 2>/dev/null || true
+    done
+  fi
+}
+trap cleanup EXIT
+
+say "Starting xvd (state: $STATE_DIR, socket: $SOCK, log: $STATE_DIR/xvd.log)"
+"$BIN/xvd" --state-dir "$STATE_DIR" --listen none >"$STATE_DIR/xvd.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
+[ -S "$SOCK" ] || { echo "xvd did not start; see $STATE_DIR/xvd.log"; tail -20 "$STATE_DIR/xvd.log"; exit 1; }
+
+say "Starting one local CPU worker (log: $STATE_DIR/worker.log)"
+"$BIN/xv-worker" --daemon "$DAEMON" --data "$DATA_DIR" --name "$(hostname)-cpu" --device cpu \
+  --work-dir "$STATE_DIR/worker" >"$STATE_DIR/worker.log" 2>&1 &
+pids+=($!)
+
+say "Submitting a round of two candidates of recipes/cpu-tiny.yaml (25 s training budget each)"
+"$BIN/xvctl" --daemon "$DAEMON" submit recipes/cpu-tiny.yaml \
+  --candidate "matrix_lr=0.02" --candidate "matrix_lr=0.06" --campaign demo
+
+say "Waiting for both experiments (they run one after the other on the single CPU worker)"
+"$BIN/xvctl" --daemon "$DAEMON" wait --timeout 600
+
+say "Results"
+"$BIN/xvctl" --daemon "$DAEMON" results --campaign demo
+
+cleanup
+pids=()
+
+say "The same rows, straight from the SQLite file ($STATE_DIR/xv.db)"
+sqlite3 -header -column "$STATE_DIR/xv.db" \
+  "SELECT e.id, e.name, e.state, printf('%.6f', r.val_bpb) AS val_bpb, printf('%.0f', r.tok_per_sec) AS tok_per_sec
+     FROM experiments e LEFT JOIN results r ON r.experiment_id = e.id ORDER BY e.id;"
+
+say "Done. Read the results again at any time with: $BIN/xvctl results --state-dir $STATE_DIR"
