@@ -1,0 +1,63 @@
+// AttemptRunner: runs one attempt of one experiment as a child trainer process and reports what
+// happened. It writes SPEC_DIR/recipe.json and SPEC_DIR/spec.json, starts
+// `<trainer> train --recipe-json SPEC_DIR/recipe.json --data DATA --device cpu|cuda` in its own
+// process group (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES set), turns every stdout line into a
+// TrainerEvent (seq 1, 2, 3 ...), copies stderr to SPEC_DIR/trainer.stderr.log and keeps its last
+// lines, enforces the hard deadline (TERM the group, KILL after a grace), reaps the child and
+// classifies the exit (worker/exit_classification.h).
+//
+// Thread-safety: Run is called by one thread at a time; Cancel may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "worker/child_process.h"
+#include "xv/v1/types.pb.h"
+#include "xv/v1/workers.pb.h"
+
+namespace xv::worker {
+
+// How this worker starts its trainer; fixed for the worker's lifetime.
+struct TrainerInvocation {
+  std::string trainer_bin;      // path of xv-train (or a compatible program)
+  std::string data_dir;         // passed as --data
+  std::string device_flag;      // passed as --device: "cpu" or "cuda"
+  std::string visible_devices;  // CUDA_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES ("" hides every GPU)
+  std::string work_dir;         // attempts get SPEC_DIR = work_dir/exp-<id>-a<attempt>
+  double kill_grace_s = 5.0;    // between TERM and KILL
+  size_t stderr_tail_lines = 50;
+  // Used when a spec carries no hard deadline: budget + this allowance (startup, compile, eval).
+  double default_deadline_allowance_s = 600.0;
+};
+
+class AttemptRunner {
+ public:
+  // `launcher` must outlive the runner.
+  AttemptRunner(TrainerInvocation invocation, ProcessLauncher* launcher);
+
+  // Runs `spec` to the end and returns its Finished message (never fails: a launch failure is a
+  // failed/crashed attempt). `on_event` is called on this thread for every event, in seq order,
+  // before Run returns.
+  v1::Finished Run(const v1::ExperimentSpec& spec,
+                   const std::function<void(const v1::TrainerEvent&)>& on_event);
+
+  // Asks the running attempt (if it is `experiment_id`/`attempt`, or any when attempt is 0) to
+  // stop: TERM now, KILL after the grace; it then finishes as cancelled.
+  void Cancel(int64_t experiment_id, int32_t attempt);
+
+  // The directory of an attempt.
+  std::string SpecDir(int64_t experiment_id, int32_t attempt) const;
+
+ private:
+  const TrainerInvocation inv_;
+  ProcessLauncher* const launcher_;
+  std::mutex mu_;  // guards the two fields below
+  int64_t running_experiment_ = 0;
+  int32_t running_attempt_ = 0;
+  std::atomic<bool> cancel_requested_{false};
+};
+
+}  // namespace xv::worker

@@ -1,0 +1,313 @@
+#include "worker/worker_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace xv::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>;
+
+}  // namespace
+
+WorkerSession::WorkerSession(WorkerOptions options, v1::Device device,
+                             v1::Capabilities capabilities, ProcessLauncher* launcher)
+    : options_(std::move(options)),
+      device_(std::move(device)),
+      capabilities_(std::move(capabilities)),
+      runner_(options_.trainer, launcher) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  channel_ =
+      grpc::CreateCustomChannel(options_.daemon_address, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Workers::NewStub(channel_);
+}
+
+WorkerSession::~WorkerSession() = default;
+
+void WorkerSession::RequestStop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  runner_.Cancel(0, 0);
+  cv_.notify_all();
+}
+
+std::vector<v1::RunningAttempt> WorkerSession::CurrentAttempts() const {
+  std::vector<v1::RunningAttempt> held = outbox_.HeldAttempts();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_experiment_ != 0) {
+    auto it = std::find_if(held.begin(), held.end(), [&](const v1::RunningAttempt& a) {
+      return a.experiment_id() == running_experiment_ && a.attempt() == running_attempt_;
+    });
+    if (it == held.end()) {
+      v1::RunningAttempt ra;
+      ra.set_experiment_id(running_experiment_);
+      ra.set_attempt(running_attempt_);
+      held.push_back(ra);
+      it = held.end() - 1;
+    }
+    it->set_last_seq(std::max(it->last_seq(), running_seq_));
+    it->set_finished(false);
+  }
+  return held;
+}
+
+Status WorkerSession::Run() {
+  std::thread executor([this] { ExecutorLoop(); });
+  std::thread connection([this] { ConnectionLoop(); });
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_.load(); });
+  }
+  spdlog::info("stopping: cancelling any running attempt");
+  runner_.Cancel(0, 0);
+  cv_.notify_all();
+  executor.join();
+  const auto t0 = Clock::now();
+  while (outbox_.unsent() > 0 && connected_ &&
+         std::chrono::duration<double>(Clock::now() - t0).count() < options_.stop_flush_s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (outbox_.unsent() > 0) {
+    spdlog::warn("stopping with {} undelivered messages", outbox_.unsent());
+  }
+  shutdown_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_context_) live_context_->TryCancel();
+  }
+  outbox_.Wake();
+  cv_.notify_all();
+  connection.join();
+  return Status::Ok();
+}
+
+void WorkerSession::ExecutorLoop() {
+  while (true) {
+    v1::ExperimentSpec spec;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !assignments_.empty(); });
+      if (stop_) break;
+      spec = assignments_.front();
+      assignments_.pop_front();
+      running_experiment_ = spec.experiment_id();
+      running_attempt_ = spec.attempt();
+      running_seq_ = 0;
+    }
+    v1::Finished fin = runner_.Run(spec, [this](const v1::TrainerEvent& ev) {
+      v1::WorkerMessage m;
+      *m.mutable_event() = ev;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        running_seq_ = ev.seq();
+      }
+      outbox_.Push(m);
+    });
+    v1::WorkerMessage m;
+    *m.mutable_finished() = fin;
+    outbox_.Push(m);
+    ++attempts_finished_;
+    bool drained = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_experiment_ = 0;
+      running_attempt_ = 0;
+      running_seq_ = 0;
+      drained = draining_ && assignments_.empty();
+    }
+    if (drained) {
+      spdlog::info("drain: the last attempt finished; stopping");
+      RequestStop();
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  executor_done_ = true;
+}
+
+void WorkerSession::ConnectionLoop() {
+  double backoff = options_.initial_backoff_s;
+  while (!shutdown_) {
+    bool registered = RunOneConnection();
+    if (shutdown_) break;
+    if (registered) backoff = options_.initial_backoff_s;
+    spdlog::info("reconnecting to {} in {:.1f} s", options_.daemon_address, backoff);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::duration<double>(backoff), [&] { return shutdown_.load(); });
+    backoff = std::min(backoff * 2, options_.max_backoff_s);
+  }
+}
+
+bool WorkerSession::RunOneConnection() {
+  grpc::ClientContext ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_) return false;
+    live_context_ = &ctx;
+  }
+  struct ClearContext {
+    WorkerSession* s;
+    ~ClearContext() {
+      std::lock_guard<std::mutex> lock(s->mu_);
+      s->live_context_ = nullptr;
+    }
+  } clear{this};
+
+  std::unique_ptr<Stream> stream = stub_->Session(&ctx);
+  v1::WorkerMessage reg_msg;
+  v1::Register* reg = reg_msg.mutable_register_();
+  reg->set_worker_name(options_.name);
+  *reg->mutable_device() = device_;
+  *reg->mutable_capabilities() = capabilities_;
+  reg->set_version(options_.version);
+  for (const auto& ra : CurrentAttempts()) *reg->add_running() = ra;
+
+  v1::DaemonMessage first;
+  if (!stream->Write(reg_msg) || !stream->Read(&first)) {
+    grpc::Status st = stream->Finish();
+    spdlog::warn("cannot reach xvd at {}: {}", options_.daemon_address,
+                 st.ok() ? "stream closed" : st.error_message());
+    return false;
+  }
+  if (!first.has_registered()) {
+    spdlog::error("xvd answered Register with something other than Registered; reconnecting");
+    ctx.TryCancel();
+    stream->Finish();
+    return false;
+  }
+  worker_id_ = first.registered().worker_id();
+  int heartbeat_ms = first.registered().heartbeat_interval_ms();
+  if (heartbeat_ms <= 0) heartbeat_ms = 2000;
+  spdlog::info("registered with xvd at {} as worker {} ({}), heartbeat every {} ms",
+               options_.daemon_address, worker_id_.load(), options_.name, heartbeat_ms);
+  connected_ = true;
+  outbox_.ResendUnacked();
+
+  std::atomic<bool> stream_alive{true};
+  std::thread writer([&] { WriterLoop(stream.get(), &stream_alive, heartbeat_ms); });
+  v1::DaemonMessage msg;
+  while (stream->Read(&msg)) HandleDaemonMessage(msg);
+  connected_ = false;
+  stream_alive = false;
+  ctx.TryCancel();
+  outbox_.Wake();
+  writer.join();
+  grpc::Status st = stream->Finish();
+  if (!shutdown_) {
+    spdlog::warn("session with xvd ended: {}",
+                 st.ok() ? "closed by the daemon" : st.error_message());
+  }
+  return true;
+}
+
+void WorkerSession::WriterLoop(Stream* stream, std::atomic<bool>* stream_alive, int heartbeat_ms) {
+  auto next_heartbeat = Clock::now();
+  while (*stream_alive && !shutdown_) {
+    if (Clock::now() >= next_heartbeat) {
+      v1::WorkerMessage hb;
+      for (const auto& ra : CurrentAttempts()) *hb.mutable_heartbeat()->add_running() = ra;
+      if (!hb.has_heartbeat()) hb.mutable_heartbeat();
+      if (!stream->Write(hb)) break;
+      next_heartbeat = Clock::now() + std::chrono::milliseconds(heartbeat_ms);
+    }
+    auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat - Clock::now());
+    v1::WorkerMessage m;
+    if (outbox_.NextToSend(&m, std::max(wait, std::chrono::milliseconds(1)))) {
+      if (!stream->Write(m)) {
+        // It may not have arrived: send it again after the reconnect.
+        outbox_.ResendUnacked();
+        break;
+      }
+    }
+  }
+}
+
+void WorkerSession::HandleDaemonMessage(const v1::DaemonMessage& msg) {
+  switch (msg.msg_case()) {
+    case v1::DaemonMessage::kAssign: {
+      const auto& spec = msg.assign().spec();
+      spdlog::info("assigned experiment {} attempt {} (budget {:.0f} s, deadline {:.0f} s)",
+                   spec.experiment_id(), spec.attempt(), spec.time_budget_s(),
+                   spec.hard_deadline_s());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        bool duplicate =
+            (running_experiment_ == spec.experiment_id() && running_attempt_ == spec.attempt());
+        for (const auto& q : assignments_) {
+          duplicate |= q.experiment_id() == spec.experiment_id() && q.attempt() == spec.attempt();
+        }
+        if (duplicate) {
+          spdlog::info("experiment {} attempt {} is already here; ignoring the repeated Assign",
+                       spec.experiment_id(), spec.attempt());
+          break;
+        }
+        if (running_experiment_ != 0 || !assignments_.empty()) {
+          spdlog::warn("busy: experiment {} attempt {} waits for the running one",
+                       spec.experiment_id(), spec.attempt());
+        }
+        assignments_.push_back(spec);
+      }
+      cv_.notify_all();
+      break;
+    }
+    case v1::DaemonMessage::kCancel: {
+      const auto& c = msg.cancel();
+      spdlog::info("cancel experiment {} attempt {}: {}", c.experiment_id(), c.attempt(),
+                   c.reason());
+      bool was_queued = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = assignments_.begin(); it != assignments_.end(); ++it) {
+          if (it->experiment_id() == c.experiment_id() &&
+              (c.attempt() == 0 || it->attempt() == c.attempt())) {
+            v1::WorkerMessage m;
+            auto* fin = m.mutable_finished();
+            fin->set_experiment_id(it->experiment_id());
+            fin->set_attempt(it->attempt());
+            fin->set_exit_code(-1);
+            fin->set_state("cancelled");
+            fin->set_failure_kind("cancelled");
+            fin->set_failure_detail("cancelled before it started");
+            outbox_.Push(m);
+            assignments_.erase(it);
+            was_queued = true;
+            break;
+          }
+        }
+      }
+      if (!was_queued) runner_.Cancel(c.experiment_id(), c.attempt());
+      break;
+    }
+    case v1::DaemonMessage::kAck: {
+      const auto& a = msg.ack();
+      outbox_.Ack(a.experiment_id(), a.attempt(), a.seq(), a.finished());
+      break;
+    }
+    case v1::DaemonMessage::kDrain: {
+      spdlog::info("drain requested: {}", msg.drain().reason());
+      bool idle;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        draining_ = true;
+        idle = running_experiment_ == 0 && assignments_.empty();
+      }
+      if (idle) RequestStop();
+      break;
+    }
+    case v1::DaemonMessage::kRegistered:
+      worker_id_ = msg.registered().worker_id();
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace xv::worker

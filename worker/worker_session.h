@@ -1,0 +1,92 @@
+// WorkerSession: the worker's life with the daemon. It dials xvd, registers (device fingerprint,
+// capabilities, attempts still held), holds the Session stream (a reader on the connection thread,
+// a writer thread sending heartbeats every heartbeat_interval_ms and the outbox in order), runs
+// each Assign on an executor thread through AttemptRunner, and reconnects with exponential backoff
+// when the daemon goes away. A running trainer is never stopped by a lost connection; its events
+// wait in the EventOutbox.
+//
+// Thread-safety: Run is called once; RequestStop may be called from any thread (a signal watcher).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/status.h"
+#include "worker/attempt_runner.h"
+#include "worker/event_outbox.h"
+#include "xv/v1/workers.grpc.pb.h"
+
+namespace xv::worker {
+
+struct WorkerOptions {
+  std::string daemon_address;  // "unix:/path/xvd.sock" or "host:port"
+  std::string name;            // stable per device
+  TrainerInvocation trainer;
+  double initial_backoff_s = 0.2;
+  double max_backoff_s = 5.0;
+  // How long a stopping worker keeps trying to deliver what it still holds.
+  double stop_flush_s = 3.0;
+  std::string version = "0.1.0";
+};
+
+class WorkerSession {
+ public:
+  // `launcher` must outlive the session.
+  WorkerSession(WorkerOptions options, v1::Device device, v1::Capabilities capabilities,
+                ProcessLauncher* launcher);
+  ~WorkerSession();
+
+  // Runs until RequestStop() or until a Drain from the daemon has been honoured. On stop, a running
+  // attempt is cancelled (TERM, then KILL) and its Finished is delivered if the daemon is reachable
+  // within stop_flush_s.
+  Status Run();
+  void RequestStop();
+
+  // For tests and logs.
+  bool connected() const { return connected_; }
+  int64_t worker_id() const { return worker_id_; }
+  int attempts_finished() const { return attempts_finished_; }
+
+ private:
+  void ConnectionLoop();
+  // One connection: register, then read until the stream breaks. Returns true if it registered.
+  bool RunOneConnection();
+  void WriterLoop(grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>* stream,
+                  std::atomic<bool>* stream_alive, int heartbeat_ms);
+  void ExecutorLoop();
+  void HandleDaemonMessage(const v1::DaemonMessage& msg);
+  std::vector<v1::RunningAttempt> CurrentAttempts() const;
+
+  const WorkerOptions options_;
+  const v1::Device device_;
+  const v1::Capabilities capabilities_;
+  AttemptRunner runner_;
+  EventOutbox outbox_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Workers::Stub> stub_;
+
+  std::atomic<bool> stop_{false};      // RequestStop was called, or a drain completed
+  std::atomic<bool> shutdown_{false};  // the connection loop must end now
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> connected_{false};
+  std::atomic<int64_t> worker_id_{0};
+  std::atomic<int> attempts_finished_{0};
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<v1::ExperimentSpec> assignments_;
+  bool executor_done_ = false;
+  int64_t running_experiment_ = 0;
+  int32_t running_attempt_ = 0;
+  int64_t running_seq_ = 0;
+  grpc::ClientContext* live_context_ = nullptr;  // the current stream's context, for TryCancel
+};
+
+}  // namespace xv::worker
