@@ -235,7 +235,7 @@ bool ParseBoolText(const std::string& text, bool* out) {
 }
 
 std::string FormatBound(double v) {
-  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+  if (v == std::floor(v) && std::fabs(v) <= 9007199254740992.0) {
     std::ostringstream os;
     os << static_cast<long long>(v);
     return os.str();
