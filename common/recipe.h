@@ -87,7 +87,7 @@ struct ResolvedSizes {
   int n_head = 0;
   int n_kv_head = 0;
   std::vector<std::array<int, 2>> window_sizes;  // per layer (left, right), flash convention
-  int short_window = 0;    // floor(sequence_len * short_window_fraction), at least 1
+  int short_window = 0;    // floor(sequence_len * short_window_fraction); >= 1 or invalid
   int mlp_hidden_dim = 0;  // round(mlp_ratio * model_dim)
   int grad_accum_steps = 0;
   int64_t tokens_per_micro_step = 0;

@@ -70,9 +70,17 @@ Status ResolveSizes(const Recipe& r, ResolvedSizes* out) {
     return Status::InvalidArgument("window_pattern: must be a non-empty string of S and L letters");
   }
   const int long_window = r.sequence_len;
-  const double short_exact = static_cast<double>(r.sequence_len) * r.short_window_fraction;
-  s.short_window = std::max(1, static_cast<int>(std::floor(short_exact * (1 + 1e-12))));
-  s.short_window = std::min(s.short_window, long_window);
+  // Plain floor, as the trainer's window computation does (no rounding tolerance).
+  const double short_exact =
+      std::floor(static_cast<double>(r.sequence_len) * r.short_window_fraction);
+  if (short_exact < 1) {
+    return Status::InvalidArgument(
+        "short_window_fraction: the short window floor(sequence_len * short_window_fraction) must "
+        "be "
+        ">= 1 token, got floor(" +
+        std::to_string(r.sequence_len) + " * " + std::to_string(r.short_window_fraction) + ") = 0");
+  }
+  s.short_window = std::min(static_cast<int>(short_exact), long_window);
   s.window_sizes.clear();
   for (int layer = 0; layer < r.depth; ++layer) {
     const char c = r.window_pattern[layer % r.window_pattern.size()];

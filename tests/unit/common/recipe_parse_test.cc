@@ -127,6 +127,8 @@ TEST(RecipeParse, ImpossibleCombinationsNameTheField) {
                          "warmdown_ratio: warmup_ratio + warmdown_ratio"));
   EXPECT_TRUE(
       StartsWith(YamlError("eval_tokens: 1000\n"), "eval_tokens: must be at least one eval batch"));
+  EXPECT_TRUE(StartsWith(YamlError("short_window_fraction: 0.0001\n"),
+                         "short_window_fraction: the short window"));
   EXPECT_TRUE(
       StartsWith(YamlError("depth: 1\naspect_ratio: 16\nhead_dim: 16\n"), "value_embeddings:"));
   EXPECT_EQ(YamlError("depth: 1\naspect_ratio: 16\nhead_dim: 16\nvalue_embeddings: false\n"), "");
