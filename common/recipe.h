@@ -3,18 +3,17 @@
 //
 // Contract (used by the daemon at submit time, by xvctl, and by xv-train at start):
 //  - ParseRecipeYaml rejects unknown keys, wrong types, out-of-range values and impossible
-//  combinations
-//    with a Status whose message starts with the field path ("matrix_lr: must be > 0, got -1").
+//    combinations with a Status whose message starts with the field path ("matrix_lr: must be
+//    in [0, 1000000], got -1.0"); errors from YAML end with "(line N, column M)".
 //  - ApplyOverride takes "key" + YAML scalar text ("0.03", "[0.8, 0.95]", "SSSL") and validates
-//  again.
-//  - Resolve computes the derived sizes (model_dim, n_head, n_kv_head, window sizes, grad-accum
-//  steps,
-//    parameter counts, FLOPs per token) exactly as upstream train.py does.
-//  - CanonicalJson is the resolved config as JSON with sorted keys and shortest round-trip numbers;
-//    CanonicalHash is the hex SHA-256 of it. Equal hashes mean identical runs (seed included).
+//    the whole recipe again.
+//  - ResolveSizes computes the derived sizes (model_dim, n_head, n_kv_head, window sizes,
+//    grad-accum steps, parameter counts, FLOPs per token) exactly as upstream train.py does.
+//  - CanonicalJson is JSON with sorted keys and shortest round-trip numbers; CanonicalHash is the
+//    hex SHA-256 of the resolved config in that form. Equal hashes mean identical runs (seed
+//    included).
 //  - The knob table (common/recipe_knobs.h) is the single source of truth for names, types,
-//  defaults,
-//    units, ranges and docs; docs/recipe.md is written from it.
+//    defaults, units, ranges and docs; docs/recipe.md is written from it.
 // Model-shape conventions the trainer follows and the parameter counts assume:
 //  - MLP hidden width = round(mlp_ratio * model_dim). relu2: c_fc [hidden, d], c_proj [d, hidden].
 //    swiglu: c_fc [2*hidden, d] (gate rows first, then up rows), c_proj [d, hidden].
