@@ -112,7 +112,11 @@ Status ResolveSizes(const Recipe& r, ResolvedSizes* out);
 Status CheckRecipeAgainstData(const Recipe& r, int data_vocab_size);
 // All knobs as a JSON object (every field, defaults included).
 nlohmann::json RecipeToJson(const Recipe& r);
-// Knobs + derived sizes, the form printed by the trainer and sent as its first event.
+// Knobs + derived sizes, the form printed by the trainer and sent as its first event: every knob
+// at the top level (as RecipeToJson) plus "derived": {model_dim, n_head, n_kv_head, short_window,
+// window_sizes: [[left, right], ...], mlp_hidden_dim, grad_accum_steps, tokens_per_micro_step,
+// num_scaling_params: {wte, value_embeds, lm_head, transformer_matrices, scalars, total},
+// flops_per_token}.
 nlohmann::json ResolvedConfigJson(const Recipe& r, const ResolvedSizes& s);
 // Compact JSON with object keys sorted, integers as integers and floating-point numbers in the
 // shortest text that reads back to the same double (0.1 -> "0.1", 15.0 -> "15.0"). Non-finite
