@@ -71,7 +71,10 @@ struct Walker {
   }
 
   Status WalkDirectory(const std::string& dir, const struct stat& dir_st) {
-    if (!seen_dirs.insert({dir_st.st_dev, dir_st.st_ino}).second) return Status::Ok();
+    if (!seen_dirs.insert({dir_st.st_dev, dir_st.st_ino}).second) {
+      Skip(dir);  // a directory reached again through a symlink
+      return Status::Ok();
+    }
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) {
       return Status::IoError(dir + ": cannot read directory: " + std::strerror(errno));
