@@ -98,7 +98,12 @@ Status ParseRecipeJson(const nlohmann::json& j, Recipe* out) {
   return Status::Ok();
 }
 
-Status ApplyOverride(const std::string& key, const std::string& value_text, Recipe* recipe) {
+Status ApplyOverride(const std::string& raw_key, const std::string& value_text, Recipe* recipe) {
+  // "--set ' matrix_lr '=..." is still matrix_lr.
+  const size_t first = raw_key.find_first_not_of(" \t");
+  const size_t last = raw_key.find_last_not_of(" \t");
+  const std::string key = first == std::string::npos ? "" : raw_key.substr(first, last - first + 1);
+  if (key.empty()) return Status::InvalidArgument("override: empty knob name (expected key=value)");
   const RecipeKnob* knob = FindRecipeKnob(key);
   if (knob == nullptr) return UnknownKnob(key);
   YAML::Node value;

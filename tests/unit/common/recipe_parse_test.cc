@@ -156,6 +156,9 @@ TEST(RecipeOverride, SetsOneKnobFromYamlScalarText) {
   EXPECT_FALSE(r.value_embeddings);
   ASSERT_TRUE(ApplyOverride("depth", "6", &r).ok());
   EXPECT_EQ(r.depth, 6);
+  ASSERT_TRUE(ApplyOverride(" depth ", " 4 ", &r).ok());
+  EXPECT_EQ(r.depth, 4);
+  EXPECT_TRUE(StartsWith(ApplyOverride("", "4", &r).message(), "override: empty knob name"));
 }
 
 TEST(RecipeOverride, ErrorsNameTheKnobAndLeaveTheRecipeUnchanged) {
