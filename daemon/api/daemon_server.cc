@@ -1,0 +1,93 @@
+#include "daemon/api/daemon_server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/api/listen_address.h"
+#include "daemon/api/state_dir_lock.h"
+
+#ifndef XV_VERSION
+#define XV_VERSION "dev"
+#endif
+
+namespace xv::daemon {
+
+Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out) {
+  if (options.state_dir.empty()) return Status::InvalidArgument("--state-dir: required");
+  ListenAddress tcp;
+  XV_RETURN_IF_ERROR(ParseListenAddress(options.listen, &tcp));
+  std::error_code ec;
+  std::filesystem::create_directories(options.state_dir, ec);
+  if (ec) return Status::IoError(options.state_dir + ": cannot create: " + ec.message());
+
+  std::unique_ptr<DaemonServer> d(new DaemonServer());
+  const std::string db_path = options.state_dir + "/xv.db";
+  XV_RETURN_IF_ERROR(store::ExperimentStore::Open(db_path, &d->store_));
+  spdlog::info("database {} (schema version {})", db_path, d->store_->schema_version());
+
+  d->socket_path_ =
+      options.socket_path.empty() ? options.state_dir + "/xvd.sock" : options.socket_path;
+  XV_RETURN_IF_ERROR(RemoveStaleSocket(d->socket_path_));
+
+  d->dispatcher_ = std::make_unique<Dispatcher>(d->store_.get(), options.dispatcher);
+  d->experiments_ = std::make_unique<ExperimentsService>(d->store_.get(), d->dispatcher_.get(),
+                                                         options.limits, XV_VERSION);
+  d->workers_ = std::make_unique<WorkersService>(d->store_.get(), d->dispatcher_.get());
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + d->socket_path_, grpc::InsecureServerCredentials());
+  int bound_port = 0;
+  if (tcp.enabled) {
+    builder.AddListeningPort(tcp.ToString(), grpc::InsecureServerCredentials(), &bound_port);
+  }
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.RegisterService(d->experiments_.get());
+  builder.RegisterService(d->workers_.get());
+  d->server_ = builder.BuildAndStart();
+  if (!d->server_) {
+    return Status::Unavailable("cannot listen on unix:" + d->socket_path_ +
+                               (tcp.enabled ? " and " + tcp.ToString() : std::string()) +
+                               " (address in use?)");
+  }
+  if (tcp.enabled && bound_port == 0) {
+    d->server_->Shutdown();
+    return Status::Unavailable("--listen " + tcp.ToString() + ": cannot bind (address in use?)");
+  }
+  if (::chmod(d->socket_path_.c_str(), 0660) != 0) {
+    spdlog::warn("{}: cannot set permissions 0660", d->socket_path_);
+  }
+  if (tcp.enabled) {
+    d->tcp_port_ = bound_port;
+    d->port_file_ = options.state_dir + "/xvd.port";
+    std::ofstream(d->port_file_) << bound_port << "\n";
+  }
+  d->dispatcher_->Start();
+  spdlog::info("xvd {} listening on unix:{}{}", XV_VERSION, d->socket_path_,
+               tcp.enabled ? " and " + tcp.host + ":" + std::to_string(bound_port) : "");
+  *out = std::move(d);
+  return Status::Ok();
+}
+
+DaemonServer::~DaemonServer() { Shutdown(); }
+
+void DaemonServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  // Sessions first: their handlers block on reads until cancelled.
+  if (dispatcher_) dispatcher_->Stop();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  if (server_) server_->Wait();
+  if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+  if (!port_file_.empty()) ::unlink(port_file_.c_str());
+  store_.reset();  // closes the database (checkpoints the WAL)
+}
+
+}  // namespace xv::daemon

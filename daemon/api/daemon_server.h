@@ -1,0 +1,60 @@
+// DaemonServer: one running xvd service: the store (DIR/xv.db), the dispatcher, and the gRPC server
+// on a unix socket (0660) and optionally a loopback TCP port. main.cc wraps it with flags, the
+// state-dir lock and signals; tests start it in-process. Thread-safety: Start/Shutdown/Wait from
+// one controlling thread; the services run on gRPC's threads.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+
+#include "common/status.h"
+#include "daemon/api/dispatcher.h"
+#include "daemon/api/experiments_service.h"
+#include "daemon/api/submission_builder.h"
+#include "daemon/api/workers_service.h"
+#include "daemon/store/experiment_store.h"
+
+namespace xv::daemon {
+
+struct DaemonOptions {
+  std::string state_dir;                  // required; holds xv.db, xvd.sock, xvd.port
+  std::string socket_path;                // "" = <state_dir>/xvd.sock
+  std::string listen = "127.0.0.1:7470";  // loopback HOST:PORT or "none"; port 0 picks one
+  DispatcherOptions dispatcher;
+  SubmissionLimits limits;
+  int max_message_bytes = 8 * 1024 * 1024;
+};
+
+class DaemonServer {
+ public:
+  // Opens the store (integrity check, migrations), removes a stale socket, starts listening and the
+  // dispatcher. When TCP is on, writes the bound port to <state_dir>/xvd.port.
+  static Status Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out);
+  ~DaemonServer();  // Shutdown()s
+
+  const std::string& socket_path() const { return socket_path_; }
+  int tcp_port() const { return tcp_port_; }  // 0 when TCP is off
+  store::ExperimentStore* store() { return store_.get(); }
+  Dispatcher* dispatcher() { return dispatcher_.get(); }
+
+  // Stops accepting calls, ends worker sessions, lets in-flight writes finish, removes the socket
+  // and port files. Idempotent.
+  void Shutdown();
+
+ private:
+  DaemonServer() = default;
+
+  std::unique_ptr<store::ExperimentStore> store_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<ExperimentsService> experiments_;
+  std::unique_ptr<WorkersService> workers_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string socket_path_;
+  std::string port_file_;
+  int tcp_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace xv::daemon

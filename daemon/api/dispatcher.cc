@@ -1,0 +1,175 @@
+#include "daemon/api/dispatcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/sched/placement.h"
+
+namespace xv::daemon {
+
+Dispatcher::Dispatcher(store::ExperimentStore* store, DispatcherOptions options)
+    : store_(store),
+      options_(options),
+      leases_(std::chrono::milliseconds(options.lease_ms), sched::LeaseTable::Clock::now()) {}
+
+Dispatcher::~Dispatcher() { Stop(); }
+
+void Dispatcher::Start() {
+  monitor_ = std::thread([this] { MonitorLoop(); });
+}
+
+void Dispatcher::Stop() {
+  std::map<int64_t, std::shared_ptr<WorkerSession>> sessions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    sessions.swap(sessions_);
+  }
+  stop_cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  for (auto& [id, s] : sessions) s->Close();
+}
+
+void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session) {
+  std::shared_ptr<WorkerSession> old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      session->Close();
+      return;
+    }
+    auto& slot = sessions_[session->worker_id()];
+    old = slot;
+    slot = session;
+  }
+  leases_.Touch(session->worker_id(), sched::LeaseTable::Clock::now());
+  if (old && old != session) {
+    spdlog::info("worker {} re-registered; closing its previous session", session->name());
+    old->Close();
+  }
+}
+
+void Dispatcher::Detach(const std::shared_ptr<WorkerSession>& session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(session->worker_id());
+  if (it != sessions_.end() && it->second == session) sessions_.erase(it);
+}
+
+void Dispatcher::Touch(int64_t worker_id) {
+  leases_.Touch(worker_id, sched::LeaseTable::Clock::now());
+}
+
+bool Dispatcher::IsConnected(int64_t worker_id) const { return SessionOf(worker_id) != nullptr; }
+
+std::shared_ptr<WorkerSession> Dispatcher::SessionOf(int64_t worker_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(worker_id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
+void Dispatcher::Schedule() {
+  std::lock_guard<std::mutex> pass(schedule_mu_);
+  std::vector<std::shared_ptr<WorkerSession>> sessions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    for (auto& [id, s] : sessions_) {
+      if (!s->closed()) sessions.push_back(s);
+    }
+  }
+  if (sessions.empty()) return;
+  std::vector<store::QueuedExperiment> queued;
+  Status s = store_->ListQueued(&queued);
+  if (!s.ok()) {
+    spdlog::error("scheduling: {}", s.ToString());
+    return;
+  }
+  if (queued.empty()) return;
+  std::vector<store::ActiveAttempt> active;
+  std::vector<store::CandidateWorkerCount> history;
+  s = store_->ListActive(&active);
+  if (s.ok()) s = store_->CountCandidateAttempts(&history);
+  if (!s.ok()) {
+    spdlog::error("scheduling: {}", s.ToString());
+    return;
+  }
+  std::map<int64_t, int> busy;
+  for (const auto& a : active) ++busy[a.worker_id];
+  std::vector<sched::WorkerSlot> slots;
+  std::map<int64_t, std::shared_ptr<WorkerSession>> by_id;
+  for (const auto& session : sessions) {
+    sched::WorkerSlot slot;
+    slot.worker_id = session->worker_id();
+    slot.trainers = session->trainers();
+    slot.has_gpu = session->has_gpu();
+    slot.free_slots = session->max_concurrent() - busy[session->worker_id()];
+    if (slot.free_slots > 0) slots.push_back(slot);
+    by_id[session->worker_id()] = session;
+  }
+  for (const sched::Placement& p : sched::PlanPlacements(queued, slots, history)) {
+    xv::v1::DaemonMessage msg;
+    s = store_->AssignExperiment(p.experiment_id, p.worker_id,
+                                 msg.mutable_assign()->mutable_spec());
+    if (!s.ok()) {
+      spdlog::warn("assign experiment {}: {}", p.experiment_id, s.ToString());
+      continue;
+    }
+    const auto& session = by_id[p.worker_id];
+    spdlog::info("experiment {} attempt {} -> worker {}", p.experiment_id,
+                 msg.assign().spec().attempt(), session->name());
+    // If the session closed meanwhile, the attempt stays assigned and the lease reclaims it.
+    session->Push(std::move(msg));
+  }
+}
+
+void Dispatcher::SendCancel(int64_t worker_id, int64_t experiment_id, int attempt,
+                            const std::string& reason) {
+  auto session = SessionOf(worker_id);
+  if (!session) return;
+  xv::v1::DaemonMessage msg;
+  msg.mutable_cancel()->set_experiment_id(experiment_id);
+  msg.mutable_cancel()->set_attempt(attempt);
+  msg.mutable_cancel()->set_reason(reason);
+  session->Push(std::move(msg));
+}
+
+void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
+  std::vector<store::ActiveAttempt> active;
+  {
+    std::lock_guard<std::mutex> pass(schedule_mu_);
+    Status s = store_->ListActive(&active);
+    if (!s.ok()) {
+      spdlog::error("lease check: {}", s.ToString());
+      return;
+    }
+    for (const auto& a : active) {
+      if (!leases_.Expired(a.worker_id, now)) continue;
+      bool requeued = false;
+      std::string detail = "no contact from worker " + std::to_string(a.worker_id) + " within " +
+                           std::to_string(options_.lease_ms) + " ms";
+      s = store_->MarkAttemptLost(a.experiment_id, a.attempt, detail, options_.max_attempts,
+                                  &requeued);
+      if (!s.ok()) {
+        spdlog::error("lease check: experiment {}: {}", a.experiment_id, s.ToString());
+        continue;
+      }
+      spdlog::warn("experiment {} attempt {} lost ({}){}", a.experiment_id, a.attempt, detail,
+                   requeued ? "; requeued" : "");
+      // A silent but still connected worker must stop the attempt it lost.
+      SendCancel(a.worker_id, a.experiment_id, a.attempt, "lease expired");
+    }
+  }
+}
+
+void Dispatcher::MonitorLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms));
+    if (stopping_) break;
+    lock.unlock();
+    CheckLeases(sched::LeaseTable::Clock::now());
+    Schedule();
+    lock.lock();
+  }
+}
+
+}  // namespace xv::daemon

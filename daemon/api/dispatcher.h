@@ -1,0 +1,78 @@
+// Dispatcher: connects the store, the placement policy and the connected workers. It assigns queued
+// experiments to free workers and pushes the Assign messages, forwards cancels, and runs the lease
+// monitor that marks attempts lost when their worker stays silent longer than the lease.
+//
+// Thread-safety: every public method is safe to call concurrently; scheduling passes are serialised
+// by schedule_mu_, the session map is guarded by mu_. The store outlives the dispatcher.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/api/worker_session.h"
+#include "daemon/sched/lease_table.h"
+#include "daemon/store/experiment_store.h"
+
+namespace xv::daemon {
+
+struct DispatcherOptions {
+  int heartbeat_interval_ms = 2000;
+  int lease_ms = 15000;  // no contact for this long: the worker's attempts are lost
+  int max_attempts = 2;  // a lost attempt is requeued while attempt < max_attempts
+  int tick_ms = 250;     // lease checks and a scheduling pass this often
+};
+
+class Dispatcher {
+ public:
+  Dispatcher(store::ExperimentStore* store, DispatcherOptions options);
+  ~Dispatcher();  // Stop()s
+
+  const DispatcherOptions& options() const { return options_; }
+
+  // Starts the lease monitor thread. Stop() ends it and closes every session.
+  void Start();
+  void Stop();
+
+  // A worker registered: replaces (closes) any earlier session of the same worker.
+  void Attach(const std::shared_ptr<WorkerSession>& session);
+  // The session ended; no-op when a newer session of the worker replaced it.
+  void Detach(const std::shared_ptr<WorkerSession>& session);
+  // Any message from the worker renews its lease.
+  void Touch(int64_t worker_id);
+  bool IsConnected(int64_t worker_id) const;
+
+  // One scheduling pass: assigns queued experiments to connected workers with free slots and pushes
+  // the Assign messages. Errors are logged; the next pass retries.
+  void Schedule();
+  // Tells the worker holding (experiment, attempt) to stop it.
+  void SendCancel(int64_t worker_id, int64_t experiment_id, int attempt, const std::string& reason);
+  // One lease pass at `now`: attempts whose worker's lease lapsed become lost (requeued per
+  // policy).
+  void CheckLeases(sched::LeaseTable::Clock::time_point now);
+
+ private:
+  void MonitorLoop();
+  std::shared_ptr<WorkerSession> SessionOf(int64_t worker_id) const;
+
+  store::ExperimentStore* const store_;
+  const DispatcherOptions options_;
+  sched::LeaseTable leases_;
+
+  mutable std::mutex mu_;
+  std::map<int64_t, std::shared_ptr<WorkerSession>> sessions_;  // by worker id; guarded by mu_
+  bool stopping_ = false;                                       // guarded by mu_
+  std::condition_variable stop_cv_;
+  std::thread monitor_;
+
+  std::mutex schedule_mu_;  // serialises Schedule() and CheckLeases()
+};
+
+}  // namespace xv::daemon

@@ -1,0 +1,103 @@
+#include "daemon/api/experiments_service.h"
+
+#include <map>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/api/grpc_status.h"
+
+namespace xv::daemon {
+
+ExperimentsService::ExperimentsService(store::ExperimentStore* store, Dispatcher* dispatcher,
+                                       SubmissionLimits limits, std::string version)
+    : store_(store), dispatcher_(dispatcher), limits_(limits), version_(std::move(version)) {}
+
+grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,
+                                        xv::v1::SubmitResponse* resp) {
+  store::NewSubmission sub;
+  xv::Status s = BuildSubmission(*req, limits_, &sub);
+  if (!s.ok()) {
+    spdlog::info("submit refused ({}): {}", ctx->peer(), s.message());
+    return ToGrpcStatus(s);
+  }
+  if (sub.submitter.empty()) sub.submitter = ctx->peer();
+  store::SubmissionIds ids;
+  s = store_->InsertSubmission(sub, &ids);
+  if (!s.ok()) {
+    spdlog::error("submit: {}", s.ToString());
+    return ToGrpcStatus(s);
+  }
+  resp->set_campaign_id(ids.campaign_id);
+  resp->set_round_id(ids.round_id);
+  for (int64_t id : ids.experiment_ids) resp->add_experiment_ids(id);
+  spdlog::info("submitted round {} of campaign '{}': {} experiment(s)", ids.round_id, sub.campaign,
+               ids.experiment_ids.size());
+  dispatcher_->Schedule();
+  return grpc::Status::OK;
+}
+
+grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext*,
+                                                 const xv::v1::ListExperimentsRequest* req,
+                                                 xv::v1::ListExperimentsResponse* resp) {
+  std::vector<xv::v1::Experiment> found;
+  xv::Status s = store_->ListExperiments(*req, &found);
+  if (!s.ok()) return ToGrpcStatus(s);
+  for (auto& e : found) *resp->add_experiments() = std::move(e);
+  return grpc::Status::OK;
+}
+
+grpc::Status ExperimentsService::GetExperiment(grpc::ServerContext*,
+                                               const xv::v1::GetExperimentRequest* req,
+                                               xv::v1::Experiment* resp) {
+  return ToGrpcStatus(store_->GetExperiment(req->id(), resp));
+}
+
+grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::StatusRequest*,
+                                        xv::v1::StatusResponse* resp) {
+  std::map<std::string, int64_t> counts;
+  xv::Status s = store_->CountByState(&counts);
+  if (!s.ok()) return ToGrpcStatus(s);
+  resp->set_version(version_);
+  resp->set_database(store_->path());
+  resp->set_queued(counts["queued"]);
+  resp->set_running(counts["assigned"] + counts["running"]);
+  int64_t finished = 0;
+  for (const auto& [state, n] : counts) {
+    if (state != "queued" && state != "assigned" && state != "running") finished += n;
+  }
+  resp->set_finished(finished);
+  std::vector<xv::v1::WorkerInfo> workers;
+  s = store_->ListWorkers(&workers);
+  if (!s.ok()) return ToGrpcStatus(s);
+  for (auto& w : workers) {
+    if (!dispatcher_->IsConnected(w.id())) w.set_state("offline");
+    *resp->add_workers() = std::move(w);
+  }
+  for (const char* state : {"assigned", "running"}) {
+    xv::v1::ListExperimentsRequest req;
+    req.set_state(state);
+    req.set_limit(1000);
+    std::vector<xv::v1::Experiment> active;
+    s = store_->ListExperiments(req, &active);
+    if (!s.ok()) return ToGrpcStatus(s);
+    for (auto& e : active) *resp->add_active() = std::move(e);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ExperimentsService::Cancel(grpc::ServerContext*, const xv::v1::CancelRequest* req,
+                                        xv::v1::CancelResponse* resp) {
+  std::string state;
+  int64_t worker_id = 0;
+  int attempt = 0;
+  xv::Status s = store_->CancelExperiment(req->experiment_id(), &state, &worker_id, &attempt);
+  if (!s.ok()) return ToGrpcStatus(s);
+  if (worker_id != 0) {
+    dispatcher_->SendCancel(worker_id, req->experiment_id(), attempt, "cancelled by request");
+  }
+  resp->set_state(state);
+  return grpc::Status::OK;
+}
+
+}  // namespace xv::daemon

@@ -1,0 +1,39 @@
+// ExperimentsService: the xv.v1.Experiments gRPC service (Submit, ListExperiments, GetExperiment,
+// Status, Cancel), a thin layer over the store, the submission builder and the dispatcher.
+// Thread-safety: gRPC calls the methods concurrently; all state lives in the store and dispatcher.
+#pragma once
+
+#include <string>
+
+#include "daemon/api/dispatcher.h"
+#include "daemon/api/submission_builder.h"
+#include "daemon/store/experiment_store.h"
+#include "xv/v1/experiments.grpc.pb.h"
+
+namespace xv::daemon {
+
+class ExperimentsService final : public xv::v1::Experiments::Service {
+ public:
+  // `store` and `dispatcher` must outlive the service.
+  ExperimentsService(store::ExperimentStore* store, Dispatcher* dispatcher, SubmissionLimits limits,
+                     std::string version);
+
+  grpc::Status Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,
+                      xv::v1::SubmitResponse* resp) override;
+  grpc::Status ListExperiments(grpc::ServerContext* ctx, const xv::v1::ListExperimentsRequest* req,
+                               xv::v1::ListExperimentsResponse* resp) override;
+  grpc::Status GetExperiment(grpc::ServerContext* ctx, const xv::v1::GetExperimentRequest* req,
+                             xv::v1::Experiment* resp) override;
+  grpc::Status Status(grpc::ServerContext* ctx, const xv::v1::StatusRequest* req,
+                      xv::v1::StatusResponse* resp) override;
+  grpc::Status Cancel(grpc::ServerContext* ctx, const xv::v1::CancelRequest* req,
+                      xv::v1::CancelResponse* resp) override;
+
+ private:
+  store::ExperimentStore* const store_;
+  Dispatcher* const dispatcher_;
+  const SubmissionLimits limits_;
+  const std::string version_;
+};
+
+}  // namespace xv::daemon

@@ -1,0 +1,132 @@
+#include "daemon/api/submission_builder.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/recipe.h"
+
+namespace xv::daemon {
+namespace {
+
+std::string JoinOverrides(const xv::v1::Candidate& c) {
+  std::string s;
+  for (const auto& o : c.overrides()) {
+    if (!s.empty()) s += ",";
+    s += o.key() + "=" + o.value();
+  }
+  return s;
+}
+
+}  // namespace
+
+double HardDeadlineSeconds(double time_budget_s) { return 2.0 * time_budget_s + 300.0; }
+
+Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits& limits,
+                       store::NewSubmission* out) {
+  if (req.recipe_yaml().empty()) {
+    return Status::InvalidArgument("recipe_yaml: empty (send the recipe file's text)");
+  }
+  if (req.recipe_yaml().size() > limits.max_recipe_bytes) {
+    return Status::InvalidArgument("recipe_yaml: " + std::to_string(req.recipe_yaml().size()) +
+                                   " bytes, more than the limit of " +
+                                   std::to_string(limits.max_recipe_bytes));
+  }
+  if (req.candidates_size() > limits.max_candidates) {
+    return Status::InvalidArgument("candidates: " + std::to_string(req.candidates_size()) +
+                                   " given, at most " + std::to_string(limits.max_candidates));
+  }
+  if (req.replicates() < 0 || req.replicates() > limits.max_replicates) {
+    return Status::InvalidArgument("replicates: must be 0..." +
+                                   std::to_string(limits.max_replicates) + ", got " +
+                                   std::to_string(req.replicates()));
+  }
+  if (req.campaign().size() > 200) return Status::InvalidArgument("campaign: name longer than 200");
+  const int replicates = req.replicates() == 0 ? 1 : req.replicates();
+
+  Recipe base;
+  XV_RETURN_IF_ERROR(ParseRecipeYaml(req.recipe_yaml(), &base).WithContext("recipe: "));
+  XV_RETURN_IF_ERROR(ValidateRecipe(base).WithContext("recipe: "));
+  ResolvedSizes base_sizes;
+  XV_RETURN_IF_ERROR(ResolveSizes(base, &base_sizes).WithContext("recipe: "));
+  const std::string base_hash = CanonicalHash(base);
+
+  store::NewSubmission sub;
+  sub.campaign = req.campaign().empty() ? "default" : req.campaign();
+  sub.recipe_name = req.recipe_name();
+  sub.recipe_yaml = req.recipe_yaml();
+  sub.trainer = req.trainer().empty() ? "libtorch" : req.trainer();
+  sub.priority = req.priority();
+  sub.submitter = req.submitter();
+  sub.base_hash = base_hash;
+  sub.base_recipe_json = RecipeToJson(base).dump();
+  sub.base_resolved_json = ResolvedConfigJson(base, base_sizes).dump();
+
+  std::vector<xv::v1::Candidate> candidates(req.candidates().begin(), req.candidates().end());
+  if (candidates.empty()) candidates.emplace_back();
+  bool base_is_candidate = false;
+  for (const auto& c : candidates) base_is_candidate |= c.overrides_size() == 0;
+
+  std::map<std::string, int> seen;  // candidate hash -> 1-based candidate index
+  for (size_t ci = 0; ci < candidates.size(); ++ci) {
+    const xv::v1::Candidate& cand = candidates[ci];
+    const std::string joined = JoinOverrides(cand);
+    const std::string label = "candidate " + std::to_string(ci + 1) + " (" +
+                              (joined.empty() ? std::string("base") : joined) + "): ";
+    if (cand.overrides_size() > limits.max_overrides) {
+      return Status::InvalidArgument(label + "more than " + std::to_string(limits.max_overrides) +
+                                     " overrides");
+    }
+    Recipe r = base;
+    nlohmann::json overrides = nlohmann::json::object();
+    for (const auto& o : cand.overrides()) {
+      if (o.key().empty()) return Status::InvalidArgument(label + "override with an empty key");
+      XV_RETURN_IF_ERROR(ApplyOverride(o.key(), o.value(), &r).WithContext(label));
+    }
+    XV_RETURN_IF_ERROR(ValidateRecipe(r).WithContext(label));
+    ResolvedSizes sizes;
+    XV_RETURN_IF_ERROR(ResolveSizes(r, &sizes).WithContext(label));
+    const nlohmann::json knobs = RecipeToJson(r);
+    for (const auto& o : cand.overrides()) {
+      if (knobs.contains(o.key())) overrides[o.key()] = knobs[o.key()];
+    }
+    const std::string hash = CanonicalHash(r);
+    if (hash == base_hash && cand.overrides_size() > 0 && !base_is_candidate) {
+      return Status::InvalidArgument(label + "no-op override: " + joined + " equals the base");
+    }
+    auto [it, inserted] = seen.emplace(hash, static_cast<int>(ci + 1));
+    if (!inserted) {
+      return Status::InvalidArgument(label + "same resolved config as candidate " +
+                                     std::to_string(it->second));
+    }
+    const std::string name =
+        !cand.name().empty() ? cand.name() : (joined.empty() ? std::string("base") : joined);
+    const int64_t seed0 = r.seed;
+    for (int rep = 0; rep < replicates; ++rep) {
+      Recipe rr = r;
+      rr.seed = seed0 + rep;
+      ResolvedSizes rs;
+      XV_RETURN_IF_ERROR(ResolveSizes(rr, &rs).WithContext(label));
+      store::NewExperiment e;
+      e.name = name;
+      e.candidate_index = static_cast<int>(ci);
+      e.replicate = rep;
+      e.overrides_json = overrides.dump();
+      e.seed = rr.seed;
+      e.recipe_hash = CanonicalHash(rr);
+      e.recipe_json = RecipeToJson(rr).dump();
+      e.resolved_json = ResolvedConfigJson(rr, rs).dump();
+      e.device_requirement = rr.device == "cuda" ? "gpu" : "any";
+      e.time_budget_s = rr.time_budget_s;
+      e.hard_deadline_s = HardDeadlineSeconds(rr.time_budget_s);
+      sub.experiments.push_back(std::move(e));
+    }
+  }
+  *out = std::move(sub);
+  return Status::Ok();
+}
+
+}  // namespace xv::daemon

@@ -1,0 +1,40 @@
+// SubmissionBuilder: turns a Submit request into the rows to store, validating everything first.
+//
+// The base recipe YAML is parsed with common/recipe.h; each candidate applies its overrides in
+// order; every candidate is validated, resolved and hashed before anything is stored. Errors are
+// InvalidArgument and name the field and the candidate ("candidate 2 (matrix_lr=-1): matrix_lr:
+// ..."). Rules:
+//  - no candidates: one candidate, the base recipe itself (named "base");
+//  - replicates r = 0..N-1 of a candidate get seeds seed, seed+1, ... (seed = the candidate's
+//  seed);
+//  - a candidate whose resolved config equals the base's is a no-op and refused, unless the base is
+//    itself a candidate (a candidate without overrides); two candidates with one resolved config
+//    are refused as duplicates;
+//  - bounds: recipe text <= 64 KiB, <= 256 candidates, <= 64 replicates, <= 64 overrides each;
+//  - a recipe with device "cuda" requires a GPU worker; cpu/auto recipes run anywhere;
+//  - hard deadline = 2 x time budget + 300 s (startup and evaluation allowance).
+// Thread-safety: stateless.
+#pragma once
+
+#include "common/status.h"
+#include "daemon/store/experiment_store.h"
+#include "xv/v1/experiments.pb.h"
+
+namespace xv::daemon {
+
+struct SubmissionLimits {
+  size_t max_recipe_bytes = 64 * 1024;
+  int max_candidates = 256;
+  int max_replicates = 64;
+  int max_overrides = 64;
+};
+
+// Validates `req` and fills `out` (campaign, trainer, base recipe, one NewExperiment per replicate
+// of each candidate). `out` is untouched when the result is not ok.
+Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits& limits,
+                       store::NewSubmission* out);
+
+// The hard deadline the worker enforces for a time budget (see the rules above).
+double HardDeadlineSeconds(double time_budget_s);
+
+}  // namespace xv::daemon

@@ -1,0 +1,57 @@
+// WorkerSession: the daemon's side of one connected worker's session stream: who it is, what it can
+// run, and the outbox of messages (Assign, Cancel, EventAck) waiting to be written to it.
+//
+// Ownership: shared by the Workers service handler (which reads the stream and runs the writer
+// loop) and the Dispatcher (which pushes messages). Thread-safety: every method is safe to call
+// concurrently.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <grpcpp/server_context.h>
+
+#include "xv/v1/workers.pb.h"
+
+namespace xv::daemon {
+
+class WorkerSession {
+ public:
+  // `context` is the session's RPC context; it must outlive this object's Close().
+  WorkerSession(int64_t worker_id, const xv::v1::Register& reg, grpc::ServerContext* context);
+
+  int64_t worker_id() const { return worker_id_; }
+  const std::string& name() const { return name_; }
+  const std::vector<std::string>& trainers() const { return trainers_; }
+  bool has_gpu() const { return has_gpu_; }
+  int max_concurrent() const { return max_concurrent_; }
+
+  // Queues a message for the writer loop. Returns false when the session is closed.
+  bool Push(xv::v1::DaemonMessage msg);
+  // Waits up to `timeout` for a message. Returns false on timeout or when closed and empty.
+  bool Pop(xv::v1::DaemonMessage* msg, std::chrono::milliseconds timeout);
+  // Ends the session: no more pushes; wakes the writer; with `cancel_rpc`, cancels the RPC so a
+  // reader blocked on the stream returns.
+  void Close(bool cancel_rpc = true);
+  bool closed() const;
+
+ private:
+  const int64_t worker_id_;
+  const std::string name_;
+  std::vector<std::string> trainers_;
+  bool has_gpu_ = false;
+  int max_concurrent_ = 1;
+  grpc::ServerContext* const context_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<xv::v1::DaemonMessage> outbox_;  // guarded by mu_
+  bool closed_ = false;                       // guarded by mu_
+};
+
+}  // namespace xv::daemon

@@ -1,0 +1,168 @@
+#include "daemon/api/workers_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "daemon/api/event_batcher.h"
+#include "daemon/api/worker_session.h"
+
+namespace xv::daemon {
+namespace {
+
+constexpr std::chrono::milliseconds kFlushInterval(200);
+
+}  // namespace
+
+WorkersService::WorkersService(store::ExperimentStore* store, Dispatcher* dispatcher)
+    : store_(store), dispatcher_(dispatcher) {}
+
+grpc::Status WorkersService::Session(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<xv::v1::DaemonMessage, xv::v1::WorkerMessage>* stream) {
+  xv::v1::WorkerMessage first;
+  if (!stream->Read(&first)) return grpc::Status::OK;
+  if (!first.has_register_()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "session: the first message must be Register");
+  }
+  const xv::v1::Register& reg = first.register_();
+  if (reg.worker_name().empty() || reg.worker_name().size() > 200) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "register.worker_name: must be 1..200 characters");
+  }
+  int64_t worker_id = 0;
+  Status s = store_->UpsertWorker(reg, &worker_id);
+  if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
+
+  auto session = std::make_shared<WorkerSession>(worker_id, reg, ctx);
+  {
+    xv::v1::DaemonMessage msg;
+    msg.mutable_registered()->set_worker_id(worker_id);
+    msg.mutable_registered()->set_heartbeat_interval_ms(
+        dispatcher_->options().heartbeat_interval_ms);
+    msg.mutable_registered()->set_lease_ms(dispatcher_->options().lease_ms);
+    if (!stream->Write(msg)) return grpc::Status::OK;
+  }
+  spdlog::info("worker {} (id {}, {} {}) registered from {}", reg.worker_name(), worker_id,
+               reg.device().backend(), reg.device().name(), ctx->peer());
+
+  // Reconcile what the worker says it runs with what the store says it holds.
+  std::set<std::pair<int64_t, int>> reported;
+  for (const auto& ra : reg.running()) {
+    reported.insert({ra.experiment_id(), ra.attempt()});
+    bool active = false;
+    s = store_->IsActiveAttemptOf(worker_id, ra.experiment_id(), ra.attempt(), &active);
+    if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
+    int64_t seq = 0;
+    s = store_->HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
+    if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
+    xv::v1::DaemonMessage ack;
+    ack.mutable_ack()->set_experiment_id(ra.experiment_id());
+    ack.mutable_ack()->set_attempt(ra.attempt());
+    ack.mutable_ack()->set_seq(seq);
+    session->Push(std::move(ack));
+    if (!active && !ra.finished()) {
+      xv::v1::DaemonMessage cancel;
+      cancel.mutable_cancel()->set_experiment_id(ra.experiment_id());
+      cancel.mutable_cancel()->set_attempt(ra.attempt());
+      cancel.mutable_cancel()->set_reason(
+          "the daemon no longer holds this attempt for this worker");
+      session->Push(std::move(cancel));
+    }
+  }
+  {
+    std::vector<store::ActiveAttempt> active;
+    s = store_->ListActive(&active);
+    if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
+    for (const auto& a : active) {
+      if (a.worker_id != worker_id || reported.count({a.experiment_id, a.attempt})) continue;
+      bool requeued = false;
+      s = store_->MarkAttemptLost(a.experiment_id, a.attempt,
+                                  "worker " + reg.worker_name() + " re-registered without it",
+                                  dispatcher_->options().max_attempts, &requeued);
+      if (!s.ok()) spdlog::error("reconcile: {}", s.ToString());
+    }
+  }
+
+  dispatcher_->Attach(session);
+  EventBatcher batcher(store_, session);
+  std::thread writer([&] {
+    auto next_flush = std::chrono::steady_clock::now() + kFlushInterval;
+    while (true) {
+      xv::v1::DaemonMessage msg;
+      auto now = std::chrono::steady_clock::now();
+      auto wait = next_flush > now
+                      ? std::chrono::duration_cast<std::chrono::milliseconds>(next_flush - now)
+                      : std::chrono::milliseconds(0);
+      if (session->Pop(&msg, wait)) {
+        if (!stream->Write(msg)) {
+          session->Close();
+          break;
+        }
+        continue;
+      }
+      if (session->closed()) break;
+      if (std::chrono::steady_clock::now() >= next_flush) {
+        batcher.Flush();
+        next_flush = std::chrono::steady_clock::now() + kFlushInterval;
+      }
+    }
+  });
+  dispatcher_->Schedule();
+
+  xv::v1::WorkerMessage msg;
+  while (!session->closed() && stream->Read(&msg)) {
+    dispatcher_->Touch(worker_id);
+    switch (msg.msg_case()) {
+      case xv::v1::WorkerMessage::kHeartbeat:
+        s = store_->TouchWorker(worker_id);
+        if (!s.ok()) spdlog::warn("worker {}: heartbeat: {}", reg.worker_name(), s.ToString());
+        break;
+      case xv::v1::WorkerMessage::kEvent:
+        batcher.Add(msg.event());
+        break;
+      case xv::v1::WorkerMessage::kFinished: {
+        if (!batcher.Flush()) break;  // unacknowledged: the worker sends it again
+        xv::v1::DaemonMessage ack;
+        s = store_->FinishAttempt(worker_id, msg.finished(), ack.mutable_ack());
+        if (!s.ok()) {
+          spdlog::warn("worker {}: finished {}/{}: {}", reg.worker_name(),
+                       msg.finished().experiment_id(), msg.finished().attempt(), s.ToString());
+          if (s.code() != Status::Code::kFailedPrecondition) break;
+          // Not this worker's attempt: acknowledge so it stops resending.
+          ack.mutable_ack()->set_experiment_id(msg.finished().experiment_id());
+          ack.mutable_ack()->set_attempt(msg.finished().attempt());
+          ack.mutable_ack()->set_finished(true);
+        } else {
+          spdlog::info("experiment {} attempt {} finished on {}: {}",
+                       msg.finished().experiment_id(), msg.finished().attempt(), reg.worker_name(),
+                       msg.finished().state());
+        }
+        session->Push(std::move(ack));
+        dispatcher_->Schedule();
+        break;
+      }
+      case xv::v1::WorkerMessage::kRegister:
+        spdlog::warn("worker {}: Register in the middle of a session ignored", reg.worker_name());
+        break;
+      default:
+        break;
+    }
+  }
+  batcher.Flush();
+  dispatcher_->Detach(session);
+  session->Close(/*cancel_rpc=*/false);
+  writer.join();
+  if (!dispatcher_->IsConnected(worker_id)) {
+    s = store_->SetWorkerState(worker_id, "offline");
+    if (!s.ok()) spdlog::warn("worker {}: {}", reg.worker_name(), s.ToString());
+  }
+  spdlog::info("worker {} session ended", reg.worker_name());
+  return grpc::Status::OK;
+}
+
+}  // namespace xv::daemon

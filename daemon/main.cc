@@ -1,0 +1,73 @@
+// xvd: the xv daemon. Owns the SQLite database of a state directory and serves the Experiments and
+// Workers gRPC services on a unix socket and (by default) 127.0.0.1:7470.
+//
+//   xvd --state-dir DIR [--socket PATH] [--listen 127.0.0.1:PORT|none] [--log-level info]
+//       [--lease-ms 15000] [--heartbeat-ms 2000]
+//
+// SIGTERM/SIGINT: stop accepting, end worker sessions, finish writes, exit 0.
+#include <signal.h>
+
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "common/logging.h"
+#include "common/paths.h"
+#include "daemon/api/daemon_server.h"
+#include "daemon/api/state_dir_lock.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"xvd: the xv daemon (experiments database, scheduler, gRPC API)"};
+  xv::daemon::DaemonOptions options;
+  options.state_dir = xv::DefaultStateDir();
+  std::string log_level = "info";
+  app.add_option("--state-dir", options.state_dir,
+                 "state directory: xv.db, xvd.sock, xvd.pid, xvd.port (default $XV_STATE_DIR or "
+                 "~/.local/state/xv)");
+  app.add_option("--socket", options.socket_path, "unix socket path (default STATE_DIR/xvd.sock)");
+  app.add_option("--listen", options.listen,
+                 "TCP address, loopback only: 127.0.0.1:PORT (0 picks one, written to "
+                 "STATE_DIR/xvd.port) or none")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
+  app.add_option("--lease-ms", options.dispatcher.lease_ms,
+                 "a worker silent this long loses its attempts (requeued once)")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 3600 * 1000));
+  app.add_option("--heartbeat-ms", options.dispatcher.heartbeat_interval_ms,
+                 "heartbeat interval asked of workers")
+      ->capture_default_str()
+      ->check(CLI::Range(50, 600 * 1000));
+  CLI11_PARSE(app, argc, argv);
+  xv::SetupLogging("xvd", log_level);
+
+  // Signals are taken synchronously by the main thread; every other thread inherits the block.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::unique_ptr<xv::daemon::StateDirLock> lock;
+  xv::Status s = xv::daemon::StateDirLock::Acquire(options.state_dir, &lock);
+  if (!s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return 1;
+  }
+  std::unique_ptr<xv::daemon::DaemonServer> server;
+  s = xv::daemon::DaemonServer::Start(options, &server);
+  if (!s.ok()) {
+    spdlog::error("{}", s.ToString());
+    return 1;
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  server->Shutdown();
+  server.reset();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,53 @@
+#include "daemon/sched/placement.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace xv::sched {
+
+bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& experiment) {
+  const std::string trainer = experiment.trainer.empty() ? "libtorch" : experiment.trainer;
+  bool trainer_ok = worker.trainers.empty()
+                        ? trainer == "libtorch"
+                        : std::find(worker.trainers.begin(), worker.trainers.end(), trainer) !=
+                              worker.trainers.end();
+  if (!trainer_ok) return false;
+  if (experiment.device_requirement == "gpu" && !worker.has_gpu) return false;
+  return true;
+}
+
+std::vector<Placement> PlanPlacements(const std::vector<store::QueuedExperiment>& queued,
+                                      std::vector<WorkerSlot> workers,
+                                      const std::vector<store::CandidateWorkerCount>& history) {
+  using Key = std::tuple<int64_t, std::string, int64_t>;  // round, candidate, worker
+  std::map<Key, int> counts;
+  for (const auto& h : history) counts[{h.round_id, h.candidate, h.worker_id}] += h.count;
+
+  std::vector<Placement> out;
+  for (const store::QueuedExperiment& e : queued) {
+    WorkerSlot* best = nullptr;
+    int best_count = 0;
+    for (WorkerSlot& w : workers) {
+      if (w.free_slots <= 0 || !WorkerCanRun(w, e)) continue;
+      int count = 0;
+      auto it = counts.find({e.round_id, e.candidate, w.worker_id});
+      if (it != counts.end()) count = it->second;
+      bool better = best == nullptr || count < best_count ||
+                    (count == best_count && w.free_slots > best->free_slots) ||
+                    (count == best_count && w.free_slots == best->free_slots &&
+                     w.worker_id < best->worker_id);
+      if (better) {
+        best = &w;
+        best_count = count;
+      }
+    }
+    if (best == nullptr) continue;
+    out.push_back({e.id, best->worker_id});
+    --best->free_slots;
+    ++counts[{e.round_id, e.candidate, best->worker_id}];
+  }
+  return out;
+}
+
+}  // namespace xv::sched

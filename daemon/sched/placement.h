@@ -1,0 +1,48 @@
+// Placement: which queued experiments go to which idle workers. Pure functions over snapshots, so
+// the policy is unit-tested without a database or a network.
+//
+// Policy (issue 2; issue 5 deepens it):
+//  - order: the queue as given (highest priority first, then FIFO by id); an experiment that no
+//  free
+//    worker can take is skipped, never blocking the ones behind it;
+//  - eligibility: the worker's trainer list contains the experiment's trainer (an empty list means
+//    {"libtorch"}), and an experiment that requires a GPU (recipe device "cuda") goes only to a GPU
+//    worker; cpu/auto recipes run anywhere;
+//  - spreading: among eligible workers, the one that has run the fewest attempts of the same
+//  candidate
+//    (round + candidate name, so replicates land on different devices), then the one with the most
+//    free slots, then the lowest worker id.
+// Thread-safety: stateless.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/store/experiment_store.h"
+
+namespace xv::sched {
+
+// A connected worker that can take work now.
+struct WorkerSlot {
+  int64_t worker_id = 0;
+  std::vector<std::string> trainers;  // configured trainer plugin names
+  bool has_gpu = false;               // backend cuda or rocm
+  int free_slots = 1;                 // max_concurrent minus the attempts it holds
+};
+
+struct Placement {
+  int64_t experiment_id = 0;
+  int64_t worker_id = 0;
+};
+
+// True when `worker` may run `experiment` (trainer and device rules above).
+bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& experiment);
+
+// Plans assignments for `queued` over `workers`; `history` counts earlier attempts per candidate
+// and worker. Each worker receives at most its free_slots experiments.
+std::vector<Placement> PlanPlacements(const std::vector<store::QueuedExperiment>& queued,
+                                      std::vector<WorkerSlot> workers,
+                                      const std::vector<store::CandidateWorkerCount>& history);
+
+}  // namespace xv::sched

@@ -1,0 +1,990 @@
+#include "daemon/store/experiment_store.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/store/migration_runner.h"
+
+namespace xv::store {
+namespace {
+
+#define XV_NOW "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+
+constexpr size_t kMaxStderrTail = 16 * 1024;
+constexpr size_t kMaxEventJson = 256 * 1024;
+
+using nlohmann::json;
+
+const std::set<std::string>& TerminalStatesFromWorker() {
+  static const std::set<std::string> kStates = {"succeeded", "diverged",  "failed",
+                                                "invalid",   "timed_out", "cancelled"};
+  return kStates;
+}
+
+// A number of a JSON object, or nullopt when missing, null or not a number.
+std::optional<double> NumberField(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::optional<int64_t> IntField(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->is_number_integer() ? it->get<int64_t>() : static_cast<int64_t>(it->get<double>());
+}
+
+std::string TextField(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+std::string Tail(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(s.size() - n);
+}
+
+// A bound parameter of a dynamically built query.
+struct QueryParam {
+  bool is_text;
+  std::string text;
+  int64_t number;
+};
+
+constexpr const char* kExperimentColumns =
+    "SELECT e.id, e.campaign_id, e.round_id, e.name, e.overrides_json, r.hash, e.seed, e.trainer, "
+    "e.state, e.attempt, COALESCE(w.name, ''), e.decision, e.decision_reason, e.failure_kind, "
+    "e.failure_detail, e.device_name, e.created_at, COALESCE(e.finished_at, ''), e.progress, "
+    "e.last_loss, res.id, res.val_bpb, res.training_seconds, res.total_seconds, res.num_steps, "
+    "res.total_tokens, res.tok_per_sec, res.mfu_percent, res.peak_flops, res.peak_flops_source, "
+    "res.peak_vram_mb, res.peak_reserved_mb, res.num_params, res.flops_per_token, "
+    "res.metric_version, res.attention_backend, res.depth, res.summary_json "
+    "FROM experiments e JOIN recipes r ON r.id = e.recipe_id "
+    "LEFT JOIN workers w ON w.id = e.worker_id "
+    "LEFT JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt ";
+
+void RowToExperiment(const SqliteStatement& st, xv::v1::Experiment* e) {
+  e->set_id(st.ColumnInt(0));
+  e->set_campaign_id(st.ColumnInt(1));
+  e->set_round_id(st.ColumnInt(2));
+  e->set_name(st.ColumnText(3));
+  e->set_overrides_json(st.ColumnText(4));
+  e->set_recipe_hash(st.ColumnText(5));
+  e->set_seed(st.ColumnInt(6));
+  e->set_trainer(st.ColumnText(7));
+  e->set_state(st.ColumnText(8));
+  e->set_attempt(static_cast<int32_t>(st.ColumnInt(9)));
+  e->set_worker(st.ColumnText(10));
+  e->set_decision(st.ColumnText(11));
+  e->set_decision_reason(st.ColumnText(12));
+  e->set_failure_kind(st.ColumnText(13));
+  e->set_failure_detail(st.ColumnText(14));
+  e->set_device_name(st.ColumnText(15));
+  e->set_created_at(st.ColumnText(16));
+  e->set_finished_at(st.ColumnText(17));
+  e->set_progress(st.ColumnDouble(18));
+  e->set_last_loss(st.IsNull(19) ? 0.0 : st.ColumnDouble(19));
+  if (!st.IsNull(20)) {
+    xv::v1::Result* r = e->mutable_result();
+    r->set_val_bpb(st.ColumnDouble(21));
+    r->set_training_seconds(st.ColumnDouble(22));
+    r->set_total_seconds(st.ColumnDouble(23));
+    r->set_num_steps(st.ColumnInt(24));
+    r->set_total_tokens(st.ColumnInt(25));
+    r->set_tok_per_sec(st.ColumnDouble(26));
+    r->set_mfu_percent(st.IsNull(27) ? -1.0 : st.ColumnDouble(27));
+    r->set_peak_flops(st.ColumnDouble(28));
+    r->set_peak_flops_source(st.ColumnText(29));
+    r->set_peak_vram_mb(st.ColumnDouble(30));
+    r->set_peak_reserved_mb(st.ColumnDouble(31));
+    r->set_num_params(st.ColumnInt(32));
+    r->set_flops_per_token(st.ColumnInt(33));
+    r->set_metric_version(st.ColumnText(34));
+    r->set_attention_backend(st.ColumnText(35));
+    r->set_depth(static_cast<int32_t>(st.ColumnInt(36)));
+    r->set_summary_json(st.ColumnText(37));
+  }
+}
+
+Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
+                       const std::vector<QueryParam>& params, int limit,
+                       std::vector<xv::v1::Experiment>* out) {
+  SqliteStatement st;
+  std::string sql = std::string(kExperimentColumns) + where_sql + " ORDER BY e.id LIMIT ?";
+  XV_RETURN_IF_ERROR(conn->Prepare(sql, &st));
+  int i = 1;
+  for (const QueryParam& p : params) {
+    if (p.is_text) {
+      st.Bind(i++, p.text);
+    } else {
+      st.Bind(i++, p.number);
+    }
+  }
+  st.Bind(i, static_cast<int64_t>(limit));
+  bool row = false;
+  while (true) {
+    XV_RETURN_IF_ERROR(st.Step(&row));
+    if (!row) break;
+    RowToExperiment(st, &out->emplace_back());
+  }
+  return Status::Ok();
+}
+
+// Inserts the recipe unless its hash exists; *id receives the row id either way.
+Status InsertRecipe(SqliteConnection* conn, const std::string& hash, const std::string& recipe_json,
+                    const std::string& resolved_json, const std::string& name, int64_t* id) {
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(conn->Prepare(
+      "INSERT OR IGNORE INTO recipes(hash, recipe_json, resolved_json, name) VALUES (?, ?, ?, ?)",
+      &ins));
+  ins.Bind(1, hash).Bind(2, recipe_json).Bind(3, resolved_json).Bind(4, name);
+  XV_RETURN_IF_ERROR(ins.Run());
+  SqliteStatement sel;
+  XV_RETURN_IF_ERROR(conn->Prepare("SELECT id FROM recipes WHERE hash = ?", &sel));
+  sel.Bind(1, hash);
+  bool row = false;
+  XV_RETURN_IF_ERROR(sel.Step(&row));
+  if (!row) return Status::Internal("recipe " + hash + " vanished after insert");
+  *id = sel.ColumnInt(0);
+  return Status::Ok();
+}
+
+}  // namespace
+
+ExperimentStore::ExperimentStore(std::unique_ptr<SqliteConnection> conn, bool read_only,
+                                 int version)
+    : conn_(std::move(conn)),
+      read_only_(read_only),
+      schema_version_(version),
+      path_(conn_->path()) {}
+
+Status ExperimentStore::Open(const std::string& path, std::unique_ptr<ExperimentStore>* out) {
+  std::unique_ptr<SqliteConnection> conn;
+  XV_RETURN_IF_ERROR(SqliteConnection::Open(path, SqliteConnection::Mode::kReadWrite, &conn));
+  {
+    SqliteStatement st;
+    XV_RETURN_IF_ERROR(conn->Prepare("PRAGMA integrity_check", &st));
+    bool row = false;
+    XV_RETURN_IF_ERROR(st.Step(&row));
+    std::string result = row ? st.ColumnText(0) : "no answer";
+    if (result != "ok") {
+      return Status::DataLoss(path + ": integrity_check failed: " + result +
+                              " (restore a backup or move the file away)");
+    }
+  }
+  int to = 0;
+  XV_RETURN_IF_ERROR(ApplyMigrations(conn.get(), EmbeddedMigrations(), nullptr, &to));
+  out->reset(new ExperimentStore(std::move(conn), /*read_only=*/false, to));
+  return Status::Ok();
+}
+
+Status ExperimentStore::OpenReadOnly(const std::string& path,
+                                     std::unique_ptr<ExperimentStore>* out) {
+  std::unique_ptr<SqliteConnection> conn;
+  XV_RETURN_IF_ERROR(SqliteConnection::Open(path, SqliteConnection::Mode::kReadOnly, &conn));
+  int version = 0;
+  XV_RETURN_IF_ERROR(ReadSchemaVersion(conn.get(), &version));
+  const int newest = static_cast<int>(EmbeddedMigrations().size());
+  if (version == 0) return Status::FailedPrecondition(path + ": not an xv database (no schema)");
+  if (version > newest) {
+    return Status::FailedPrecondition(
+        path + ": database schema version " + std::to_string(version) +
+        " is newer than this binary (knows " + std::to_string(newest) + ")");
+  }
+  out->reset(new ExperimentStore(std::move(conn), /*read_only=*/true, version));
+  return Status::Ok();
+}
+
+Status ExperimentStore::CheckWritable() const {
+  if (read_only_) return Status::FailedPrecondition(path_ + ": store opened read-only");
+  return Status::Ok();
+}
+
+Status ExperimentStore::IntegrityCheck(std::string* result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(conn_->Prepare("PRAGMA integrity_check", &st));
+  bool row = false;
+  XV_RETURN_IF_ERROR(st.Step(&row));
+  *result = row ? st.ColumnText(0) : "";
+  return Status::Ok();
+}
+
+Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds* ids) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteConnection* c = conn_.get();
+  SubmissionIds result;
+  XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
+    int64_t base_recipe_id = 0;
+    XV_RETURN_IF_ERROR(InsertRecipe(c, sub.base_hash, sub.base_recipe_json, sub.base_resolved_json,
+                                    sub.recipe_name, &base_recipe_id));
+    {
+      SqliteStatement st;
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "INSERT OR IGNORE INTO campaigns(name, base_recipe_id, head_recipe_id) VALUES (?, ?, ?)",
+          &st));
+      st.Bind(1, sub.campaign).Bind(2, base_recipe_id).Bind(3, base_recipe_id);
+      XV_RETURN_IF_ERROR(st.Run());
+      SqliteStatement sel;
+      XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM campaigns WHERE name = ?", &sel));
+      sel.Bind(1, sub.campaign);
+      bool row = false;
+      XV_RETURN_IF_ERROR(sel.Step(&row));
+      if (!row) return Status::Internal("campaign " + sub.campaign + " vanished after insert");
+      result.campaign_id = sel.ColumnInt(0);
+    }
+    {
+      SqliteStatement st;
+      XV_RETURN_IF_ERROR(
+          c->Prepare("INSERT INTO rounds(campaign_id, kind, base_recipe_id, recipe_name, "
+                     "recipe_yaml, submitter) "
+                     "VALUES (?, 'candidates', ?, ?, ?, ?)",
+                     &st));
+      st.Bind(1, result.campaign_id)
+          .Bind(2, base_recipe_id)
+          .Bind(3, sub.recipe_name)
+          .Bind(4, sub.recipe_yaml)
+          .Bind(5, sub.submitter);
+      XV_RETURN_IF_ERROR(st.Run());
+      result.round_id = c->LastInsertRowId();
+    }
+    SqliteStatement ins;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("INSERT INTO experiments(campaign_id, round_id, recipe_id, name, "
+                   "candidate_index, replicate, "
+                   "overrides_json, seed, trainer, device_requirement, priority, time_budget_s, "
+                   "hard_deadline_s) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   &ins));
+    for (const NewExperiment& e : sub.experiments) {
+      int64_t recipe_id = 0;
+      XV_RETURN_IF_ERROR(
+          InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name, &recipe_id));
+      ins.Reset();
+      ins.Bind(1, result.campaign_id)
+          .Bind(2, result.round_id)
+          .Bind(3, recipe_id)
+          .Bind(4, e.name)
+          .Bind(5, e.candidate_index)
+          .Bind(6, e.replicate)
+          .Bind(7, e.overrides_json)
+          .Bind(8, e.seed)
+          .Bind(9, sub.trainer)
+          .Bind(10, e.device_requirement)
+          .Bind(11, sub.priority)
+          .Bind(12, e.time_budget_s)
+          .Bind(13, e.hard_deadline_s);
+      XV_RETURN_IF_ERROR(ins.Run().WithContext("experiment " + e.name + ": "));
+      result.experiment_ids.push_back(c->LastInsertRowId());
+    }
+    json audit = {{"campaign", sub.campaign},       {"round_id", result.round_id},
+                  {"recipe_name", sub.recipe_name}, {"submitter", sub.submitter},
+                  {"trainer", sub.trainer},         {"experiments", result.experiment_ids}};
+    SqliteStatement ev;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("INSERT INTO events(source, type, json) VALUES ('audit', 'submit', ?)", &ev));
+    ev.Bind(1, audit.dump());
+    return ev.Run();
+  }));
+  *ids = std::move(result);
+  return Status::Ok();
+}
+
+Status ExperimentStore::ListExperiments(const xv::v1::ListExperimentsRequest& req,
+                                        std::vector<xv::v1::Experiment>* out) {
+  std::string where = "WHERE e.id > ?";
+  std::vector<QueryParam> params = {{false, "", req.after_id()}};
+  if (req.campaign_id() != 0) {
+    where += " AND e.campaign_id = ?";
+    params.push_back({false, "", req.campaign_id()});
+  }
+  if (req.campaign_id() == 0 && !req.campaign().empty()) {
+    where += " AND e.campaign_id = (SELECT id FROM campaigns WHERE name = ?)";
+    params.push_back({true, req.campaign(), 0});
+  }
+  if (req.round_id() != 0) {
+    where += " AND e.round_id = ?";
+    params.push_back({false, "", req.round_id()});
+  }
+  if (!req.state().empty()) {
+    where += " AND e.state = ?";
+    params.push_back({true, req.state(), 0});
+  }
+  int limit = req.limit() <= 0 ? 100 : std::min(req.limit(), 10000);
+  std::lock_guard<std::mutex> lock(mu_);
+  return ReadExperiments(conn_.get(), where, params, limit, out);
+}
+
+Status ExperimentStore::GetExperiment(int64_t id, xv::v1::Experiment* out) {
+  std::vector<xv::v1::Experiment> found;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    XV_RETURN_IF_ERROR(
+        ReadExperiments(conn_.get(), "WHERE e.id = ?", {{false, "", id}}, 1, &found));
+  }
+  if (found.empty())
+    return Status::NotFound("experiment " + std::to_string(id) + " does not exist");
+  *out = std::move(found[0]);
+  return Status::Ok();
+}
+
+Status ExperimentStore::CountByState(std::map<std::string, int64_t>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(conn_->Prepare("SELECT state, COUNT(*) FROM experiments GROUP BY state", &st));
+  bool row = false;
+  while (true) {
+    XV_RETURN_IF_ERROR(st.Step(&row));
+    if (!row) break;
+    (*out)[st.ColumnText(0)] = st.ColumnInt(1);
+  }
+  return Status::Ok();
+}
+
+Status ExperimentStore::ListWorkers(std::vector<xv::v1::WorkerInfo>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      conn_->Prepare("SELECT w.id, w.name, w.state, w.device_json, COALESCE(w.last_heartbeat, ''), "
+                     "(SELECT MIN(e.id) FROM experiments e WHERE e.worker_id = w.id "
+                     " AND e.state IN ('assigned', 'running')) FROM workers w ORDER BY w.id",
+                     &st));
+  bool row = false;
+  while (true) {
+    XV_RETURN_IF_ERROR(st.Step(&row));
+    if (!row) break;
+    xv::v1::WorkerInfo* w = &out->emplace_back();
+    w->set_id(st.ColumnInt(0));
+    w->set_name(st.ColumnText(1));
+    w->set_state(st.ColumnText(2));
+    std::string device = st.ColumnText(3);
+    json dj = json::parse(device, nullptr, /*allow_exceptions=*/false);
+    if (dj.is_object()) {
+      w->mutable_device()->set_name(TextField(dj, "name"));
+      w->mutable_device()->set_vendor(TextField(dj, "vendor"));
+      w->mutable_device()->set_backend(TextField(dj, "backend"));
+      w->mutable_device()->set_hostname(TextField(dj, "hostname"));
+      if (auto idx = IntField(dj, "index")) w->mutable_device()->set_index(static_cast<int>(*idx));
+    }
+    w->set_last_heartbeat(st.ColumnText(4));
+    w->set_current_experiment_id(st.IsNull(5) ? 0 : st.ColumnInt(5));
+  }
+  return Status::Ok();
+}
+
+Status ExperimentStore::ListQueued(std::vector<QueuedExperiment>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(conn_->Prepare(
+      "SELECT id, priority, trainer, device_requirement, round_id, name FROM experiments "
+      "WHERE state = 'queued' ORDER BY priority DESC, id",
+      &st));
+  bool row = false;
+  while (true) {
+    XV_RETURN_IF_ERROR(st.Step(&row));
+    if (!row) break;
+    QueuedExperiment q;
+    q.id = st.ColumnInt(0);
+    q.priority = static_cast<int>(st.ColumnInt(1));
+    q.trainer = st.ColumnText(2);
+    q.device_requirement = st.ColumnText(3);
+    q.round_id = st.ColumnInt(4);
+    q.candidate = st.ColumnText(5);
+    out->push_back(std::move(q));
+  }
+  return Status::Ok();
+}
+
+Status ExperimentStore::ListActive(std::vector<ActiveAttempt>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      conn_->Prepare("SELECT id, attempt, worker_id, state FROM experiments "
+                     "WHERE state IN ('assigned', 'running') ORDER BY id",
+                     &st));
+  bool row = false;
+  while (true) {
+    XV_RETURN_IF_ERROR(st.Step(&row));
+    if (!row) break;
+    out->push_back({st.ColumnInt(0), static_cast<int>(st.ColumnInt(1)),
+                    st.IsNull(2) ? 0 : st.ColumnInt(2), st.ColumnText(3)});
+  }
+  return Status::Ok();
+}
+
+Status ExperimentStore::CountCandidateAttempts(std::vector<CandidateWorkerCount>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(conn_->Prepare(
+      "SELECT e.round_id, e.name, a.worker_id, COUNT(*) FROM attempts a "
+      "JOIN experiments e ON e.id = a.experiment_id "
+      "WHERE e.round_id IN (SELECT DISTINCT round_id FROM experiments WHERE state = 'queued') "
+      "GROUP BY e.round_id, e.name, a.worker_id",
+      &st));
+  bool row = false;
+  while (true) {
+    XV_RETURN_IF_ERROR(st.Step(&row));
+    if (!row) break;
+    out->push_back(
+        {st.ColumnInt(0), st.ColumnText(1), st.ColumnInt(2), static_cast<int>(st.ColumnInt(3))});
+  }
+  return Status::Ok();
+}
+
+Status ExperimentStore::AssignExperiment(int64_t experiment_id, int64_t worker_id,
+                                         xv::v1::ExperimentSpec* spec) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteConnection* c = conn_.get();
+  return InWriteTransaction(c, [&]() -> Status {
+    SqliteStatement sel;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "SELECT e.state, e.attempt, e.trainer, r.recipe_json, r.hash, e.seed, e.time_budget_s, "
+        "e.hard_deadline_s, e.campaign_id, e.round_id FROM experiments e "
+        "JOIN recipes r ON r.id = e.recipe_id WHERE e.id = ?",
+        &sel));
+    sel.Bind(1, experiment_id);
+    bool row = false;
+    XV_RETURN_IF_ERROR(sel.Step(&row));
+    if (!row) return Status::NotFound("experiment " + std::to_string(experiment_id));
+    if (sel.ColumnText(0) != "queued") {
+      return Status::FailedPrecondition("experiment " + std::to_string(experiment_id) + " is " +
+                                        sel.ColumnText(0) + ", not queued");
+    }
+    const int attempt = static_cast<int>(sel.ColumnInt(1)) + 1;
+    spec->set_experiment_id(experiment_id);
+    spec->set_attempt(attempt);
+    spec->set_trainer(sel.ColumnText(2));
+    spec->set_recipe_json(sel.ColumnText(3));
+    spec->set_recipe_hash(sel.ColumnText(4));
+    spec->set_seed(sel.ColumnInt(5));
+    spec->set_time_budget_s(sel.ColumnDouble(6));
+    spec->set_hard_deadline_s(sel.ColumnDouble(7));
+    spec->set_campaign_id(sel.ColumnInt(8));
+    spec->set_round_id(sel.ColumnInt(9));
+    SqliteStatement up;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "UPDATE experiments SET state = 'assigned', attempt = ?, worker_id = ?, progress = 0, "
+        "last_loss = NULL, failure_kind = '', failure_detail = '', assigned_at = " XV_NOW
+        " WHERE id = ?",
+        &up));
+    up.Bind(1, attempt).Bind(2, worker_id).Bind(3, experiment_id);
+    XV_RETURN_IF_ERROR(up.Run());
+    SqliteStatement ins;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("INSERT INTO attempts(experiment_id, attempt, worker_id, state) VALUES (?, ?, "
+                   "?, 'assigned')",
+                   &ins));
+    ins.Bind(1, experiment_id).Bind(2, attempt).Bind(3, worker_id);
+    XV_RETURN_IF_ERROR(ins.Run());
+    SqliteStatement ws;
+    XV_RETURN_IF_ERROR(c->Prepare("UPDATE workers SET state = 'busy' WHERE id = ?", &ws));
+    ws.Bind(1, worker_id);
+    return ws.Run();
+  });
+}
+
+Status ExperimentStore::MarkAttemptLost(int64_t experiment_id, int attempt,
+                                        const std::string& detail, int max_attempts,
+                                        bool* requeued) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  *requeued = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteConnection* c = conn_.get();
+  return InWriteTransaction(c, [&]() -> Status {
+    SqliteStatement sel;
+    XV_RETURN_IF_ERROR(c->Prepare("SELECT state, attempt FROM experiments WHERE id = ?", &sel));
+    sel.Bind(1, experiment_id);
+    bool row = false;
+    XV_RETURN_IF_ERROR(sel.Step(&row));
+    if (!row) return Status::NotFound("experiment " + std::to_string(experiment_id));
+    std::string state = sel.ColumnText(0);
+    if (sel.ColumnInt(1) != attempt || (state != "assigned" && state != "running")) {
+      return Status::Ok();
+    }
+    SqliteStatement at;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("UPDATE attempts SET state = 'lost', failure_kind = 'lost', failure_detail = ?, "
+                   "finished_at = " XV_NOW " WHERE experiment_id = ? AND attempt = ?",
+                   &at));
+    at.Bind(1, detail).Bind(2, experiment_id).Bind(3, attempt);
+    XV_RETURN_IF_ERROR(at.Run());
+    SqliteStatement up;
+    if (attempt < max_attempts) {
+      *requeued = true;
+      XV_RETURN_IF_ERROR(
+          c->Prepare("UPDATE experiments SET state = 'queued', worker_id = NULL, progress = 0, "
+                     "failure_detail = ? WHERE id = ?",
+                     &up));
+      up.Bind(1, "attempt " + std::to_string(attempt) + " lost: " + detail).Bind(2, experiment_id);
+    } else {
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "UPDATE experiments SET state = 'lost', failure_kind = 'lost', failure_detail = ?, "
+          "finished_at = " XV_NOW " WHERE id = ?",
+          &up));
+      up.Bind(1, detail).Bind(2, experiment_id);
+    }
+    XV_RETURN_IF_ERROR(up.Run());
+    SqliteStatement ev;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("INSERT INTO events(source, experiment_id, attempt, type, json) "
+                   "VALUES ('daemon', ?, ?, 'lost', ?)",
+                   &ev));
+    ev.Bind(1, experiment_id)
+        .Bind(2, attempt)
+        .Bind(3, json{{"detail", detail}, {"requeued", *requeued}}.dump());
+    return ev.Run();
+  });
+}
+
+Status ExperimentStore::CancelExperiment(int64_t experiment_id, std::string* state,
+                                         int64_t* worker_id, int* attempt) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  *worker_id = 0;
+  *attempt = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteConnection* c = conn_.get();
+  return InWriteTransaction(c, [&]() -> Status {
+    SqliteStatement sel;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("SELECT state, attempt, worker_id FROM experiments WHERE id = ?", &sel));
+    sel.Bind(1, experiment_id);
+    bool row = false;
+    XV_RETURN_IF_ERROR(sel.Step(&row));
+    if (!row)
+      return Status::NotFound("experiment " + std::to_string(experiment_id) + " does not exist");
+    *state = sel.ColumnText(0);
+    if (*state != "queued" && *state != "assigned" && *state != "running") return Status::Ok();
+    if (*state != "queued") {
+      *attempt = static_cast<int>(sel.ColumnInt(1));
+      *worker_id = sel.IsNull(2) ? 0 : sel.ColumnInt(2);
+    }
+    SqliteStatement up;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "UPDATE experiments SET state = 'cancelled', failure_detail = 'cancelled by request', "
+        "finished_at = " XV_NOW " WHERE id = ?",
+        &up));
+    up.Bind(1, experiment_id);
+    XV_RETURN_IF_ERROR(up.Run());
+    *state = "cancelled";
+    SqliteStatement ev;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "INSERT INTO events(source, experiment_id, type, json) VALUES ('audit', ?, 'cancel', '{}')",
+        &ev));
+    ev.Bind(1, experiment_id);
+    return ev.Run();
+  });
+}
+
+Status ExperimentStore::UpsertWorker(const xv::v1::Register& reg, int64_t* worker_id) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  const xv::v1::Device& d = reg.device();
+  json device = {{"name", d.name()},
+                 {"vendor", d.vendor()},
+                 {"backend", d.backend()},
+                 {"index", d.index()},
+                 {"memory_bytes", d.memory_bytes()},
+                 {"driver", d.driver()},
+                 {"runtime", d.runtime()},
+                 {"torch_version", d.torch_version()},
+                 {"os", d.os()},
+                 {"hostname", d.hostname()},
+                 {"peak_flops", d.peak_flops()},
+                 {"peak_flops_source", d.peak_flops_source()}};
+  json env = json::object();
+  for (const auto& [k, v] : d.env_knobs()) env[k] = v;
+  device["env_knobs"] = env;
+  const xv::v1::Capabilities& cap = reg.capabilities();
+  json caps = {{"trainers", std::vector<std::string>(cap.trainers().begin(), cap.trainers().end())},
+               {"attention_backends", std::vector<std::string>(cap.attention_backends().begin(),
+                                                               cap.attention_backends().end())},
+               {"sliding_window", cap.sliding_window()},
+               {"dtypes", std::vector<std::string>(cap.dtypes().begin(), cap.dtypes().end())},
+               {"max_concurrent", cap.max_concurrent()}};
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteConnection* c = conn_.get();
+  return InWriteTransaction(c, [&]() -> Status {
+    SqliteStatement st;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "INSERT INTO workers(name, device_json, capabilities_json, backend, device_name, state, "
+        "version, last_heartbeat) VALUES (?, ?, ?, ?, ?, 'idle', ?, " XV_NOW
+        ") ON CONFLICT(name) DO UPDATE SET device_json = excluded.device_json, "
+        "capabilities_json = excluded.capabilities_json, backend = excluded.backend, "
+        "device_name = excluded.device_name, state = 'idle', version = excluded.version, "
+        "registered_at = " XV_NOW ", last_heartbeat = excluded.last_heartbeat",
+        &st));
+    st.Bind(1, reg.worker_name())
+        .Bind(2, device.dump())
+        .Bind(3, caps.dump())
+        .Bind(4, d.backend().empty() ? std::string("cpu") : d.backend())
+        .Bind(5, d.name())
+        .Bind(6, reg.version());
+    XV_RETURN_IF_ERROR(st.Run());
+    SqliteStatement sel;
+    XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM workers WHERE name = ?", &sel));
+    sel.Bind(1, reg.worker_name());
+    bool row = false;
+    XV_RETURN_IF_ERROR(sel.Step(&row));
+    if (!row) return Status::Internal("worker " + reg.worker_name() + " vanished after upsert");
+    *worker_id = sel.ColumnInt(0);
+    return Status::Ok();
+  });
+}
+
+Status ExperimentStore::SetWorkerState(int64_t worker_id, const std::string& state) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(conn_->Prepare(
+      "UPDATE workers SET state = ?, last_heartbeat = " XV_NOW " WHERE id = ?", &st));
+  st.Bind(1, state).Bind(2, worker_id);
+  return st.Run();
+}
+
+Status ExperimentStore::TouchWorker(int64_t worker_id) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      conn_->Prepare("UPDATE workers SET last_heartbeat = " XV_NOW " WHERE id = ?", &st));
+  st.Bind(1, worker_id);
+  return st.Run();
+}
+
+Status ExperimentStore::HighestContiguousSeqLocked(int64_t experiment_id, int attempt,
+                                                   int64_t* seq) {
+  // The first stored seq whose successor is missing, among a run that starts at 1.
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(conn_->Prepare(
+      "SELECT e.seq FROM events e WHERE e.source = 'trainer' AND e.experiment_id = ?1 "
+      "AND e.attempt = ?2 AND NOT EXISTS (SELECT 1 FROM events f WHERE f.experiment_id = ?1 "
+      "AND f.attempt = ?2 AND f.seq = e.seq + 1) ORDER BY e.seq LIMIT 1",
+      &st));
+  st.Bind(1, experiment_id).Bind(2, attempt);
+  bool row = false;
+  XV_RETURN_IF_ERROR(st.Step(&row));
+  if (!row) {
+    *seq = 0;
+    return Status::Ok();
+  }
+  int64_t end = st.ColumnInt(0);
+  SqliteStatement one;
+  XV_RETURN_IF_ERROR(conn_->Prepare(
+      "SELECT 1 FROM events WHERE experiment_id = ? AND attempt = ? AND seq = 1", &one));
+  one.Bind(1, experiment_id).Bind(2, attempt);
+  XV_RETURN_IF_ERROR(one.Step(&row));
+  *seq = row ? end : 0;
+  return Status::Ok();
+}
+
+Status ExperimentStore::HighestContiguousSeq(int64_t experiment_id, int attempt, int64_t* seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return HighestContiguousSeqLocked(experiment_id, attempt, seq);
+}
+
+Status ExperimentStore::IsActiveAttemptOf(int64_t worker_id, int64_t experiment_id, int attempt,
+                                          bool* active) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      conn_->Prepare("SELECT 1 FROM experiments WHERE id = ? AND attempt = ? AND worker_id = ? "
+                     "AND state IN ('assigned', 'running')",
+                     &st));
+  st.Bind(1, experiment_id).Bind(2, attempt).Bind(3, worker_id);
+  bool row = false;
+  XV_RETURN_IF_ERROR(st.Step(&row));
+  *active = row;
+  return Status::Ok();
+}
+
+Status ExperimentStore::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool* duplicate) {
+  SqliteConnection* c = conn_.get();
+  const int64_t exp = ev.experiment_id();
+  const int attempt = ev.attempt();
+  std::string text =
+      ev.json().size() > kMaxEventJson ? ev.json().substr(0, kMaxEventJson) : ev.json();
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms) "
+      "VALUES ('trainer', ?, ?, ?, ?, ?, ?)",
+      &ins));
+  ins.Bind(1, exp)
+      .Bind(2, attempt)
+      .Bind(3, ev.seq())
+      .Bind(4, ev.type())
+      .Bind(5, text)
+      .Bind(6, ev.unix_ms());
+  XV_RETURN_IF_ERROR(ins.Run());
+  *duplicate = c->Changes() == 0;
+  if (*duplicate) return Status::Ok();
+
+  json j = json::parse(ev.json(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Status::Ok();  // stored verbatim; nothing to interpret
+  const std::string type =
+      j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : ev.type();
+  // Only the active attempt moves the experiment's live fields.
+  constexpr const char* kActive =
+      " WHERE id = ? AND attempt = ? AND state IN ('assigned', 'running')";
+  if (type == "start") {
+    std::string device_name;
+    if (j.contains("device") && j["device"].is_object())
+      device_name = TextField(j["device"], "name");
+    SqliteStatement up;
+    XV_RETURN_IF_ERROR(c->Prepare(std::string("UPDATE experiments SET state = 'running', "
+                                              "started_at = " XV_NOW ", device_name = ?") +
+                                      kActive,
+                                  &up));
+    up.Bind(1, device_name).Bind(2, exp).Bind(3, attempt);
+    XV_RETURN_IF_ERROR(up.Run());
+    SqliteStatement at;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("UPDATE attempts SET state = 'running' WHERE experiment_id = ? AND attempt = ? "
+                   "AND state = 'assigned'",
+                   &at));
+    at.Bind(1, exp).Bind(2, attempt);
+    return at.Run();
+  }
+  if (type == "step") {
+    SqliteStatement m;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
+        "mfu_percent, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        &m));
+    m.Bind(1, exp)
+        .Bind(2, attempt)
+        .Bind(3, IntField(j, "step").value_or(0))
+        .Bind(4, NumberField(j, "loss"))
+        .Bind(5, NumberField(j, "lrm"))
+        .Bind(6, NumberField(j, "dt_ms"))
+        .Bind(7, NumberField(j, "tok_per_sec"))
+        .Bind(8, NumberField(j, "mfu_percent"))
+        .Bind(9, NumberField(j, "progress"));
+    XV_RETURN_IF_ERROR(m.Run());
+    SqliteStatement up;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        std::string("UPDATE experiments SET state = 'running', progress = COALESCE(?, progress), "
+                    "last_loss = COALESCE(?, last_loss), started_at = COALESCE(started_at, " XV_NOW
+                    ")") +
+            kActive,
+        &up));
+    up.Bind(1, NumberField(j, "progress"))
+        .Bind(2, NumberField(j, "loss"))
+        .Bind(3, exp)
+        .Bind(4, attempt);
+    return up.Run();
+  }
+  if (type == "nan") {
+    SqliteStatement n;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "INSERT INTO nan_events(experiment_id, attempt, step, micro_step, what, value, knobs_json) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+        "(SELECT overrides_json FROM experiments WHERE id = ?1))",
+        &n));
+    n.Bind(1, exp)
+        .Bind(2, attempt)
+        .Bind(3, IntField(j, "step"))
+        .Bind(4, IntField(j, "micro_step"))
+        .Bind(5, TextField(j, "what"))
+        .Bind(6, TextField(j, "value"));
+    return n.Run();
+  }
+  if (type == "summary") {
+    std::optional<int64_t> total_tokens = IntField(j, "total_tokens");
+    if (!total_tokens) {
+      if (auto m = NumberField(j, "total_tokens_M")) total_tokens = static_cast<int64_t>(*m * 1e6);
+    }
+    std::optional<int64_t> num_params = IntField(j, "num_params");
+    if (!num_params) {
+      if (auto m = NumberField(j, "num_params_M")) num_params = static_cast<int64_t>(*m * 1e6);
+    }
+    SqliteStatement r;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "INSERT OR REPLACE INTO results(experiment_id, attempt, val_bpb, training_seconds, "
+        "total_seconds, num_steps, total_tokens, tok_per_sec, mfu_percent, peak_flops, "
+        "peak_flops_source, peak_vram_mb, peak_reserved_mb, num_params, flops_per_token, "
+        "metric_version, attention_backend, depth, summary_json) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        &r));
+    r.Bind(1, exp)
+        .Bind(2, attempt)
+        .Bind(3, NumberField(j, "val_bpb"))
+        .Bind(4, NumberField(j, "training_seconds"))
+        .Bind(5, NumberField(j, "total_seconds"))
+        .Bind(6, IntField(j, "num_steps"))
+        .Bind(7, total_tokens)
+        .Bind(8, NumberField(j, "tok_per_sec"))
+        .Bind(9, NumberField(j, "mfu_percent").value_or(-1.0))  // null: unknown peak
+        .Bind(10, NumberField(j, "peak_flops").value_or(0.0))
+        .Bind(11, TextField(j, "peak_flops_source"))
+        .Bind(12, NumberField(j, "peak_vram_mb"))
+        .Bind(13, NumberField(j, "peak_reserved_mb"))
+        .Bind(14, num_params)
+        .Bind(15, IntField(j, "flops_per_token"))
+        .Bind(16, TextField(j, "metric_version"))
+        .Bind(17, TextField(j, "attention_backend"))
+        .Bind(18, IntField(j, "depth"))
+        .Bind(19, ev.json());
+    return r.Run();
+  }
+  if (type == "error") {
+    SqliteStatement up;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        std::string("UPDATE experiments SET failure_kind = ?, failure_detail = ?") + kActive, &up));
+    up.Bind(1, TextField(j, "kind")).Bind(2, TextField(j, "message")).Bind(3, exp).Bind(4, attempt);
+    return up.Run();
+  }
+  return Status::Ok();  // eval, log and future types: stored in events only
+}
+
+Status ExperimentStore::ApplyTrainerEvents(int64_t worker_id,
+                                           const std::vector<xv::v1::TrainerEvent>& events,
+                                           AppliedEvents* applied) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteConnection* c = conn_.get();
+  AppliedEvents result;
+  XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
+    std::vector<std::pair<int64_t, int>> touched;
+    for (const xv::v1::TrainerEvent& ev : events) {
+      // The worker must hold (or have held) this attempt.
+      SqliteStatement own;
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "SELECT 1 FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
+          &own));
+      own.Bind(1, ev.experiment_id()).Bind(2, ev.attempt()).Bind(3, worker_id);
+      bool row = false;
+      XV_RETURN_IF_ERROR(own.Step(&row));
+      if (!row || ev.seq() <= 0) {
+        ++result.rejected;
+        continue;
+      }
+      bool duplicate = false;
+      XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, &duplicate));
+      if (duplicate) ++result.duplicates;
+      std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
+      if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
+    }
+    for (const auto& [exp, attempt] : touched) {
+      xv::v1::EventAck ack;
+      ack.set_experiment_id(exp);
+      ack.set_attempt(attempt);
+      int64_t seq = 0;
+      XV_RETURN_IF_ERROR(HighestContiguousSeqLocked(exp, attempt, &seq));
+      ack.set_seq(seq);
+      result.acks.push_back(ack);
+    }
+    return Status::Ok();
+  }));
+  *applied = std::move(result);
+  return Status::Ok();
+}
+
+Status ExperimentStore::FinishAttempt(int64_t worker_id, const xv::v1::Finished& f,
+                                      xv::v1::EventAck* ack) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteConnection* c = conn_.get();
+  const int64_t exp = f.experiment_id();
+  const int attempt = f.attempt();
+  return InWriteTransaction(c, [&]() -> Status {
+    SqliteStatement own;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "SELECT state FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
+        &own));
+    own.Bind(1, exp).Bind(2, attempt).Bind(3, worker_id);
+    bool row = false;
+    XV_RETURN_IF_ERROR(own.Step(&row));
+    if (!row) {
+      return Status::FailedPrecondition("experiment " + std::to_string(exp) + " attempt " +
+                                        std::to_string(attempt) + " is not held by this worker");
+    }
+    std::string state = f.state();
+    std::string kind = f.failure_kind();
+    std::string detail = f.failure_detail();
+    if (!TerminalStatesFromWorker().count(state)) {
+      detail =
+          "worker reported unknown state '" + state + "'" + (detail.empty() ? "" : ": " + detail);
+      state = "failed";
+      if (kind.empty()) kind = "crashed";
+    }
+    if (state == "succeeded") {
+      SqliteStatement has;
+      XV_RETURN_IF_ERROR(
+          c->Prepare("SELECT 1 FROM results WHERE experiment_id = ? AND attempt = ?", &has));
+      has.Bind(1, exp).Bind(2, attempt);
+      XV_RETURN_IF_ERROR(has.Step(&row));
+      if (!row) {
+        state = "failed";
+        kind = "crashed";
+        detail = "the trainer exited successfully without a summary event";
+      }
+    }
+    const std::string tail = Tail(f.stderr_tail(), kMaxStderrTail);
+    SqliteStatement at;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("UPDATE attempts SET state = ?, exit_code = ?, signal = ?, failure_kind = ?, "
+                   "failure_detail = ?, stderr_tail = ?, wall_seconds = ?, finished_at = " XV_NOW
+                   " WHERE experiment_id = ? AND attempt = ?",
+                   &at));
+    at.Bind(1, state)
+        .Bind(2, f.exit_code())
+        .Bind(3, f.signal())
+        .Bind(4, kind)
+        .Bind(5, detail)
+        .Bind(6, tail)
+        .Bind(7, f.wall_seconds())
+        .Bind(8, exp)
+        .Bind(9, attempt);
+    XV_RETURN_IF_ERROR(at.Run());
+    // The experiment moves only when this attempt is its active one; a cancelled experiment keeps
+    // its state but gains the attempt's log tail.
+    SqliteStatement up;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "UPDATE experiments SET state = ?1, "
+        "failure_kind = CASE WHEN ?1 = 'succeeded' THEN '' WHEN ?2 = '' THEN failure_kind ELSE ?2 "
+        "END, failure_detail = CASE WHEN ?1 = 'succeeded' THEN '' WHEN ?3 = '' THEN failure_detail "
+        "ELSE ?3 END, stderr_tail = ?4, progress = CASE WHEN ?1 = 'succeeded' THEN 1 ELSE "
+        "progress END, finished_at = " XV_NOW
+        " WHERE id = ?5 AND attempt = ?6 AND state IN ('assigned', 'running')",
+        &up));
+    up.Bind(1, state).Bind(2, kind).Bind(3, detail).Bind(4, tail).Bind(5, exp).Bind(6, attempt);
+    XV_RETURN_IF_ERROR(up.Run());
+    SqliteStatement tail_only;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "UPDATE experiments SET stderr_tail = ? WHERE id = ? AND attempt = ? AND state = "
+        "'cancelled'",
+        &tail_only));
+    tail_only.Bind(1, tail).Bind(2, exp).Bind(3, attempt);
+    XV_RETURN_IF_ERROR(tail_only.Run());
+    SqliteStatement ws;
+    XV_RETURN_IF_ERROR(c->Prepare("UPDATE workers SET state = 'idle', last_heartbeat = " XV_NOW
+                                  " WHERE id = ? AND state = 'busy'",
+                                  &ws));
+    ws.Bind(1, worker_id);
+    XV_RETURN_IF_ERROR(ws.Run());
+    int64_t seq = 0;
+    XV_RETURN_IF_ERROR(HighestContiguousSeqLocked(exp, attempt, &seq));
+    ack->set_experiment_id(exp);
+    ack->set_attempt(attempt);
+    ack->set_seq(seq);
+    ack->set_finished(true);
+    return Status::Ok();
+  });
+}
+
+Status ExperimentStore::AppendAudit(const std::string& type, const std::string& json_text) {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      conn_->Prepare("INSERT INTO events(source, type, json) VALUES ('daemon', ?, ?)", &st));
+  st.Bind(1, type).Bind(2, json_text);
+  return st.Run();
+}
+
+}  // namespace xv::store

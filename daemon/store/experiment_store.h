@@ -1,0 +1,183 @@
+// ExperimentStore: xvd's SQLite database (DESIGN.md § Data model) behind typed operations.
+//
+// Threading contract: every method may be called from any thread. One mutex (mu_) serialises all
+// use of the single connection, so the store is its own single writer; each write operation is one
+// BEGIN IMMEDIATE transaction. Read-only stores (OpenReadOnly, used by `xvctl results --state-dir`)
+// answer the list/get queries and fail every write with FailedPrecondition; they can run beside a
+// live xvd because the database is in WAL mode.
+//
+// Experiment state machine: queued -> assigned -> running -> {succeeded, diverged, failed, invalid,
+// cancelled, timed_out, lost}. An attempt that loses its worker may be requeued (attempt + 1).
+// Trainer events are applied exactly once per (experiment_id, attempt, seq).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/store/sqlite_connection.h"
+#include "xv/v1/experiments.pb.h"
+#include "xv/v1/workers.pb.h"
+
+namespace xv::store {
+
+// One experiment row of a submission: one replicate of one candidate.
+struct NewExperiment {
+  std::string name;  // "matrix_lr=0.03" or "base"
+  int candidate_index = 0;
+  int replicate = 0;
+  std::string overrides_json = "{}";
+  int64_t seed = 0;
+  std::string recipe_hash;                 // CanonicalHash of the resolved config (seed included)
+  std::string recipe_json;                 // RecipeToJson: what the trainer receives
+  std::string resolved_json;               // ResolvedConfigJson
+  std::string device_requirement = "any";  // any | gpu
+  double time_budget_s = 0;
+  double hard_deadline_s = 0;
+};
+
+// Everything one Submit stores, in one transaction.
+struct NewSubmission {
+  std::string campaign = "default";
+  std::string recipe_name;
+  std::string recipe_yaml;
+  std::string trainer = "libtorch";
+  int priority = 0;
+  std::string submitter;
+  std::string base_hash, base_recipe_json, base_resolved_json;
+  std::vector<NewExperiment> experiments;
+};
+
+struct SubmissionIds {
+  int64_t campaign_id = 0;
+  int64_t round_id = 0;
+  std::vector<int64_t> experiment_ids;
+};
+
+// A queued experiment as the scheduler sees it.
+struct QueuedExperiment {
+  int64_t id = 0;
+  int priority = 0;
+  std::string trainer;
+  std::string device_requirement;  // any | gpu
+  int64_t round_id = 0;
+  std::string candidate;  // candidate name within the round (replicates share it)
+};
+
+// An attempt handed to a worker and not finished yet (state assigned or running).
+struct ActiveAttempt {
+  int64_t experiment_id = 0;
+  int attempt = 0;
+  int64_t worker_id = 0;
+  std::string state;
+};
+
+// Attempts of one candidate (round + name) per worker, for spreading replicates.
+struct CandidateWorkerCount {
+  int64_t round_id = 0;
+  std::string candidate;
+  int64_t worker_id = 0;
+  int count = 0;
+};
+
+// What the daemon must tell a worker after an event batch or a Finished was stored.
+struct AppliedEvents {
+  std::vector<xv::v1::EventAck> acks;  // one per (experiment, attempt) touched
+  int duplicates = 0;                  // events already stored before (ignored)
+  int rejected = 0;                    // events for attempts this worker does not hold
+};
+
+class ExperimentStore {
+ public:
+  // Opens (creating) the database at `path` read-write, checks its integrity and applies the
+  // embedded migrations. Fails when the file is corrupt or newer than this binary.
+  static Status Open(const std::string& path, std::unique_ptr<ExperimentStore>* out);
+  // Opens an existing database read-only. Fails when it does not exist, or has no/a newer schema.
+  static Status OpenReadOnly(const std::string& path, std::unique_ptr<ExperimentStore>* out);
+
+  bool read_only() const { return read_only_; }
+  int schema_version() const { return schema_version_; }
+  const std::string& path() const { return path_; }
+
+  // PRAGMA integrity_check; *result is "ok" for a sound file.
+  Status IntegrityCheck(std::string* result);
+
+  // ---- Submissions and queries ----
+  // Stores the campaign (created on first use), a round, the recipes (deduplicated by hash) and
+  // every experiment in one transaction, plus an audit event. Nothing is stored on failure.
+  Status InsertSubmission(const NewSubmission& sub, SubmissionIds* ids);
+  // Filters of `req` as documented in experiments.proto; ordered by id.
+  Status ListExperiments(const xv::v1::ListExperimentsRequest& req,
+                         std::vector<xv::v1::Experiment>* out);
+  // NotFound when no experiment has this id.
+  Status GetExperiment(int64_t id, xv::v1::Experiment* out);
+  // Experiments per state ("queued" -> 3, ...).
+  Status CountByState(std::map<std::string, int64_t>* out);
+  // Every worker ever registered, with its current experiment (0 when none).
+  Status ListWorkers(std::vector<xv::v1::WorkerInfo>* out);
+
+  // ---- Scheduling ----
+  // Queued experiments, highest priority first, then oldest first.
+  Status ListQueued(std::vector<QueuedExperiment>* out);
+  // Attempts in state assigned or running.
+  Status ListActive(std::vector<ActiveAttempt>* out);
+  // How many attempts each worker ran of each candidate of the rounds that still have queued work.
+  Status CountCandidateAttempts(std::vector<CandidateWorkerCount>* out);
+  // queued -> assigned: attempt + 1, an attempts row, the spec to send. FailedPrecondition when the
+  // experiment is no longer queued (cancelled meanwhile).
+  Status AssignExperiment(int64_t experiment_id, int64_t worker_id, xv::v1::ExperimentSpec* spec);
+  // An attempt lost its worker (no contact within the lease). When attempt < max_attempts the
+  // experiment goes back to the queue (*requeued = true), else it ends in state lost. No-op (ok,
+  // *requeued = false) when the attempt is no longer the active one.
+  Status MarkAttemptLost(int64_t experiment_id, int attempt, const std::string& detail,
+                         int max_attempts, bool* requeued);
+  // Cancels a queued experiment at once, or an assigned/running one (then *worker_id is the worker
+  // to tell, with *attempt). *state receives the state after the call; terminal experiments are
+  // unchanged.
+  Status CancelExperiment(int64_t experiment_id, std::string* state, int64_t* worker_id,
+                          int* attempt);
+
+  // ---- Workers ----
+  // Creates or updates the worker row named reg.worker_name(); state becomes idle.
+  Status UpsertWorker(const xv::v1::Register& reg, int64_t* worker_id);
+  // state: idle | busy | draining | offline. Also stamps last_heartbeat.
+  Status SetWorkerState(int64_t worker_id, const std::string& state);
+  // Stamps last_heartbeat only.
+  Status TouchWorker(int64_t worker_id);
+
+  // ---- Trainer events ----
+  // Applies a batch of events from `worker_id` in one transaction: each new (experiment, attempt,
+  // seq) is stored once and interpreted (start -> running + device, step -> metrics + progress, nan
+  // -> nan_events, summary -> results, error -> failure kind/detail); repeats are counted and
+  // ignored.
+  Status ApplyTrainerEvents(int64_t worker_id, const std::vector<xv::v1::TrainerEvent>& events,
+                            AppliedEvents* applied);
+  // The trainer of an attempt exited: stores the attempt's outcome and moves the experiment to its
+  // terminal state (when the attempt is still the active one). *ack acknowledges it.
+  Status FinishAttempt(int64_t worker_id, const xv::v1::Finished& finished, xv::v1::EventAck* ack);
+  // Highest seq such that every event 1..seq of the attempt is stored (0 when none).
+  Status HighestContiguousSeq(int64_t experiment_id, int attempt, int64_t* seq);
+  // Does the attempts table say `worker_id` holds this attempt and it is still active?
+  Status IsActiveAttemptOf(int64_t worker_id, int64_t experiment_id, int attempt, bool* active);
+
+  // Appends an audit/daemon event (not a trainer event).
+  Status AppendAudit(const std::string& type, const std::string& json);
+
+ private:
+  ExperimentStore(std::unique_ptr<SqliteConnection> conn, bool read_only, int version);
+  Status CheckWritable() const;
+  Status HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq);
+  Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool* duplicate);
+
+  std::mutex mu_;
+  std::unique_ptr<SqliteConnection> conn_;  // guarded by mu_
+  const bool read_only_;
+  const int schema_version_;
+  const std::string path_;
+};
+
+}  // namespace xv::store

@@ -1,0 +1,183 @@
+#include "daemon/store/sqlite_connection.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+namespace xv::store {
+namespace {
+
+constexpr int kBusyTimeoutMs = 5000;
+
+Status CodeToStatus(int rc, const std::string& msg) {
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Status::Unavailable(msg);
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return Status::FailedPrecondition(msg);
+    case SQLITE_FULL:
+      return Status::ResourceExhausted(msg);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return Status::DataLoss(msg);
+    case SQLITE_CONSTRAINT:
+      return Status::AlreadyExists(msg);
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+      return Status::IoError(msg);
+    default:
+      return Status::Internal(msg);
+  }
+}
+
+}  // namespace
+
+Status SqliteConnection::Open(const std::string& path, Mode mode,
+                              std::unique_ptr<SqliteConnection>* out) {
+  sqlite3* db = nullptr;
+  int flags = SQLITE_OPEN_FULLMUTEX;
+  flags |=
+      mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg =
+        path + ": cannot open database: " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+    return CodeToStatus(rc, msg);
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  std::unique_ptr<SqliteConnection> conn(new SqliteConnection(db, path, mode));
+  if (mode == Mode::kReadWrite) {
+    XV_RETURN_IF_ERROR(conn->Exec("PRAGMA journal_mode=WAL"));
+    XV_RETURN_IF_ERROR(conn->Exec("PRAGMA synchronous=FULL"));
+    XV_RETURN_IF_ERROR(conn->Exec("PRAGMA foreign_keys=ON"));
+  } else {
+    XV_RETURN_IF_ERROR(conn->Exec("PRAGMA query_only=ON"));
+  }
+  *out = std::move(conn);
+  return Status::Ok();
+}
+
+SqliteConnection::~SqliteConnection() { sqlite3_close_v2(db_); }
+
+Status SqliteConnection::LastError(const std::string& what) const {
+  return CodeToStatus(sqlite3_extended_errcode(db_),
+                      path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+}
+
+Status SqliteConnection::Exec(const std::string& sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = path_ + ": " + (err ? err : sqlite3_errstr(rc));
+    sqlite3_free(err);
+    return CodeToStatus(rc, msg);
+  }
+  return Status::Ok();
+}
+
+Status SqliteConnection::Prepare(const std::string& sql, SqliteStatement* out) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return LastError("prepare \"" + sql.substr(0, 60) + "\"");
+  *out = SqliteStatement();
+  out->stmt_ = stmt;
+  out->conn_ = this;
+  return Status::Ok();
+}
+
+Status SqliteConnection::BeginImmediate() { return Exec("BEGIN IMMEDIATE"); }
+Status SqliteConnection::Commit() { return Exec("COMMIT"); }
+void SqliteConnection::Rollback() {
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+int64_t SqliteConnection::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+int SqliteConnection::Changes() const { return sqlite3_changes(db_); }
+
+SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
+
+SqliteStatement::SqliteStatement(SqliteStatement&& o) noexcept
+    : stmt_(std::exchange(o.stmt_, nullptr)),
+      conn_(o.conn_),
+      bind_error_(std::move(o.bind_error_)) {}
+
+SqliteStatement& SqliteStatement::operator=(SqliteStatement&& o) noexcept {
+  if (this != &o) {
+    sqlite3_finalize(stmt_);
+    stmt_ = std::exchange(o.stmt_, nullptr);
+    conn_ = o.conn_;
+    bind_error_ = std::move(o.bind_error_);
+  }
+  return *this;
+}
+
+SqliteStatement& SqliteStatement::Bind(int index, int64_t v) {
+  if (sqlite3_bind_int64(stmt_, index, v) != SQLITE_OK && bind_error_.ok())
+    bind_error_ = conn_->LastError("bind parameter " + std::to_string(index));
+  return *this;
+}
+
+SqliteStatement& SqliteStatement::Bind(int index, double v) {
+  if (sqlite3_bind_double(stmt_, index, v) != SQLITE_OK && bind_error_.ok())
+    bind_error_ = conn_->LastError("bind parameter " + std::to_string(index));
+  return *this;
+}
+
+SqliteStatement& SqliteStatement::Bind(int index, const std::string& v) {
+  if (sqlite3_bind_text(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT) !=
+          SQLITE_OK &&
+      bind_error_.ok())
+    bind_error_ = conn_->LastError("bind parameter " + std::to_string(index));
+  return *this;
+}
+
+SqliteStatement& SqliteStatement::BindNull(int index) {
+  if (sqlite3_bind_null(stmt_, index) != SQLITE_OK && bind_error_.ok())
+    bind_error_ = conn_->LastError("bind parameter " + std::to_string(index));
+  return *this;
+}
+
+Status SqliteStatement::Step(bool* has_row) {
+  if (!bind_error_.ok()) return bind_error_;
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) {
+    *has_row = true;
+    return Status::Ok();
+  }
+  *has_row = false;
+  if (rc == SQLITE_DONE) return Status::Ok();
+  return conn_->LastError("step \"" + std::string(sqlite3_sql(stmt_)).substr(0, 60) + "\"");
+}
+
+Status SqliteStatement::Run() {
+  bool row = false;
+  do {
+    XV_RETURN_IF_ERROR(Step(&row));
+  } while (row);
+  return Status::Ok();
+}
+
+Status SqliteStatement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  bind_error_ = Status::Ok();
+  return Status::Ok();
+}
+
+bool SqliteStatement::IsNull(int col) const {
+  return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
+}
+int64_t SqliteStatement::ColumnInt(int col) const { return sqlite3_column_int64(stmt_, col); }
+double SqliteStatement::ColumnDouble(int col) const { return sqlite3_column_double(stmt_, col); }
+std::string SqliteStatement::ColumnText(int col) const {
+  const unsigned char* t = sqlite3_column_text(stmt_, col);
+  int n = sqlite3_column_bytes(stmt_, col);
+  return t ? std::string(reinterpret_cast<const char*>(t), n) : std::string();
+}
+
+}  // namespace xv::store

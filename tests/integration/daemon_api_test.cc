@@ -1,0 +1,427 @@
+// The daemon's gRPC services end to end in one process: a real DaemonServer on a unix socket in a
+// temp state dir, a fake worker holding a real Session stream, a real Experiments client. Checks
+// the protocol (Register -> Registered, Assign, EventAck, Finished), exactly-once event
+// application, the lease (lost -> requeued), submit-time validation, and the
+// single-daemon-per-state-dir rules.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "daemon/api/daemon_server.h"
+#include "daemon/api/state_dir_lock.h"
+#include "daemon/store/sqlite_connection.h"
+#include "xv/v1/experiments.grpc.pb.h"
+#include "xv/v1/workers.grpc.pb.h"
+
+namespace xv::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using Stream = grpc::ClientReaderWriter<xv::v1::WorkerMessage, xv::v1::DaemonMessage>;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string CpuTinyYaml() {
+  const char* src = std::getenv("XV_SOURCE_DIR");
+  return ReadFile(std::string(src ? src : ".") + "/recipes/cpu-tiny.yaml");
+}
+
+int64_t QueryInt(const std::string& db, const std::string& sql) {
+  std::unique_ptr<store::SqliteConnection> conn;
+  EXPECT_TRUE(
+      store::SqliteConnection::Open(db, store::SqliteConnection::Mode::kReadOnly, &conn).ok());
+  store::SqliteStatement st;
+  EXPECT_TRUE(conn->Prepare(sql, &st).ok()) << sql;
+  bool row = false;
+  EXPECT_TRUE(st.Step(&row).ok());
+  return row ? st.ColumnInt(0) : -1;
+}
+
+// A worker as the daemon sees it: one Session stream, driven by the test.
+class FakeWorker {
+ public:
+  FakeWorker(const std::shared_ptr<grpc::Channel>& channel, const std::string& name) {
+    stub_ = xv::v1::Workers::NewStub(channel);
+    ctx_.set_deadline(std::chrono::system_clock::now() + 60s);
+    stream_ = stub_->Session(&ctx_);
+    xv::v1::WorkerMessage m;
+    auto* reg = m.mutable_register_();
+    reg->set_worker_name(name);
+    reg->mutable_device()->set_name("cpu: fake");
+    reg->mutable_device()->set_vendor("cpu");
+    reg->mutable_device()->set_backend("cpu");
+    reg->mutable_device()->set_index(-1);
+    reg->mutable_capabilities()->add_trainers("libtorch");
+    reg->mutable_capabilities()->set_max_concurrent(1);
+    EXPECT_TRUE(stream_->Write(m));
+  }
+
+  // Reads until a message satisfying `pred` arrives; the others are kept in `seen`.
+  template <typename Pred>
+  bool ReadUntil(Pred pred, xv::v1::DaemonMessage* out) {
+    xv::v1::DaemonMessage m;
+    while (stream_->Read(&m)) {
+      seen.push_back(m);
+      if (pred(m)) {
+        *out = m;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void Send(const xv::v1::WorkerMessage& m) { EXPECT_TRUE(stream_->Write(m)); }
+
+  void SendEvent(int64_t exp, int attempt, int64_t seq, const std::string& json) {
+    xv::v1::WorkerMessage m;
+    auto* ev = m.mutable_event();
+    ev->set_experiment_id(exp);
+    ev->set_attempt(attempt);
+    ev->set_seq(seq);
+    ev->set_type(nlohmann_type(json));
+    ev->set_json(json);
+    ev->set_unix_ms(1);
+    Send(m);
+  }
+
+  grpc::Status Close() {
+    stream_->WritesDone();
+    xv::v1::DaemonMessage m;
+    while (stream_->Read(&m)) seen.push_back(m);
+    return stream_->Finish();
+  }
+
+  std::vector<xv::v1::DaemonMessage> seen;
+
+ private:
+  static std::string nlohmann_type(const std::string& json) {
+    auto p = json.find("\"type\":\"");
+    return json.substr(p + 8, json.find('"', p + 8) - (p + 8));
+  }
+  std::unique_ptr<xv::v1::Workers::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<Stream> stream_;
+};
+
+class DaemonApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = std::filesystem::temp_directory_path() / ("xvd-it-" + std::to_string(rd()));
+    DaemonOptions options;
+    options.state_dir = dir_.string();
+    options.listen = "none";
+    options.dispatcher.heartbeat_interval_ms = 100;
+    options.dispatcher.lease_ms = 800;
+    options.dispatcher.tick_ms = 50;
+    Status s = DaemonServer::Start(options, &server_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    channel_ =
+        grpc::CreateChannel("unix:" + server_->socket_path(), grpc::InsecureChannelCredentials());
+    experiments_ = xv::v1::Experiments::NewStub(channel_);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    server_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  grpc::Status Submit(const std::vector<std::string>& candidates, xv::v1::SubmitResponse* resp) {
+    xv::v1::SubmitRequest req;
+    req.set_recipe_yaml(CpuTinyYaml());
+    req.set_recipe_name("cpu-tiny");
+    for (const auto& c : candidates) {
+      auto* cand = req.add_candidates();
+      auto eq = c.find('=');
+      auto* o = cand->add_overrides();
+      o->set_key(c.substr(0, eq));
+      o->set_value(c.substr(eq + 1));
+    }
+    grpc::ClientContext ctx;
+    return experiments_->Submit(&ctx, req, resp);
+  }
+
+  xv::v1::Experiment Get(int64_t id) {
+    grpc::ClientContext ctx;
+    xv::v1::GetExperimentRequest req;
+    req.set_id(id);
+    xv::v1::Experiment e;
+    grpc::Status s = experiments_->GetExperiment(&ctx, req, &e);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return e;
+  }
+
+  int CountExperiments() {
+    grpc::ClientContext ctx;
+    xv::v1::ListExperimentsRequest req;
+    xv::v1::ListExperimentsResponse resp;
+    EXPECT_TRUE(experiments_->ListExperiments(&ctx, req, &resp).ok());
+    return resp.experiments_size();
+  }
+
+  std::string db() const { return (dir_ / "xv.db").string(); }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<DaemonServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<xv::v1::Experiments::Stub> experiments_;
+};
+
+const char* kSummary =
+    R"({"type":"summary","t":30.0,"val_bpb":2.1875,"training_seconds":25.01,"total_seconds":31.2,)"
+    R"("peak_vram_mb":0.0,"mfu_percent":null,"total_tokens_M":1.2,"num_steps":300,"num_params_M":3.3,)"
+    R"("depth":2,"tok_per_sec":48000.0,"peak_reserved_mb":0.0,"attention_backend":"math",)"
+    R"("peak_flops":null,"peak_flops_source":"unknown","flops_per_token":19922944,)"
+    R"("num_params":3300000,"total_tokens":1228800,"metric_version":"1"})";
+
+TEST_F(DaemonApi, SubmitAssignEventsFinishedAndReadBack) {
+  FakeWorker worker(channel_, "host:cpu");
+  xv::v1::DaemonMessage msg;
+  ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
+  EXPECT_GT(msg.registered().worker_id(), 0);
+  EXPECT_EQ(msg.registered().lease_ms(), 800);
+  EXPECT_EQ(msg.registered().heartbeat_interval_ms(), 100);
+
+  xv::v1::SubmitResponse submitted;
+  grpc::Status gs = Submit({"matrix_lr=0.03", "matrix_lr=0.05"}, &submitted);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  ASSERT_EQ(submitted.experiment_ids_size(), 2);
+  const int64_t first = submitted.experiment_ids(0);
+  const int64_t second = submitted.experiment_ids(1);
+
+  // The daemon pushes the oldest experiment to the only free worker.
+  ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+  const xv::v1::ExperimentSpec spec = msg.assign().spec();
+  EXPECT_EQ(spec.experiment_id(), first);
+  EXPECT_EQ(spec.attempt(), 1);
+  EXPECT_EQ(spec.trainer(), "libtorch");
+  EXPECT_DOUBLE_EQ(spec.time_budget_s(), 25.0);
+  EXPECT_NE(spec.recipe_json().find("\"matrix_lr\":0.03"), std::string::npos) << spec.recipe_json();
+  EXPECT_EQ(Get(first).state(), "assigned");
+  EXPECT_EQ(Get(second).state(), "queued");
+
+  worker.SendEvent(
+      first, 1, 1,
+      R"({"type":"start","t":1.0,"device":{"name":"cpu: fake"},"attention_backend":"math"})");
+  worker.SendEvent(
+      first, 1, 2,
+      R"({"type":"step","t":2.0,"step":10,"loss":7.5,"lrm":1.0,"dt_ms":80,"tok_per_sec":50000,"mfu_percent":null,"progress":0.4,"remaining_s":15,"epoch":1})");
+  ASSERT_TRUE(worker.ReadUntil(
+      [&](auto& m) {
+        return m.has_ack() && m.ack().experiment_id() == first && m.ack().seq() == 2;
+      },
+      &msg));
+  xv::v1::Experiment running = Get(first);
+  EXPECT_EQ(running.state(), "running");
+  EXPECT_DOUBLE_EQ(running.progress(), 0.4);
+  EXPECT_DOUBLE_EQ(running.last_loss(), 7.5);
+  EXPECT_EQ(running.worker(), "host:cpu");
+
+  worker.SendEvent(
+      first, 1, 3,
+      R"({"type":"step","t":3.0,"step":20,"loss":6.5,"lrm":0.5,"dt_ms":80,"tok_per_sec":51000,"mfu_percent":null,"progress":1.0,"remaining_s":0,"epoch":1})");
+  worker.SendEvent(first, 1, 4, kSummary);
+  xv::v1::WorkerMessage fin;
+  fin.mutable_finished()->set_experiment_id(first);
+  fin.mutable_finished()->set_attempt(1);
+  fin.mutable_finished()->set_state("succeeded");
+  fin.mutable_finished()->set_stderr_tail("val_bpb:          2.187500\n");
+  fin.mutable_finished()->set_last_seq(4);
+  worker.Send(fin);
+  ASSERT_TRUE(worker.ReadUntil(
+      [&](auto& m) {
+        return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == first;
+      },
+      &msg));
+  EXPECT_EQ(msg.ack().seq(), 4);
+
+  xv::v1::Experiment done = Get(first);
+  EXPECT_EQ(done.state(), "succeeded");
+  EXPECT_EQ(done.name(), "matrix_lr=0.03");
+  EXPECT_EQ(done.device_name(), "cpu: fake");
+  ASSERT_TRUE(done.has_result());
+  EXPECT_DOUBLE_EQ(done.result().val_bpb(), 2.1875);
+  EXPECT_DOUBLE_EQ(done.result().tok_per_sec(), 48000.0);
+  EXPECT_DOUBLE_EQ(done.result().mfu_percent(), -1.0);
+  EXPECT_EQ(done.result().num_steps(), 300);
+  EXPECT_EQ(done.result().total_tokens(), 1228800);
+
+  // The worker is free again: the second experiment follows.
+  ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+  EXPECT_EQ(msg.assign().spec().experiment_id(), second);
+
+  // A replay of the first attempt's events (a reconnect with a spool) is acknowledged, not
+  // re-applied.
+  worker.SendEvent(
+      first, 1, 3,
+      R"({"type":"step","t":3.0,"step":20,"loss":6.5,"lrm":0.5,"dt_ms":80,"tok_per_sec":51000,"mfu_percent":null,"progress":1.0,"remaining_s":0,"epoch":1})");
+  worker.SendEvent(first, 1, 4, kSummary);
+  ASSERT_TRUE(worker.ReadUntil(
+      [&](auto& m) {
+        return m.has_ack() && m.ack().experiment_id() == first && !m.ack().finished();
+      },
+      &msg));
+  EXPECT_EQ(msg.ack().seq(), 4);
+  EXPECT_EQ(
+      QueryInt(db(), "SELECT COUNT(*) FROM metrics WHERE experiment_id = " + std::to_string(first)),
+      2);
+  EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM results"), 1);
+  EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 4);
+
+  // Status lists the worker as connected and the second experiment as active.
+  {
+    grpc::ClientContext ctx;
+    xv::v1::StatusResponse st;
+    ASSERT_TRUE(experiments_->Status(&ctx, xv::v1::StatusRequest(), &st).ok());
+    EXPECT_EQ(st.finished(), 1);
+    EXPECT_EQ(st.running(), 1);
+    ASSERT_EQ(st.workers_size(), 1);
+    EXPECT_EQ(st.workers(0).name(), "host:cpu");
+    EXPECT_EQ(st.workers(0).state(), "busy");
+    EXPECT_EQ(st.workers(0).current_experiment_id(), second);
+    ASSERT_EQ(st.active_size(), 1);
+    EXPECT_EQ(st.active(0).id(), second);
+  }
+
+  // The worker vanishes while running the second: after the lease it is lost and requeued once.
+  EXPECT_TRUE(worker.Close().ok());
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (Get(second).state() != "queued" && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  xv::v1::Experiment requeued = Get(second);
+  EXPECT_EQ(requeued.state(), "queued");
+  EXPECT_NE(requeued.failure_detail().find("lost"), std::string::npos) << requeued.failure_detail();
+
+  // A new worker takes it as attempt 2.
+  FakeWorker other(channel_, "host2:cpu");
+  ASSERT_TRUE(other.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+  EXPECT_EQ(msg.assign().spec().experiment_id(), second);
+  EXPECT_EQ(msg.assign().spec().attempt(), 2);
+
+  // Cancel reaches the worker holding the attempt.
+  {
+    grpc::ClientContext ctx;
+    xv::v1::CancelRequest req;
+    req.set_experiment_id(second);
+    xv::v1::CancelResponse resp;
+    ASSERT_TRUE(experiments_->Cancel(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.state(), "cancelled");
+  }
+  ASSERT_TRUE(other.ReadUntil([](auto& m) { return m.has_cancel(); }, &msg));
+  EXPECT_EQ(msg.cancel().experiment_id(), second);
+  EXPECT_EQ(msg.cancel().attempt(), 2);
+  EXPECT_TRUE(other.Close().ok());
+  EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM attempts"), 3);
+}
+
+TEST_F(DaemonApi, InvalidSubmissionsAreRefusedNamingTheFieldAndStoreNothing) {
+  xv::v1::SubmitResponse resp;
+  grpc::Status s = Submit({"matrix_lr=0.03", "matrx_lr=0.05"}, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("candidate 2 (matrx_lr=0.05)"), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("matrx_lr: unknown knob"), std::string::npos)
+      << s.error_message();
+
+  s = Submit({"total_batch_size=3000"}, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("total_batch_size"), std::string::npos) << s.error_message();
+
+  s = Submit({"matrix_lr=0.04"}, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("no-op override: matrix_lr=0.04 equals the base"),
+            std::string::npos)
+      << s.error_message();
+
+  EXPECT_EQ(CountExperiments(), 0);
+  EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM experiments"), 0);
+  EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM rounds"), 0);
+  EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM recipes"), 0);
+}
+
+TEST_F(DaemonApi, GpuRecipesWaitForAGpuWorker) {
+  FakeWorker worker(channel_, "host:cpu");
+  xv::v1::DaemonMessage msg;
+  ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
+  xv::v1::SubmitResponse gpu;
+  ASSERT_TRUE(Submit({"device=cuda"}, &gpu).ok());
+  xv::v1::SubmitResponse cpu;
+  ASSERT_TRUE(Submit({"matrix_lr=0.05"}, &cpu).ok());
+  // The CPU worker skips the GPU experiment and takes the later CPU one.
+  ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+  EXPECT_EQ(msg.assign().spec().experiment_id(), cpu.experiment_ids(0));
+  EXPECT_EQ(Get(gpu.experiment_ids(0)).state(), "queued");
+  EXPECT_TRUE(worker.Close().ok());
+}
+
+TEST_F(DaemonApi, SecondDaemonOnTheSameSocketOrStateDirIsRefused) {
+  DaemonOptions options;
+  options.state_dir = dir_.string();
+  options.listen = "none";
+  std::unique_ptr<DaemonServer> second;
+  Status s = DaemonServer::Start(options, &second);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("answers"), std::string::npos) << s.message();
+
+  std::unique_ptr<StateDirLock> lock1, lock2;
+  ASSERT_TRUE(StateDirLock::Acquire(dir_.string(), &lock1).ok());
+  s = StateDirLock::Acquire(dir_.string(), &lock2);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(s.message().find(std::to_string(getpid())), std::string::npos) << s.message();
+  lock1.reset();
+  EXPECT_TRUE(StateDirLock::Acquire(dir_.string(), &lock2).ok());
+}
+
+TEST(DaemonServerStart, RefusesNonLoopbackTcpAndReportsPickedPort) {
+  std::random_device rd;
+  auto dir = std::filesystem::temp_directory_path() / ("xvd-it-" + std::to_string(rd()));
+  DaemonOptions options;
+  options.state_dir = dir.string();
+  options.listen = "0.0.0.0:7470";
+  std::unique_ptr<DaemonServer> server;
+  Status s = DaemonServer::Start(options, &server);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("loopback"), std::string::npos) << s.message();
+
+  options.listen = "127.0.0.1:0";
+  s = DaemonServer::Start(options, &server);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GT(server->tcp_port(), 0);
+  EXPECT_EQ(std::stoi(ReadFile((dir / "xvd.port").string())), server->tcp_port());
+  auto perms = std::filesystem::status(dir / "xvd.sock").permissions();
+  EXPECT_EQ(perms & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                std::filesystem::perms::group_read | std::filesystem::perms::group_write);
+  // The TCP port answers the same API.
+  auto stub = xv::v1::Experiments::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server->tcp_port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  xv::v1::StatusResponse st;
+  grpc::Status gs = stub->Status(&ctx, xv::v1::StatusRequest(), &st);
+  EXPECT_TRUE(gs.ok()) << gs.error_message();
+  EXPECT_EQ(st.database(), (dir / "xv.db").string());
+  server->Shutdown();
+  EXPECT_FALSE(std::filesystem::exists(dir / "xvd.sock"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "xvd.port"));
+  server.reset();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace xv::daemon

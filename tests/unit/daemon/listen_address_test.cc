@@ -1,0 +1,36 @@
+// Tests of --listen parsing and its loopback-only policy.
+#include <gtest/gtest.h>
+
+#include "daemon/api/listen_address.h"
+
+namespace xv::daemon {
+namespace {
+
+TEST(ListenAddress, LoopbackAndNone) {
+  ListenAddress a;
+  ASSERT_TRUE(ParseListenAddress("127.0.0.1:7470", &a).ok());
+  EXPECT_TRUE(a.enabled);
+  EXPECT_EQ(a.host, "127.0.0.1");
+  EXPECT_EQ(a.port, 7470);
+  ASSERT_TRUE(ParseListenAddress("127.0.0.1:0", &a).ok());
+  EXPECT_EQ(a.port, 0);
+  ASSERT_TRUE(ParseListenAddress("[::1]:9", &a).ok());
+  EXPECT_EQ(a.host, "[::1]");
+  ASSERT_TRUE(ParseListenAddress("none", &a).ok());
+  EXPECT_FALSE(a.enabled);
+}
+
+TEST(ListenAddress, NonLoopbackAndMalformedAreRefusedNamingTheFlag) {
+  ListenAddress a;
+  for (const char* bad : {"0.0.0.0:7470", "10.1.2.3:80", "example.com:1", "127.0.0.1", ":80",
+                          "127.0.0.1:x", "127.0.0.1:70000"}) {
+    Status s = ParseListenAddress(bad, &a);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("--listen"), std::string::npos) << s.message();
+  }
+  Status s = ParseListenAddress("0.0.0.0:7470", &a);
+  EXPECT_NE(s.message().find("loopback"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace xv::daemon

@@ -1,0 +1,95 @@
+// Tests of the placement policy (daemon/sched/placement.h).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "daemon/sched/placement.h"
+
+namespace xv::sched {
+namespace {
+
+store::QueuedExperiment Q(int64_t id, std::string candidate = "c", int64_t round = 1,
+                          std::string trainer = "libtorch", std::string device = "any",
+                          int priority = 0) {
+  store::QueuedExperiment q;
+  q.id = id;
+  q.candidate = std::move(candidate);
+  q.round_id = round;
+  q.trainer = std::move(trainer);
+  q.device_requirement = std::move(device);
+  q.priority = priority;
+  return q;
+}
+
+WorkerSlot W(int64_t id, bool gpu = false, std::vector<std::string> trainers = {"libtorch"},
+             int slots = 1) {
+  WorkerSlot w;
+  w.worker_id = id;
+  w.has_gpu = gpu;
+  w.trainers = std::move(trainers);
+  w.free_slots = slots;
+  return w;
+}
+
+std::map<int64_t, int64_t> ByExperiment(const std::vector<Placement>& ps) {
+  std::map<int64_t, int64_t> m;
+  for (const auto& p : ps) m[p.experiment_id] = p.worker_id;
+  return m;
+}
+
+TEST(Placement, FifoInQueueOrderOneExperimentPerFreeSlot) {
+  auto ps = PlanPlacements({Q(1), Q(2), Q(3)}, {W(10), W(11)}, {});
+  ASSERT_EQ(ps.size(), 2u);
+  EXPECT_EQ(ps[0].experiment_id, 1);
+  EXPECT_EQ(ps[1].experiment_id, 2);
+  EXPECT_NE(ps[0].worker_id, ps[1].worker_id);
+}
+
+TEST(Placement, GpuRecipesOnlyOnGpuWorkersCpuRecipesAnywhere) {
+  // Experiment 1 needs a GPU; the only worker is a CPU worker: 1 is skipped, 2 still runs.
+  auto m = ByExperiment(PlanPlacements({Q(1, "a", 1, "libtorch", "gpu"), Q(2)}, {W(10)}, {}));
+  EXPECT_EQ(m.count(1), 0u);
+  EXPECT_EQ(m[2], 10);
+  // A cpu/auto recipe may run on a GPU worker.
+  m = ByExperiment(PlanPlacements({Q(3)}, {W(20, /*gpu=*/true)}, {}));
+  EXPECT_EQ(m[3], 20);
+  m = ByExperiment(PlanPlacements({Q(4, "a", 1, "libtorch", "gpu")}, {W(10), W(20, true)}, {}));
+  EXPECT_EQ(m[4], 20);
+}
+
+TEST(Placement, TrainerMustBeConfiguredOnTheWorker) {
+  auto m = ByExperiment(
+      PlanPlacements({Q(1, "a", 1, "upstream-fork"), Q(2, "b", 1, "libtorch")},
+                     {W(10, false, {"libtorch"}), W(11, false, {"upstream-fork"})}, {}));
+  EXPECT_EQ(m[1], 11);
+  EXPECT_EQ(m[2], 10);
+  // An empty trainer list means the default trainer only.
+  EXPECT_TRUE(WorkerCanRun(W(1, false, {}), Q(1)));
+  EXPECT_FALSE(WorkerCanRun(W(1, false, {}), Q(1, "a", 1, "upstream-fork")));
+  EXPECT_TRUE(PlanPlacements({Q(1, "a", 1, "other")}, {W(10)}, {}).empty());
+}
+
+TEST(Placement, ReplicatesSpreadOverWorkersThatHaveNotRunTheCandidate) {
+  // Worker 10 already ran candidate "lr" of round 7 twice, worker 11 once, worker 12 never.
+  std::vector<store::CandidateWorkerCount> history = {{7, "lr", 10, 2}, {7, "lr", 11, 1}};
+  auto ps = PlanPlacements({Q(1, "lr", 7)}, {W(10), W(11), W(12)}, history);
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].worker_id, 12);
+  // Within one pass, the replicates of one candidate go to different workers even when one worker
+  // has several slots.
+  ps = PlanPlacements({Q(1, "lr", 7), Q(2, "lr", 7)}, {W(10, false, {"libtorch"}, 2), W(11)}, {});
+  ASSERT_EQ(ps.size(), 2u);
+  EXPECT_NE(ps[0].worker_id, ps[1].worker_id);
+  // History of another round does not count.
+  ps = PlanPlacements({Q(1, "lr", 8)}, {W(10), W(11)}, history);
+  EXPECT_EQ(ps[0].worker_id, 10);
+}
+
+TEST(Placement, WorkersWithoutFreeSlotsGetNothing) {
+  EXPECT_TRUE(PlanPlacements({Q(1)}, {W(10, false, {"libtorch"}, 0)}, {}).empty());
+  auto ps = PlanPlacements({Q(1), Q(2), Q(3)}, {W(10, false, {"libtorch"}, 2)}, {});
+  EXPECT_EQ(ps.size(), 2u);
+}
+
+}  // namespace
+}  // namespace xv::sched
