@@ -98,12 +98,17 @@ Status ParseRecipeJson(const nlohmann::json& j, Recipe* out) {
   return Status::Ok();
 }
 
-Status ApplyOverride(const std::string& raw_key, const std::string& value_text, Recipe* recipe) {
+namespace {
+
+// Sets one knob from YAML value text, checking its type and range only (no combination checks).
+Status SetKnobFromText(const std::string& raw_key, const std::string& value_text, Recipe* r,
+                       std::string* key_out) {
   // "--set ' matrix_lr '=..." is still matrix_lr.
   const size_t first = raw_key.find_first_not_of(" \t");
   const size_t last = raw_key.find_last_not_of(" \t");
   const std::string key = first == std::string::npos ? "" : raw_key.substr(first, last - first + 1);
   if (key.empty()) return Status::InvalidArgument("override: empty knob name (expected key=value)");
+  *key_out = key;
   const RecipeKnob* knob = FindRecipeKnob(key);
   if (knob == nullptr) return UnknownKnob(key);
   YAML::Node value;
@@ -113,8 +118,31 @@ Status ApplyOverride(const std::string& raw_key, const std::string& value_text, 
     return Status::InvalidArgument(key + ": cannot read '" + value_text +
                                    "' as a YAML value: " + e.msg);
   }
+  return SetRecipeKnobFromYaml(*knob, value, r);
+}
+
+}  // namespace
+
+Status ApplyOverride(const std::string& key, const std::string& value_text, Recipe* recipe) {
   Recipe r = *recipe;
-  XV_RETURN_IF_ERROR(SetRecipeKnobFromYaml(*knob, value, &r));
+  std::string name;
+  XV_RETURN_IF_ERROR(SetKnobFromText(key, value_text, &r, &name));
+  XV_RETURN_IF_ERROR(ValidateRecipe(r));
+  *recipe = r;
+  return Status::Ok();
+}
+
+Status ApplyOverrides(const std::vector<std::pair<std::string, std::string>>& overrides,
+                      Recipe* recipe) {
+  Recipe r = *recipe;
+  std::set<std::string> seen;
+  for (const auto& [key, value_text] : overrides) {
+    std::string name;
+    XV_RETURN_IF_ERROR(SetKnobFromText(key, value_text, &r, &name));
+    if (!seen.insert(name).second) {
+      return Status::InvalidArgument(name + ": overridden twice in one set of overrides");
+    }
+  }
   XV_RETURN_IF_ERROR(ValidateRecipe(r));
   *recipe = r;
   return Status::Ok();

@@ -26,6 +26,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -101,8 +102,14 @@ Status ParseRecipeYaml(const std::string& yaml_text, Recipe* out);
 // Parses the JSON form written by RecipeToJson (for specs sent to the trainer). A "derived" member
 // (as written by ResolvedConfigJson) is accepted and ignored: the sizes are always recomputed.
 Status ParseRecipeJson(const nlohmann::json& j, Recipe* out);
-// Sets one knob from YAML scalar text and revalidates the whole recipe.
+// Sets one knob from YAML scalar text and revalidates the whole recipe. On error *recipe is
+// unchanged. To change knobs that must move together (device_batch_size with total_batch_size,
+// n_kv_head with kv_head_divisor), use ApplyOverrides: each single step may be invalid on its own.
 Status ApplyOverride(const std::string& key, const std::string& value_text, Recipe* recipe);
+// Sets every (key, YAML value text) pair, then validates the whole recipe once, so the result does
+// not depend on the order. A knob named twice is an error. On error *recipe is unchanged.
+Status ApplyOverrides(const std::vector<std::pair<std::string, std::string>>& overrides,
+                      Recipe* recipe);
 // Validates ranges and combinations; the message names the field.
 Status ValidateRecipe(const Recipe& r);
 // Fills the derived sizes; fails (naming the field) for impossible combinations.

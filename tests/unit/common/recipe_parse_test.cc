@@ -177,6 +177,31 @@ TEST(RecipeOverride, ErrorsNameTheKnobAndLeaveTheRecipeUnchanged) {
   EXPECT_DOUBLE_EQ(r.matrix_lr, 0.04);
 }
 
+TEST(RecipeOverride, ManyOverridesAreValidatedTogether) {
+  // Halving device_batch_size with total_batch_size: invalid one at a time when the total goes
+  // first (65536 is not a multiple of 128 * 2048), valid together in either order.
+  Recipe one_by_one;
+  EXPECT_FALSE(ApplyOverride("total_batch_size", "65536", &one_by_one).ok());
+  for (const bool total_first : {true, false}) {
+    Recipe r;
+    std::vector<std::pair<std::string, std::string>> o = {{"total_batch_size", "65536"},
+                                                          {"device_batch_size", "32"}};
+    if (!total_first) std::swap(o[0], o[1]);
+    const Status s = ApplyOverrides(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(r.total_batch_size, 65536);
+    EXPECT_EQ(r.device_batch_size, 32);
+  }
+  Recipe r;
+  Status s = ApplyOverrides({{"n_kv_head", "2"}, {"kv_head_divisor", "1"}}, &r);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  s = ApplyOverrides({{"matrix_lr", "0.1"}, {"matrix_lr", "0.2"}}, &r);
+  EXPECT_TRUE(StartsWith(s.message(), "matrix_lr: overridden twice")) << s.message();
+  s = ApplyOverrides({{"matrix_lr", "0.1"}, {"device_batch_size", "3"}}, &r);
+  EXPECT_TRUE(StartsWith(s.message(), "total_batch_size: must be a multiple")) << s.message();
+  EXPECT_DOUBLE_EQ(r.matrix_lr, 0.04);  // unchanged on error
+}
+
 TEST(RecipeJson, RoundTripsEveryKnob) {
   Recipe r;
   ASSERT_TRUE(ParseRecipeYaml("depth: 4\nmatrix_lr: 0.07\nadam_betas: [0.7, 0.9]\nseed: 7\n"
