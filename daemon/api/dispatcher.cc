@@ -29,7 +29,10 @@ void Dispatcher::Stop() {
   for (auto& [id, s] : sessions) s->Close();
 }
 
-void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session) {
+void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session,
+                        const std::function<void()>& reconcile) {
+  std::lock_guard<std::mutex> pass(schedule_mu_);
+  if (reconcile) reconcile();
   std::shared_ptr<WorkerSession> old;
   {
     std::lock_guard<std::mutex> lock(mu_);

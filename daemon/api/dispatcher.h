@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,8 +42,13 @@ class Dispatcher {
   void Start();
   void Stop();
 
-  // A worker registered: replaces (closes) any earlier session of the same worker.
-  void Attach(const std::shared_ptr<WorkerSession>& session);
+  // A worker registered: runs `reconcile` (which compares the attempts the store gives this worker
+  // with those the worker reports) while no scheduling pass is in flight, then attaches the
+  // session, replacing (closing) any earlier session of the same worker. Without the exclusion, a
+  // pass could push an Assign into the old session after `reconcile` looked and the attempt would
+  // be orphaned.
+  void Attach(const std::shared_ptr<WorkerSession>& session,
+              const std::function<void()>& reconcile = nullptr);
   // The session ended; no-op when a newer session of the worker replaced it.
   void Detach(const std::shared_ptr<WorkerSession>& session);
   // Any message from the worker renews its lease.

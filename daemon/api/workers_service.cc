@@ -51,44 +51,55 @@ grpc::Status WorkersService::Session(
                reg.device().backend(), reg.device().name(), ctx->peer());
 
   // Reconcile what the worker says it runs with what the store says it holds.
-  std::set<std::pair<int64_t, int>> reported;
-  for (const auto& ra : reg.running()) {
-    reported.insert({ra.experiment_id(), ra.attempt()});
-    bool active = false;
-    s = store_->IsActiveAttemptOf(worker_id, ra.experiment_id(), ra.attempt(), &active);
-    if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
-    int64_t seq = 0;
-    s = store_->HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
-    if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
-    xv::v1::DaemonMessage ack;
-    ack.mutable_ack()->set_experiment_id(ra.experiment_id());
-    ack.mutable_ack()->set_attempt(ra.attempt());
-    ack.mutable_ack()->set_seq(seq);
-    session->Push(std::move(ack));
-    if (!active && !ra.finished()) {
-      xv::v1::DaemonMessage cancel;
-      cancel.mutable_cancel()->set_experiment_id(ra.experiment_id());
-      cancel.mutable_cancel()->set_attempt(ra.attempt());
-      cancel.mutable_cancel()->set_reason(
-          "the daemon no longer holds this attempt for this worker");
-      session->Push(std::move(cancel));
+  grpc::Status reconcile_status = grpc::Status::OK;
+  dispatcher_->Attach(session, [&] {
+    std::set<std::pair<int64_t, int>> reported;
+    for (const auto& ra : reg.running()) {
+      reported.insert({ra.experiment_id(), ra.attempt()});
+      bool active = false;
+      Status rs = store_->IsActiveAttemptOf(worker_id, ra.experiment_id(), ra.attempt(), &active);
+      int64_t seq = 0;
+      if (rs.ok()) rs = store_->HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
+      if (!rs.ok()) {
+        reconcile_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
+        return;
+      }
+      // The worker replays from its spool whatever is newer than this.
+      xv::v1::DaemonMessage ack;
+      ack.mutable_ack()->set_experiment_id(ra.experiment_id());
+      ack.mutable_ack()->set_attempt(ra.attempt());
+      ack.mutable_ack()->set_seq(seq);
+      session->Push(std::move(ack));
+      if (!active && !ra.finished()) {
+        xv::v1::DaemonMessage cancel;
+        cancel.mutable_cancel()->set_experiment_id(ra.experiment_id());
+        cancel.mutable_cancel()->set_attempt(ra.attempt());
+        cancel.mutable_cancel()->set_reason(
+            "the daemon no longer holds this attempt for this worker");
+        session->Push(std::move(cancel));
+      }
     }
-  }
-  {
+    // Attempts the store gives this worker that it does not report are gone with its old process.
     std::vector<store::ActiveAttempt> active;
-    s = store_->ListActive(&active);
-    if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
+    Status rs = store_->ListActive(&active);
+    if (!rs.ok()) {
+      reconcile_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
+      return;
+    }
     for (const auto& a : active) {
       if (a.worker_id != worker_id || reported.count({a.experiment_id, a.attempt})) continue;
       bool requeued = false;
-      s = store_->MarkAttemptLost(a.experiment_id, a.attempt,
-                                  "worker " + reg.worker_name() + " re-registered without it",
-                                  dispatcher_->options().max_attempts, &requeued);
-      if (!s.ok()) spdlog::error("reconcile: {}", s.ToString());
+      rs = store_->MarkAttemptLost(a.experiment_id, a.attempt,
+                                   "worker " + reg.worker_name() + " re-registered without it",
+                                   dispatcher_->options().max_attempts, &requeued);
+      if (!rs.ok()) spdlog::error("reconcile: {}", rs.ToString());
     }
+  });
+  if (!reconcile_status.ok()) {
+    dispatcher_->Detach(session);
+    session->Close(/*cancel_rpc=*/false);
+    return reconcile_status;
   }
-
-  dispatcher_->Attach(session);
   EventBatcher batcher(store_, session);
   std::thread writer([&] {
     auto next_flush = std::chrono::steady_clock::now() + kFlushInterval;

@@ -53,7 +53,8 @@ int64_t QueryInt(const std::string& db, const std::string& sql) {
 // A worker as the daemon sees it: one Session stream, driven by the test.
 class FakeWorker {
  public:
-  FakeWorker(const std::shared_ptr<grpc::Channel>& channel, const std::string& name) {
+  FakeWorker(const std::shared_ptr<grpc::Channel>& channel, const std::string& name,
+             const std::vector<xv::v1::RunningAttempt>& running = {}) {
     stub_ = xv::v1::Workers::NewStub(channel);
     ctx_.set_deadline(std::chrono::system_clock::now() + 60s);
     stream_ = stub_->Session(&ctx_);
@@ -66,6 +67,7 @@ class FakeWorker {
     reg->mutable_device()->set_index(-1);
     reg->mutable_capabilities()->add_trainers("libtorch");
     reg->mutable_capabilities()->set_max_concurrent(1);
+    for (const auto& ra : running) *reg->add_running() = ra;
     EXPECT_TRUE(stream_->Write(m));
   }
 
@@ -352,6 +354,63 @@ TEST_F(DaemonApi, InvalidSubmissionsAreRefusedNamingTheFieldAndStoreNothing) {
   EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM experiments"), 0);
   EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM rounds"), 0);
   EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM recipes"), 0);
+}
+
+TEST_F(DaemonApi, ReconnectingWorkerKeepsItsAttemptAndReplaysAfterTheAck) {
+  xv::v1::SubmitResponse submitted;
+  ASSERT_TRUE(Submit({"matrix_lr=0.03", "matrix_lr=0.05"}, &submitted).ok());
+  const int64_t first = submitted.experiment_ids(0);
+  xv::v1::DaemonMessage msg;
+  {
+    FakeWorker worker(channel_, "host:cpu");
+    ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+    ASSERT_EQ(msg.assign().spec().experiment_id(), first);
+    worker.SendEvent(first, 1, 1, R"({"type":"start","t":1.0,"device":{"name":"cpu: fake"}})");
+    worker.SendEvent(first, 1, 2, R"({"type":"step","t":2.0,"step":1,"loss":9.0,"progress":0.1})");
+    ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_ack() && m.ack().seq() == 2; }, &msg));
+    EXPECT_TRUE(worker.Close().ok());  // the connection drops; the trainer keeps running
+  }
+  // Back within the lease, reporting the attempt: the daemon acknowledges seq 2 and keeps it.
+  xv::v1::RunningAttempt ra;
+  ra.set_experiment_id(first);
+  ra.set_attempt(1);
+  ra.set_last_seq(4);
+  FakeWorker again(channel_, "host:cpu", {ra});
+  ASSERT_TRUE(again.ReadUntil(
+      [&](auto& m) { return m.has_ack() && m.ack().experiment_id() == first; }, &msg));
+  EXPECT_EQ(msg.ack().seq(), 2);
+  for (const auto& m : again.seen) EXPECT_FALSE(m.has_cancel()) << m.DebugString();
+  // Replay 2 (already stored) and 3..4 (new) from the spool.
+  again.SendEvent(first, 1, 2, R"({"type":"step","t":2.0,"step":1,"loss":9.0,"progress":0.1})");
+  again.SendEvent(first, 1, 3, R"({"type":"step","t":3.0,"step":2,"loss":8.0,"progress":0.2})");
+  again.SendEvent(first, 1, 4, R"({"type":"step","t":4.0,"step":3,"loss":7.0,"progress":0.3})");
+  ASSERT_TRUE(again.ReadUntil([](auto& m) { return m.has_ack() && m.ack().seq() == 4; }, &msg));
+  // Longer than a lease later it still holds the attempt: its heartbeats keep the lease alive.
+  for (int i = 0; i < 12; ++i) {
+    xv::v1::WorkerMessage hb;
+    *hb.mutable_heartbeat()->add_running() = ra;
+    again.Send(hb);
+    std::this_thread::sleep_for(100ms);
+  }
+  xv::v1::Experiment e = Get(first);
+  EXPECT_EQ(e.state(), "running");
+  EXPECT_EQ(e.attempt(), 1);
+  EXPECT_DOUBLE_EQ(e.last_loss(), 7.0);
+  EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM metrics"), 3);
+  EXPECT_TRUE(again.Close().ok());
+
+  // A worker that comes back without the attempt (its process restarted) loses it at once.
+  FakeWorker restarted(channel_, "host:cpu");
+  ASSERT_TRUE(restarted.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+  // The requeued first experiment (attempt 2) or the second one: both are legitimate next work.
+  EXPECT_EQ(
+      QueryInt(db(), "SELECT COUNT(*) FROM attempts WHERE state = 'lost' AND experiment_id = " +
+                         std::to_string(first) +
+                         " AND attempt = 1 AND failure_detail LIKE "
+                         "'%re-registered without it%'"),
+      1);
+  EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM attempts WHERE state = 'lost'"), 1);
+  EXPECT_TRUE(restarted.Close().ok());
 }
 
 TEST_F(DaemonApi, GpuRecipesWaitForAGpuWorker) {
