@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <queue>
 #include <unordered_set>
 
@@ -55,20 +56,116 @@ class PairRankTable {
   size_t mask_ = 0;
 };
 
-// Per-thread cache of chunk -> ids, one per tokenizer instance the thread has used recently.
-struct ChunkCache {
-  std::unordered_map<std::string, std::vector<uint32_t>> entries;
+uint64_t HashBytes(std::string_view bytes) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ bytes.size();
+  const char* p = bytes.data();
+  size_t n = bytes.size();
+  while (n >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    h = (h ^ word) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+    p += 8;
+    n -= 8;
+  }
+  if (n > 0) {
+    uint64_t word = 0;
+    std::memcpy(&word, p, n);
+    h = (h ^ word) * 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+// Per-thread cache of chunk bytes -> ids: an open-addressing table over two arenas, so a hit costs
+// one hash and one comparison. Bounded: cleared when full.
+class ChunkCache {
+ public:
+  ChunkCache() { Reset(1 << 12); }
+
+  // Appends the cached ids of `chunk` to `ids` and returns true, or returns false on a miss.
+  bool Lookup(std::string_view chunk, uint64_t hash, std::vector<uint32_t>* ids) const {
+    size_t slot = hash & mask_;
+    while (true) {
+      const Slot& s = slots_[slot];
+      if (s.key_len == 0) return false;
+      if (s.hash == hash && s.key_len == chunk.size() &&
+          std::memcmp(keys_.data() + s.key_off, chunk.data(), chunk.size()) == 0) {
+        ids->insert(ids->end(), values_.begin() + s.ids_off,
+                    values_.begin() + s.ids_off + s.ids_len);
+        return true;
+      }
+      slot = (slot + 1) & mask_;
+    }
+  }
+
+  void Insert(std::string_view chunk, uint64_t hash, const uint32_t* ids, size_t n) {
+    if ((used_ + 1) * 2 > slots_.size()) {
+      if (slots_.size() < kMaxSlots) {
+        Grow();
+      } else {
+        Reset(slots_.size());
+      }
+    }
+    size_t slot = hash & mask_;
+    while (slots_[slot].key_len != 0) slot = (slot + 1) & mask_;
+    Slot& s = slots_[slot];
+    s.hash = hash;
+    s.key_off = static_cast<uint32_t>(keys_.size());
+    s.key_len = static_cast<uint16_t>(chunk.size());
+    s.ids_off = static_cast<uint32_t>(values_.size());
+    s.ids_len = static_cast<uint16_t>(n);
+    keys_.append(chunk.data(), chunk.size());
+    values_.insert(values_.end(), ids, ids + n);
+    ++used_;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t key_off = 0;
+    uint32_t ids_off = 0;
+    uint16_t key_len = 0;  // 0 = empty (chunks are never empty)
+    uint16_t ids_len = 0;
+  };
+  static constexpr size_t kMaxSlots = 1 << 18;
+
+  void Reset(size_t capacity) {
+    slots_.assign(capacity, Slot());
+    mask_ = capacity - 1;
+    keys_.clear();
+    values_.clear();
+    used_ = 0;
+  }
+  void Grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.size() * 2, Slot());
+    mask_ = slots_.size() - 1;
+    for (const Slot& s : old) {
+      if (s.key_len == 0) continue;
+      size_t slot = s.hash & mask_;
+      while (slots_[slot].key_len != 0) slot = (slot + 1) & mask_;
+      slots_[slot] = s;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t used_ = 0;
+  std::string keys_;
+  std::vector<uint32_t> values_;
 };
-constexpr size_t kMaxCacheEntries = 1 << 16;
 constexpr size_t kMaxCachedChunkBytes = 64;
 constexpr size_t kMaxCachesPerThread = 4;
 
 ChunkCache& CacheFor(uint64_t instance_id) {
-  thread_local std::unordered_map<uint64_t, ChunkCache> caches;
+  thread_local std::unordered_map<uint64_t, std::unique_ptr<ChunkCache>> caches;
   auto it = caches.find(instance_id);
-  if (it != caches.end()) return it->second;
+  if (it != caches.end()) return *it->second;
   if (caches.size() >= kMaxCachesPerThread) caches.clear();
-  return caches[instance_id];
+  auto& slot = caches[instance_id];
+  slot = std::make_unique<ChunkCache>();
+  return *slot;
 }
 
 }  // namespace
@@ -252,42 +349,42 @@ void MergeLarge(const PairRankTable& table, const uint32_t* byte_rank, std::stri
 
 }  // namespace
 
-void BpeTokenizer::EncodeChunk(std::string_view chunk, std::vector<uint32_t>* ids) const {
+void BpeTokenizer::EncodeChunk(std::string_view chunk, void* cache_ptr,
+                               std::vector<uint32_t>* ids) const {
   const Impl& impl = *impl_;
   if (chunk.size() == 1) {
     ids->push_back(impl.byte_rank[static_cast<unsigned char>(chunk[0])]);
     return;
   }
+  if (chunk.size() > kMaxCachedChunkBytes) {
+    auto whole = impl.rank_of_bytes.find(chunk);
+    if (whole != impl.rank_of_bytes.end()) {
+      ids->push_back(whole->second);
+    } else {
+      MergeLarge(impl.pair_rank, impl.byte_rank, chunk, ids);
+    }
+    return;
+  }
+  auto& cache = *static_cast<ChunkCache*>(cache_ptr);
+  const uint64_t hash = HashBytes(chunk);
+  if (cache.Lookup(chunk, hash, ids)) return;
+  const size_t before = ids->size();
   auto whole = impl.rank_of_bytes.find(chunk);
   if (whole != impl.rank_of_bytes.end()) {
     ids->push_back(whole->second);
-    return;
+  } else {
+    uint32_t tokens[kMaxCachedChunkBytes];
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      tokens[i] = impl.byte_rank[static_cast<unsigned char>(chunk[i])];
+    }
+    MergeSmall(impl.pair_rank, tokens, chunk.size(), ids);
   }
-  if (chunk.size() > kMaxCachedChunkBytes) {
-    MergeLarge(impl.pair_rank, impl.byte_rank, chunk, ids);
-    return;
-  }
-  ChunkCache& cache = CacheFor(instance_id_);
-  // Heterogeneous lookup is C++20; a thread-local key string avoids an allocation per lookup.
-  thread_local std::string key;
-  key.assign(chunk.data(), chunk.size());
-  auto hit = cache.entries.find(key);
-  if (hit != cache.entries.end()) {
-    ids->insert(ids->end(), hit->second.begin(), hit->second.end());
-    return;
-  }
-  uint32_t tokens[kMaxCachedChunkBytes];
-  for (size_t i = 0; i < chunk.size(); ++i) {
-    tokens[i] = impl.byte_rank[static_cast<unsigned char>(chunk[i])];
-  }
-  const size_t before = ids->size();
-  MergeSmall(impl.pair_rank, tokens, chunk.size(), ids);
-  if (cache.entries.size() >= kMaxCacheEntries) cache.entries.clear();
-  cache.entries.emplace(key, std::vector<uint32_t>(ids->begin() + before, ids->end()));
+  cache.Insert(chunk, hash, ids->data() + before, ids->size() - before);
 }
 
 void BpeTokenizer::EncodeValidUtf8(std::string_view text, std::vector<uint32_t>* ids) const {
-  split_->ForEach(text, [&](std::string_view chunk) { EncodeChunk(chunk, ids); });
+  ChunkCache* cache = &CacheFor(instance_id_);
+  split_->ForEach(text, [&](std::string_view chunk) { EncodeChunk(chunk, cache, ids); });
 }
 
 void BpeTokenizer::EncodeOrdinaryAppend(std::string_view text, std::vector<uint32_t>* ids) const {

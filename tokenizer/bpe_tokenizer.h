@@ -73,8 +73,8 @@ class BpeTokenizer {
  private:
   BpeTokenizer() = default;
   struct Impl;
-  // Encodes one chunk (a pattern match) and appends its ids.
-  void EncodeChunk(std::string_view chunk, std::vector<uint32_t>* ids) const;
+  // Encodes one chunk (a pattern match) and appends its ids; `cache` is this thread's chunk cache.
+  void EncodeChunk(std::string_view chunk, void* cache, std::vector<uint32_t>* ids) const;
   void EncodeValidUtf8(std::string_view text, std::vector<uint32_t>* ids) const;
 
   TokenRanks ranks_;
