@@ -82,10 +82,13 @@ Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits&
     }
     Recipe r = base;
     nlohmann::json overrides = nlohmann::json::object();
+    std::vector<std::pair<std::string, std::string>> pairs;
     for (const auto& o : cand.overrides()) {
       if (o.key().empty()) return Status::InvalidArgument(label + "override with an empty key");
-      XV_RETURN_IF_ERROR(ApplyOverride(o.key(), o.value(), &r).WithContext(label));
+      pairs.emplace_back(o.key(), o.value());
     }
+    // All overrides at once: knobs that move together are validated together.
+    XV_RETURN_IF_ERROR(ApplyOverrides(pairs, &r).WithContext(label));
     XV_RETURN_IF_ERROR(ValidateRecipe(r).WithContext(label));
     ResolvedSizes sizes;
     XV_RETURN_IF_ERROR(ResolveSizes(r, &sizes).WithContext(label));

@@ -107,6 +107,26 @@ TEST(BuildSubmission, BatchThatDoesNotDivideIsRefused) {
   EXPECT_NE(s.message().find("total_batch_size"), std::string::npos) << s.message();
 }
 
+TEST(BuildSubmission, KnobsThatMoveTogetherAreValidatedTogether) {
+  // 12 x 256 = 3072 does not divide the base's 4096, so applied one by one the first step fails.
+  xv::v1::SubmitRequest req = Request({});
+  auto* cand = req.add_candidates();
+  auto* o = cand->add_overrides();
+  o->set_key("device_batch_size");
+  o->set_value("12");
+  o = cand->add_overrides();
+  o->set_key("total_batch_size");
+  o->set_value("6144");
+  store::NewSubmission sub;
+  Status s = BuildSubmission(req, SubmissionLimits(), &sub);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(sub.experiments.size(), 1u);
+  EXPECT_EQ(sub.experiments[0].name, "device_batch_size=12,total_batch_size=6144");
+  auto overrides = nlohmann::json::parse(sub.experiments[0].overrides_json);
+  EXPECT_EQ(overrides["device_batch_size"].get<int>(), 12);
+  EXPECT_EQ(overrides["total_batch_size"].get<int>(), 6144);
+}
+
 TEST(BuildSubmission, NoOpOverrideIsRefusedUnlessTheBaseIsACandidate) {
   store::NewSubmission sub;
   Status s = BuildSubmission(Request({{{"matrix_lr", "0.04"}}}), SubmissionLimits(), &sub);
