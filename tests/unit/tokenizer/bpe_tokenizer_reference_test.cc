@@ -90,6 +90,48 @@ TEST(BpeTokenizerReference, LongChunksFollowTheSameMergeOrder) {
   EXPECT_EQ(prefix.size(), 2u) << "reference test string 'aaaa... abab...' not found";
 }
 
+// tiktoken's byte_pair_merge written the plain way (rank of the concatenated bytes of two adjacent
+// parts; lowest rank first, leftmost on ties), over one chunk.
+std::vector<uint32_t> PlainBytePairMerge(const BpeTokenizer& tok, const std::string& chunk) {
+  if (tok.RankOf(chunk) >= 0) return {static_cast<uint32_t>(tok.RankOf(chunk))};
+  std::vector<std::string> parts;
+  for (char c : chunk) parts.push_back(std::string(1, c));
+  while (parts.size() > 1) {
+    int64_t best = -1;
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      const int64_t r = tok.RankOf(parts[i] + parts[i + 1]);
+      if (r >= 0 && (best < 0 || r < best)) {
+        best = r;
+        at = i;
+      }
+    }
+    if (best < 0) break;
+    parts[at] += parts[at + 1];
+    parts.erase(parts.begin() + at + 1);
+  }
+  std::vector<uint32_t> ids;
+  for (const auto& p : parts) ids.push_back(static_cast<uint32_t>(tok.RankOf(p)));
+  return ids;
+}
+
+// Single chunks (letters only, so the pattern keeps them whole) of 2..300 bytes: both merge paths
+// of the tokenizer (short chunks and long chunks) agree with the plain algorithm.
+TEST(BpeTokenizerReference, ChunksOfEveryLengthMatchThePlainMergeAlgorithm) {
+  auto tok = LoadReferenceTokenizer();
+  ASSERT_TRUE(tok);
+  std::mt19937 rng(7);
+  const std::string letters = "etaoinshrdlucmfwypvbgkqjxz";
+  for (int i = 0; i < 400; ++i) {
+    const size_t n = 2 + rng() % 299;
+    std::string chunk;
+    for (size_t k = 0; k < n; ++k) chunk += letters[std::min<size_t>(rng() % 40, 25)];
+    ASSERT_EQ(tok->EncodeOrdinary(chunk), PlainBytePairMerge(*tok, chunk)) << chunk;
+    std::string spaces(n, ' ');
+    ASSERT_EQ(tok->EncodeOrdinary(spaces), PlainBytePairMerge(*tok, spaces)) << n << " spaces";
+  }
+}
+
 std::string RandomUnicode(std::mt19937* rng, size_t code_points) {
   // A mix of ASCII, whitespace/newlines, Latin-1, combining marks, CJK, emoji and Arabic digits.
   static const uint32_t kRanges[][2] = {{0x20, 0x7E},   {0x09, 0x0D},     {0xA0, 0xFF},
