@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tokenizer/token_shard_reader.h"
@@ -117,6 +118,17 @@ void CheckPrepareManifest(const std::string& data_dir, const nlohmann::json& inp
         *reason = "output " + rel + " does not verify: " + st.message();
         return;
       }
+    }
+  }
+  // A shard that is not in the manifest would be read by the trainer: not up to date.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(data_dir + "/shards", ec)) {
+    const std::string rel = "shards/" + entry.path().filename().string();
+    bool listed = false;
+    for (const nlohmann::json& out : manifest["outputs"]) listed = listed || out["path"] == rel;
+    if (!listed) {
+      *reason = "unexpected file " + rel;
+      return;
     }
   }
   *up_to_date = true;

@@ -260,6 +260,13 @@ TEST(Prepare, SecondRunIsUpToDateAndChangesRedoIt) {
   PrepareResult r7;
   ASSERT_TRUE(RunPrepare(other, &r7).ok());
   EXPECT_TRUE(r7.up_to_date);
+
+  // A stray shard the trainer would read.
+  ASSERT_TRUE(WriteTokenShard(out + "/shards/train-00099.xvt", 300, {{0, 1}}).ok());
+  PrepareResult r8;
+  ASSERT_TRUE(RunPrepare(other, &r8).ok());
+  EXPECT_EQ(r8.reason, "unexpected file shards/train-00099.xvt");
+  EXPECT_FALSE(std::filesystem::exists(out + "/shards/train-00099.xvt"));
 }
 
 TEST(Prepare, InvalidUtf8FailsNamingFileAndOffsetAndKeepsTheOldOutput) {
