@@ -109,7 +109,6 @@ class GPTImpl : public torch::nn::Module {
 
  private:
   void BuildRotary();
-  std::string ChooseBackend(const torch::Tensor& x) const;
 
   GPTConfig cfg_;
   std::vector<std::array<int64_t, 2>> window_sizes_;

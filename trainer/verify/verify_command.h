@@ -31,7 +31,7 @@ int RunVerifyCommand(int argc, char** argv);
 // and "optimizer_kwargs". Fills `out` with output/*, grad/*, step1/*, step2/* (fp32, CPU).
 xv::Status RunVerifyCase(const std::map<std::string, torch::Tensor>& case_tensors,
                          const nlohmann::json& case_config, const std::string& device,
-                         const std::string& attention_backend,
+                         const std::string& attention_backend, bool free_running,
                          std::map<std::string, torch::Tensor>* out);
 
 struct FamilyComparison {

@@ -1,0 +1,52 @@
+#include "tests/unit/trainer_model/reference_fixture.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "trainer/checkpoint/safetensors.h"
+
+namespace xv::trainer::testing {
+
+std::string ReferenceDir() {
+  if (const char* env = std::getenv("XV_REFERENCE_DIR")) return env;
+  if (const char* src = std::getenv("XV_SOURCE_DIR"))
+    return std::string(src) + "/../shared/reference";
+  return "/work/shared/reference";
+}
+
+nlohmann::json LoadManifest() {
+  std::ifstream in(ReferenceDir() + "/manifest.json");
+  EXPECT_TRUE(in.good()) << "cannot open " << ReferenceDir() << "/manifest.json";
+  return nlohmann::json::parse(in);
+}
+
+std::map<std::string, torch::Tensor> LoadReferenceTensors(const std::string& file) {
+  std::map<std::string, torch::Tensor> out;
+  xv::Status st = LoadSafetensors(ReferenceDir() + "/" + file, &out);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+double RelativeError(const torch::Tensor& actual, const torch::Tensor& expected) {
+  if (!actual.defined() || actual.sizes() != expected.sizes()) {
+    return std::numeric_limits<double>::infinity();
+  }
+  torch::Tensor a = actual.detach().to(torch::kCPU, torch::kFloat64);
+  torch::Tensor b = expected.detach().to(torch::kCPU, torch::kFloat64);
+  double diff = (a - b).abs().max().item<double>();
+  double scale = b.abs().max().item<double>();
+  double rel = scale > 0 ? diff / scale : diff;
+  return std::isnan(rel) ? std::numeric_limits<double>::infinity() : rel;
+}
+
+void UseAllCores() {
+  unsigned n = std::thread::hardware_concurrency();
+  at::set_num_threads(n > 0 ? static_cast<int>(n) : 1);
+}
+
+}  // namespace xv::trainer::testing

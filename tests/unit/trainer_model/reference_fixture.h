@@ -1,0 +1,24 @@
+// Shared helpers of the trainer model tests: loading the reference vectors of
+// $XV_REFERENCE_DIR (../shared/reference) and comparing tensors by max|a-b| / max|b|.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+namespace xv::trainer::testing {
+
+// $XV_REFERENCE_DIR, or the checkout's ../shared/reference.
+std::string ReferenceDir();
+// Parses manifest.json (fails the test if missing).
+nlohmann::json LoadManifest();
+// Loads REFERENCE_DIR/<file> (fails the test if it cannot).
+std::map<std::string, torch::Tensor> LoadReferenceTensors(const std::string& file);
+// max|a-b| / max|b| (max|a-b| when b is all zeros); infinity on shape mismatch or NaN.
+double RelativeError(const torch::Tensor& actual, const torch::Tensor& expected);
+// Sets LibTorch's intra-op threads to the hardware concurrency (Debian's default is 1).
+void UseAllCores();
+
+}  // namespace xv::trainer::testing

@@ -1,0 +1,31 @@
+// Causal attention with an optional sliding window, through one of three backends:
+//  - "math": explicit scores, band mask, softmax (fp32 softmax for half inputs); runs everywhere.
+//  - "sdpa": scaled dot-product attention with an explicit band mask (torch_compat picks the public
+//    SDPA on LibTorch 2.x or the private 1.13 one).
+//  - "flash": ATen's flash attention with a native window (CUDA, bf16/fp16, LibTorch >= 2.5).
+// Window convention (flash): query i sees key j when j <= i and i - j <= window_left.
+// Thread-safety: stateless functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace xv::trainer {
+
+// Resolves a requested backend ("auto" | "flash" | "sdpa" | "math") for tensors like `x`: auto
+// picks flash when usable, else sdpa. A forced "flash" that cannot run throws c10::Error saying
+// why.
+std::string ResolveAttentionBackend(const std::string& requested, const torch::Tensor& x);
+
+// q: [B, T, H, D]; k, v: [B, T, Hkv, D] with Hkv dividing H (GQA: k/v heads are repeated for the
+// math and sdpa backends). Scale 1/sqrt(D). Returns [B, T, H, D] (contiguous).
+torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v, int64_t window_left,
+                              const std::string& backend);
+
+// Boolean [T, T] mask, true where query i may see key j (j <= i and i - j <= window_left).
+torch::Tensor CausalBandMask(int64_t t, int64_t window_left, torch::Device device);
+
+}  // namespace xv::trainer

@@ -1,0 +1,106 @@
+// torch_compat: the one header that hides LibTorch version differences.
+//
+// Debian 12's LibTorch 1.13 (CPU) has the private at::_scaled_dot_product_attention (1.13
+// signature, returns (out, weights)) but neither the public scaled_dot_product_attention nor
+// at::rms_norm; the GPU builds use LibTorch 2.x, which has both, and on CUDA ATen's
+// _flash_attention_forward with a native sliding window (window_size_left/right). Everything
+// version-dependent goes through here. Thread-safety: stateless functions.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include <torch/torch.h>
+#include <torch/version.h>
+
+#define XV_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||     \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+// ATen exposes _flash_attention_forward with window_size_left/right from 2.5 on (CUDA builds).
+#if XV_TORCH_AT_LEAST(2, 5)
+#define XV_TORCH_HAS_FLASH_WINDOW 1
+#else
+#define XV_TORCH_HAS_FLASH_WINDOW 0
+#endif
+
+namespace xv::trainer::compat {
+
+inline std::string TorchVersionString() { return TORCH_VERSION; }
+
+// F.rms_norm(x, (x.size(-1),)) without weight, eps = finfo(x.dtype).eps (upstream's default).
+// Half-precision inputs are normalised in fp32 and cast back, as ATen's composite does.
+inline torch::Tensor RmsNorm(const torch::Tensor& x) {
+#if XV_TORCH_AT_LEAST(2, 4)
+  return at::rms_norm(x, {x.size(-1)}, c10::nullopt, c10::nullopt);
+#else
+  double eps = 0;
+  switch (x.scalar_type()) {
+    case at::kBFloat16:
+      eps = 0.0078125;  // finfo(bfloat16).eps
+      break;
+    case at::kHalf:
+      eps = 0.0009765625;  // finfo(float16).eps
+      break;
+    case at::kDouble:
+      eps = std::numeric_limits<double>::epsilon();
+      break;
+    default:
+      eps = std::numeric_limits<float>::epsilon();
+  }
+  torch::Tensor xf = x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
+  torch::Tensor y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return y.to(x.scalar_type());
+#endif
+}
+
+// Scaled dot-product attention over [B, H, T, D] tensors with an additive float mask [T, S]
+// (0 = visible, -inf = hidden), scale 1/sqrt(D), no dropout. LibTorch >= 2.0: the public SDPA
+// (ATen picks its fused CPU/GPU kernels); 1.13: the private composite one.
+inline torch::Tensor ScaledDotProductAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                               const torch::Tensor& v, const torch::Tensor& mask) {
+#if XV_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(q, k, v, mask, 0.0, false);
+#else
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v, mask, 0.0, false, false));
+#endif
+}
+
+// True when this build can run ATen's flash attention with a native window on `x` (CUDA, bf16 or
+// fp16, LibTorch >= 2.5 with CUDA).
+inline bool FlashAttentionUsable(const torch::Tensor& x) {
+#if XV_TORCH_HAS_FLASH_WINDOW
+  return x.is_cuda() && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) &&
+         torch::cuda::is_available();
+#else
+  (void)x;
+  return false;
+#endif
+}
+
+// Flash attention over [B, T, H, D] q and [B, T, Hkv, D] k/v (Hkv divides H; the kernel handles
+// GQA), causal, query i sees key j when i - j <= window_left. Returns [B, T, H, D].
+// REQUIRES: FlashAttentionUsable(q).
+inline torch::Tensor FlashAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, int64_t window_left) {
+#if XV_TORCH_HAS_FLASH_WINDOW
+  const int64_t t = q.size(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  auto result = at::_flash_attention_forward(
+      q, k, v, /*cum_seq_q=*/c10::nullopt, /*cum_seq_k=*/c10::nullopt, /*max_q=*/t, /*max_k=*/t,
+      /*dropout_p=*/0.0, /*is_causal=*/true, /*return_debug_mask=*/false, scale,
+      /*window_size_left=*/window_left >= t ? -1 : window_left, /*window_size_right=*/0);
+  return std::get<0>(result);
+#else
+  (void)k;
+  (void)v;
+  (void)window_left;
+  TORCH_CHECK(false, "flash attention needs LibTorch >= 2.5 with CUDA; this build has ",
+              TORCH_VERSION);
+  return q;
+#endif
+}
+
+}  // namespace xv::trainer::compat

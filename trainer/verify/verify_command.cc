@@ -1,0 +1,300 @@
+#include "trainer/verify/verify_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "trainer/checkpoint/safetensors.h"
+#include "trainer/model/gpt.h"
+#include "trainer/optim/muon_adamw.h"
+
+namespace xv::trainer {
+
+namespace {
+
+constexpr int kExitPass = 0;
+constexpr int kExitFail = 1;
+constexpr int kExitBadInput = 2;
+
+torch::Tensor ToOutput(const torch::Tensor& t) {
+  return t.detach().to(torch::kCPU, torch::kFloat32).contiguous().clone();
+}
+
+xv::Status RunCaseOrThrow(const std::map<std::string, torch::Tensor>& case_tensors,
+                          const nlohmann::json& case_config, const std::string& device,
+                          const std::string& attention_backend, bool free_running,
+                          std::map<std::string, torch::Tensor>* out) {
+  if (!case_config.contains("config") || !case_config["config"].is_object()) {
+    return xv::Status::InvalidArgument("config: the case JSON needs a \"config\" object");
+  }
+  GPTConfig cfg;
+  MuonAdamWOptions opts;
+  try {
+    cfg = GPTConfigFromJson(case_config["config"]);
+    opts =
+        MuonAdamWOptionsFromJson(case_config.value("optimizer_kwargs", nlohmann::json::object()));
+  } catch (const nlohmann::json::exception& e) {
+    return xv::Status::InvalidArgument(std::string("config: ") + e.what());
+  }
+  cfg.attention_backend = attention_backend;
+  XV_RETURN_IF_ERROR(ValidateGPTConfig(cfg).WithContext("config."));
+  for (const char* key : {"input/idx", "input/targets"}) {
+    if (!case_tensors.count(key))
+      return xv::Status::NotFound(std::string(key) + ": missing in case");
+  }
+  torch::Device dev(device == "cuda" ? torch::kCUDA : torch::kCPU);
+  if (dev.is_cuda() && !torch::cuda::is_available()) {
+    return xv::Status::FailedPrecondition(
+        "--device cuda: no CUDA/ROCm device is visible to LibTorch");
+  }
+  GPT model(cfg);
+  model->to(dev);
+  XV_RETURN_IF_ERROR(model->LoadParameters(case_tensors, "param/"));
+  torch::Tensor idx = case_tensors.at("input/idx").to(dev, torch::kInt64);
+  torch::Tensor targets = case_tensors.at("input/targets").to(dev, torch::kInt64);
+  if (idx.dim() != 2 || targets.sizes() != idx.sizes()) {
+    return xv::Status::InvalidArgument("input/idx, input/targets: need equal [B, T] shapes");
+  }
+  if (idx.size(1) > cfg.sequence_len) {
+    return xv::Status::InvalidArgument("input/idx: " + std::to_string(idx.size(1)) +
+                                       " tokens exceed config.sequence_len " +
+                                       std::to_string(cfg.sequence_len));
+  }
+  if (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= cfg.vocab_size) {
+    return xv::Status::InvalidArgument("input/idx: token ids outside [0, config.vocab_size)");
+  }
+  std::map<std::string, torch::Tensor> result;
+  {
+    torch::NoGradGuard no_grad;
+    result["output/logits"] = ToOutput(model->forward(idx));
+    result["output/loss_none"] = ToOutput(model->forward(idx, targets, "none"));
+  }
+  torch::Tensor loss = model->forward(idx, targets);
+  result["output/loss"] = ToOutput(loss).reshape({1});
+  loss.backward();
+  for (auto& [name, p] : model->NamedParameters()) {
+    if (p.grad().defined()) result["grad/" + name] = ToOutput(p.grad());
+  }
+  MuonAdamW optimizer(model, opts);
+  optimizer.Step();
+  for (auto& [name, p] : model->NamedParameters()) result["step1/" + name] = ToOutput(p);
+  // The second step starts from the reference's own step-1 parameters when the case has them, so
+  // step2/* and loss_after_step1 check one step's numerics: Muon's bf16 orthogonalisation turns
+  // gradient differences of ~1e-6 into ~1e-2 differences of a few matrices, which would otherwise
+  // reach every parameter through the step-2 gradients.
+  bool teacher_forced = false;
+  if (!free_running) {
+    xv::Status forced = model->LoadParameters(case_tensors, "step1/");
+    teacher_forced = forced.ok();
+  }
+  optimizer.ZeroGrad();
+  torch::Tensor loss1 = model->forward(idx, targets);
+  result["output/loss_after_step1"] = ToOutput(loss1).reshape({1});
+  loss1.backward();
+  optimizer.Step();
+  for (auto& [name, p] : model->NamedParameters()) result["step2/" + name] = ToOutput(p);
+  std::cerr << "verify: device " << dev.str() << ", attention " << model->AttentionBackend()
+            << ", loss " << result["output/loss"].item<float>() << ", step 2 from "
+            << (teacher_forced ? "the case's step1/* parameters" : "this run's step 1") << "\n";
+  *out = std::move(result);
+  return xv::Status::Ok();
+}
+
+// Family of a tensor name and its tolerance.
+std::pair<std::string, double> FamilyOf(const std::string& name) {
+  if (name.rfind("output/", 0) == 0) return {name, 1e-5};
+  if (name.rfind("grad/", 0) == 0) return {"grad", 1e-4};
+  for (const char* step : {"step1/", "step2/"}) {
+    if (name.rfind(step, 0) == 0) {
+      const std::string param = name.substr(6);
+      const bool muon = param.rfind("transformer.h.", 0) == 0;
+      // AdamW's first steps divide each gradient element by its own magnitude, so an element with a
+      // tiny gradient turns GPU reduction-order noise (~1e-6) into ~2e-5 parameter differences.
+      return {std::string(step) + (muon ? "muon" : "adamw"), muon ? 1e-2 : 5e-5};
+    }
+  }
+  return {"", 0};
+}
+
+xv::Status ReadJsonFile(const std::string& path, nlohmann::json* out) {
+  std::ifstream in(path);
+  if (!in) return xv::Status::NotFound(path + ": cannot open for reading");
+  try {
+    *out = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    return xv::Status::InvalidArgument(path + ": invalid JSON: " + e.what());
+  }
+  return xv::Status::Ok();
+}
+
+// Where the shipped cases live: $XV_VERIFY_CASES, <exe>/../share/xv/verify-cases, or the source
+// tree's trainer/verify/cases when running from a build directory inside the checkout.
+std::string FindBuiltinCases() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("XV_VERIFY_CASES")) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& candidate : {exe.parent_path() / "../share/xv/verify-cases",
+                                      exe.parent_path() / "../../trainer/verify/cases",
+                                      exe.parent_path() / "../../../trainer/verify/cases"}) {
+      if (fs::is_directory(candidate, ec)) return fs::weakly_canonical(candidate, ec).string();
+    }
+  }
+  return "";
+}
+
+bool PrintComparison(const std::vector<FamilyComparison>& rows) {
+  bool all = true;
+  std::printf("%-26s %-12s %-10s %-6s %s\n", "family", "worst_rel", "tolerance", "result",
+              "worst_tensor");
+  for (const auto& r : rows) {
+    std::printf("%-26s %-12.3e %-10.0e %-6s %s\n", r.family.c_str(), r.worst, r.tolerance,
+                r.pass ? "PASS" : "FAIL", r.worst_name.c_str());
+    all = all && r.pass;
+  }
+  std::printf("%s\n", all ? "PASS" : "FAIL");
+  return all;
+}
+
+}  // namespace
+
+xv::Status RunVerifyCase(const std::map<std::string, torch::Tensor>& case_tensors,
+                         const nlohmann::json& case_config, const std::string& device,
+                         const std::string& attention_backend, bool free_running,
+                         std::map<std::string, torch::Tensor>* out) {
+  try {
+    return RunCaseOrThrow(case_tensors, case_config, device, attention_backend, free_running, out);
+  } catch (const c10::Error& e) {
+    return xv::Status::Internal(std::string("verify: LibTorch error: ") +
+                                e.what_without_backtrace());
+  }
+}
+
+std::vector<FamilyComparison> CompareAgainstReference(
+    const std::map<std::string, torch::Tensor>& actual,
+    const std::map<std::string, torch::Tensor>& reference) {
+  std::map<std::string, FamilyComparison> families;
+  for (const auto& [name, ref] : reference) {
+    auto [family, tol] = FamilyOf(name);
+    if (family.empty()) continue;  // inputs and parameters are not compared
+    FamilyComparison& f = families[family];
+    if (f.family.empty()) {
+      f.family = family;
+      f.tolerance = tol;
+      f.pass = true;
+    }
+    double rel = 0;
+    auto it = actual.find(name);
+    if (it == actual.end() || it->second.sizes() != ref.sizes()) {
+      rel = std::numeric_limits<double>::infinity();
+    } else {
+      torch::Tensor a = it->second.to(torch::kFloat64), b = ref.to(torch::kFloat64);
+      const double diff = (a - b).abs().max().item<double>();
+      const double scale = b.abs().max().item<double>();
+      rel = scale > 0 ? diff / scale : diff;
+      if (std::isnan(rel)) rel = std::numeric_limits<double>::infinity();
+    }
+    if (rel >= f.worst) {
+      f.worst = rel;
+      f.worst_name = name;
+    }
+    if (!(rel <= f.tolerance)) f.pass = false;
+  }
+  std::vector<FamilyComparison> rows;
+  for (auto& [k, v] : families) rows.push_back(v);
+  return rows;
+}
+
+int RunVerifyCommand(int argc, char** argv) {
+  CLI::App app{"xv-train verify: check this stack's numerics against upstream reference cases"};
+  std::string case_path, config_path, out_path, against_path, device = "cpu", attention = "auto";
+  bool builtin = false, free_running = false;
+  app.add_option("--case", case_path, "case safetensors (param/*, input/idx, input/targets)");
+  app.add_option("--config", config_path, "case JSON (config, optimizer_kwargs)");
+  app.add_option("--out", out_path, "where to write the outputs (fp32 safetensors)");
+  app.add_option("--against", against_path, "reference safetensors to compare with");
+  app.add_option("--device", device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--attention", attention, "auto | flash | sdpa | math")
+      ->check(CLI::IsMember({"auto", "flash", "sdpa", "math"}));
+  app.add_flag("--free-running", free_running,
+               "take step 2 from this run's step-1 parameters even when the case has step1/*");
+  app.add_flag("--builtin", builtin, "run and check every case shipped with xv-train");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitPass : kExitBadInput;
+  }
+  auto fail = [](const xv::Status& st) {
+    std::fprintf(stderr, "xv-train verify: %s\n", st.ToString().c_str());
+    return kExitBadInput;
+  };
+  auto run_one = [&](const std::string& cpath, const std::string& jpath, const std::string& opath,
+                     const std::string& apath, int* rc) -> xv::Status {
+    std::map<std::string, torch::Tensor> tensors, outputs;
+    XV_RETURN_IF_ERROR(LoadSafetensors(cpath, &tensors));
+    nlohmann::json config;
+    XV_RETURN_IF_ERROR(ReadJsonFile(jpath, &config));
+    XV_RETURN_IF_ERROR(RunVerifyCase(tensors, config, device, attention, free_running, &outputs)
+                           .WithContext(cpath + ": "));
+    if (!opath.empty()) XV_RETURN_IF_ERROR(SaveSafetensors(opath, outputs));
+    if (!apath.empty()) {
+      std::map<std::string, torch::Tensor> reference;
+      XV_RETURN_IF_ERROR(apath == cpath ? (reference = tensors, xv::Status::Ok())
+                                        : LoadSafetensors(apath, &reference));
+      std::printf("case %s against %s\n", cpath.c_str(), apath.c_str());
+      if (!PrintComparison(CompareAgainstReference(outputs, reference))) *rc = kExitFail;
+    }
+    return xv::Status::Ok();
+  };
+
+  int rc = kExitPass;
+  if (builtin) {
+    namespace fs = std::filesystem;
+    const std::string dir = FindBuiltinCases();
+    if (dir.empty()) {
+      return fail(xv::Status::NotFound(
+          "--builtin: no verify cases found (set XV_VERIFY_CASES to trainer/verify/cases)"));
+    }
+    std::vector<fs::path> cases;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.path().extension() == ".safetensors") cases.push_back(e.path());
+    }
+    std::sort(cases.begin(), cases.end());
+    if (cases.empty()) return fail(xv::Status::NotFound(dir + ": no *.safetensors cases"));
+    for (const auto& c : cases) {
+      fs::path json = c;
+      json.replace_extension(".json");
+      xv::Status st = run_one(c.string(), json.string(), "", c.string(), &rc);
+      if (!st.ok()) return fail(st);
+    }
+    return rc;
+  }
+  if (!case_path.empty()) {
+    if (config_path.empty())
+      return fail(xv::Status::InvalidArgument("--config: required with --case"));
+    if (out_path.empty() && against_path.empty()) {
+      return fail(xv::Status::InvalidArgument("--out or --against: one is required with --case"));
+    }
+    xv::Status st = run_one(case_path, config_path, out_path, against_path, &rc);
+    if (!st.ok()) return fail(st);
+    return rc;
+  }
+  if (!against_path.empty()) {
+    if (out_path.empty()) return fail(xv::Status::InvalidArgument("--out: the outputs to compare"));
+    std::map<std::string, torch::Tensor> outputs, reference;
+    xv::Status st = LoadSafetensors(out_path, &outputs);
+    if (st.ok()) st = LoadSafetensors(against_path, &reference);
+    if (!st.ok()) return fail(st);
+    std::printf("outputs %s against %s\n", out_path.c_str(), against_path.c_str());
+    return PrintComparison(CompareAgainstReference(outputs, reference)) ? kExitPass : kExitFail;
+  }
+  return fail(xv::Status::InvalidArgument("give --case/--config, --against/--out or --builtin"));
+}
+
+}  // namespace xv::trainer
