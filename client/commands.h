@@ -1,0 +1,21 @@
+// The subcommands of xvctl. Each Add*Command registers one subcommand on `app`; its callback reads
+// `options` (owned by main, alive for the whole run) and ends the program with the exit codes of
+// client/client_options.h (throwing CLI::RuntimeError for a non-zero code).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "client/client_options.h"
+#include "common/status.h"
+
+namespace xv::client {
+
+void AddSubmitCommand(CLI::App* app, const ClientOptions* options);
+void AddStatusCommand(CLI::App* app, const ClientOptions* options);
+void AddResultsCommand(CLI::App* app, const ClientOptions* options);
+void AddWaitCommand(CLI::App* app, const ClientOptions* options);
+
+// Prints "xvctl: <message>" to stderr and returns the exit code for `st` (2 for InvalidArgument).
+int ReportError(const Status& st);
+
+}  // namespace xv::client

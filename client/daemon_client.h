@@ -1,0 +1,39 @@
+// DaemonClient: xvctl's connection to xvd's Experiments service. Calls return xv::Status; a daemon
+// that does not answer becomes Unavailable with a message that says how to start it, and the
+// daemon's own INVALID_ARGUMENT messages (which name the field) are passed through unchanged.
+// Thread-safety: safe to share (gRPC stubs are thread-safe).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "client/client_options.h"
+#include "common/status.h"
+#include "xv/v1/experiments.grpc.pb.h"
+
+namespace xv::client {
+
+class DaemonClient {
+ public:
+  explicit DaemonClient(const ClientOptions& options);
+
+  const std::string& address() const { return address_; }
+
+  Status Submit(const v1::SubmitRequest& req, v1::SubmitResponse* resp);
+  Status ListExperiments(const v1::ListExperimentsRequest& req, v1::ListExperimentsResponse* resp);
+  Status GetExperiment(int64_t id, v1::Experiment* resp);
+  Status GetStatus(v1::StatusResponse* resp);
+
+  // Translates a gRPC status of a call to this daemon.
+  Status FromGrpc(const grpc::Status& st) const;
+
+ private:
+  std::string address_;
+  std::string state_dir_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Experiments::Stub> stub_;
+};
+
+}  // namespace xv::client

@@ -1,0 +1,77 @@
+#include "client/experiment_listing.h"
+
+#include <functional>
+#include <memory>
+
+#include "daemon/store/experiment_store.h"
+
+namespace xv::client {
+namespace {
+
+constexpr int kPageSize = 500;
+
+Status ListPaged(const ExperimentFilter& filter,
+                 const std::function<Status(const v1::ListExperimentsRequest&,
+                                            std::vector<v1::Experiment>*)>& fetch,
+                 std::vector<v1::Experiment>* out) {
+  out->clear();
+  int64_t after = 0;
+  while (true) {
+    v1::ListExperimentsRequest req;
+    ApplyFilter(filter, &req);
+    req.set_limit(kPageSize);
+    req.set_after_id(after);
+    std::vector<v1::Experiment> page;
+    XV_RETURN_IF_ERROR(fetch(req, &page));
+    for (auto& e : page) {
+      if (e.id() <= after) continue;  // a server that ignores after_id must not loop forever
+      after = e.id();
+      out->push_back(std::move(e));
+    }
+    if (static_cast<int>(page.size()) < kPageSize || page.empty()) break;
+  }
+  if (filter.limit > 0 && static_cast<int>(out->size()) > filter.limit) {
+    out->erase(out->begin(), out->end() - filter.limit);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void ApplyFilter(const ExperimentFilter& filter, v1::ListExperimentsRequest* req) {
+  if (!filter.campaign.empty()) {
+    if (filter.campaign.find_first_not_of("0123456789") == std::string::npos) {
+      req->set_campaign_id(std::stoll(filter.campaign));
+    } else {
+      req->set_campaign(filter.campaign);
+    }
+  }
+  req->set_state(filter.state);
+}
+
+Status ListFromDaemon(DaemonClient* client, const ExperimentFilter& filter,
+                      std::vector<v1::Experiment>* out) {
+  return ListPaged(
+      filter,
+      [client](const v1::ListExperimentsRequest& req, std::vector<v1::Experiment>* page) {
+        v1::ListExperimentsResponse resp;
+        XV_RETURN_IF_ERROR(client->ListExperiments(req, &resp));
+        page->assign(resp.experiments().begin(), resp.experiments().end());
+        return Status::Ok();
+      },
+      out);
+}
+
+Status ListFromDatabase(const std::string& db_path, const ExperimentFilter& filter,
+                        std::vector<v1::Experiment>* out) {
+  std::unique_ptr<store::ExperimentStore> st;
+  XV_RETURN_IF_ERROR(store::ExperimentStore::OpenReadOnly(db_path, &st));
+  return ListPaged(
+      filter,
+      [&st](const v1::ListExperimentsRequest& req, std::vector<v1::Experiment>* page) {
+        return st->ListExperiments(req, page);
+      },
+      out);
+}
+
+}  // namespace xv::client

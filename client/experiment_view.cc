@@ -1,0 +1,96 @@
+#include "client/experiment_view.h"
+
+#include <cmath>
+
+#include "client/number_format.h"
+#include "client/text_table.h"
+
+namespace xv::client {
+
+bool IsTerminalState(const std::string& state) {
+  return state == "succeeded" || state == "diverged" || state == "failed" || state == "invalid" ||
+         state == "cancelled" || state == "timed_out" || state == "lost";
+}
+
+nlohmann::json ExperimentJson(const v1::Experiment& e) {
+  using nlohmann::json;
+  json j = {{"id", e.id()},
+            {"campaign_id", e.campaign_id()},
+            {"round_id", e.round_id()},
+            {"name", e.name()},
+            {"state", e.state()},
+            {"attempt", e.attempt()},
+            {"worker", e.worker()},
+            {"device", e.device_name()},
+            {"trainer", e.trainer()},
+            {"seed", e.seed()},
+            {"recipe_hash", e.recipe_hash()},
+            {"decision", e.decision()},
+            {"decision_reason", e.decision_reason()},
+            {"failure_kind", e.failure_kind()},
+            {"failure_detail", e.failure_detail()},
+            {"created_at", e.created_at()},
+            {"finished_at", e.finished_at()},
+            {"progress", e.progress()}};
+  json overrides = json::parse(e.overrides_json(), nullptr, false);
+  j["overrides"] = overrides.is_discarded() ? json(e.overrides_json()) : overrides;
+  const char* figures[] = {"val_bpb",      "tok_per_sec",      "mfu_percent",   "num_steps",
+                           "total_tokens", "training_seconds", "total_seconds", "peak_vram_mb",
+                           "num_params",   "attention_backend"};
+  if (!e.has_result()) {
+    for (const char* f : figures) j[f] = nullptr;
+    return j;
+  }
+  const v1::Result& r = e.result();
+  auto finite_or_null = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  j["val_bpb"] = finite_or_null(r.val_bpb());
+  j["tok_per_sec"] = finite_or_null(r.tok_per_sec());
+  j["mfu_percent"] = r.mfu_percent() < 0 ? json(nullptr) : finite_or_null(r.mfu_percent());
+  j["num_steps"] = r.num_steps();
+  j["total_tokens"] = r.total_tokens();
+  j["training_seconds"] = finite_or_null(r.training_seconds());
+  j["total_seconds"] = finite_or_null(r.total_seconds());
+  j["peak_vram_mb"] = finite_or_null(r.peak_vram_mb());
+  j["num_params"] = r.num_params();
+  j["attention_backend"] = r.attention_backend();
+  j["peak_flops_source"] = r.peak_flops_source();
+  j["metric_version"] = r.metric_version();
+  return j;
+}
+
+std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
+  using A = TextTable::Align;
+  TextTable t({{"id", A::kRight},
+               {"name", A::kLeft},
+               {"state", A::kLeft},
+               {"val_bpb", A::kRight},
+               {"tok/s", A::kRight},
+               {"MFU", A::kRight},
+               {"steps", A::kRight},
+               {"seconds", A::kRight},
+               {"device", A::kLeft},
+               {"decision", A::kLeft}});
+  for (const auto& e : experiments) {
+    std::string state = e.state();
+    if (!e.failure_kind().empty() && e.state() != "succeeded" && e.failure_kind() != e.state()) {
+      state += "/" + e.failure_kind();
+    }
+    std::string val_bpb = "-", tok = "-", mfu = "-", steps = "-", secs = "-";
+    if (e.has_result()) {
+      const v1::Result& r = e.result();
+      val_bpb = FormatFixed(r.val_bpb(), 6);
+      tok = FormatThousands(r.tok_per_sec());
+      mfu = r.mfu_percent() < 0 ? "?" : FormatFixed(r.mfu_percent(), 2) + "%";
+      steps = FormatThousands(r.num_steps());
+      secs = FormatFixed(r.total_seconds(), 1);
+    } else if (e.state() == "running") {
+      val_bpb = "(" + FormatFixed(100 * e.progress(), 0) + "%)";
+    }
+    t.AddRow({std::to_string(e.id()), e.name(), state, val_bpb, tok, mfu, steps, secs,
+              e.device_name().empty() ? "-" : e.device_name(),
+              e.decision().empty() ? "-" : e.decision()});
+  }
+  return t.Render();
+}
+
+}  // namespace xv::client

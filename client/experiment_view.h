@@ -1,0 +1,25 @@
+// How xvctl shows experiments: the results table, the JSON objects of --json, terminal states.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "xv/v1/types.pb.h"
+
+namespace xv::client {
+
+// succeeded | diverged | failed | invalid | cancelled | timed_out | lost
+bool IsTerminalState(const std::string& state);
+
+// One experiment as JSON: ids, name, state, failure, decision, device and the result figures
+// (val_bpb, tok_per_sec, mfu_percent, num_steps, training_seconds, total_seconds ...; null when the
+// experiment has no result, mfu_percent null when unknown).
+nlohmann::json ExperimentJson(const v1::Experiment& e);
+
+// The results table: id, name, state, val_bpb (6 decimals), tok/s (thousands separators), MFU,
+// steps, seconds, device, decision.
+std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments);
+
+}  // namespace xv::client

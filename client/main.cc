@@ -1,0 +1,33 @@
+// xvctl: the command-line client of xvd. Subcommands: submit, status, results, wait, prepare,
+// tokenize.
+#include <CLI/CLI.hpp>
+
+#include "client/client_options.h"
+#include "client/commands.h"
+#include "common/logging.h"
+#include "common/paths.h"
+#include "tokenizer/prepare_command.h"
+#include "tokenizer/tokenize_command.h"
+
+int main(int argc, char** argv) {
+  xv::SetupLogging("xvctl", "warn");
+  xv::client::ClientOptions options;
+  CLI::App app{
+      "xvctl: submit GPT-training experiments to xvd and read their results.\n"
+      "Default daemon: " +
+      xv::DefaultDaemonAddress() + " (env XV_DAEMON; XV_STATE_DIR for the state directory)"};
+  app.add_option("--daemon", options.daemon,
+                 "xvd address: unix:PATH or HOST:PORT (default: the socket of --state-dir)");
+  app.add_option("--state-dir", options.state_dir,
+                 "xvd's state directory (default: " + xv::DefaultStateDir() + ")");
+  app.require_subcommand(1);
+  app.fallthrough();
+  xv::client::AddSubmitCommand(&app, &options);
+  xv::client::AddStatusCommand(&app, &options);
+  xv::client::AddResultsCommand(&app, &options);
+  xv::client::AddWaitCommand(&app, &options);
+  xv::tok::AddPrepareCommand(&app);
+  xv::tok::AddTokenizeCommand(&app);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}

@@ -1,0 +1,93 @@
+// xvctl status [--json]: the daemon, its workers, the queue, and a progress bar per running
+// experiment.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "client/commands.h"
+#include "client/daemon_client.h"
+#include "client/experiment_view.h"
+#include "client/number_format.h"
+#include "client/progress_bar.h"
+#include "client/text_table.h"
+
+namespace xv::client {
+namespace {
+
+int RunStatus(bool json, const ClientOptions& options) {
+  DaemonClient client(options);
+  v1::StatusResponse resp;
+  Status st = client.GetStatus(&resp);
+  if (!st.ok()) return ReportError(st);
+  if (json) {
+    nlohmann::json workers = nlohmann::json::array(), active = nlohmann::json::array();
+    for (const auto& w : resp.workers()) {
+      workers.push_back({{"id", w.id()},
+                         {"name", w.name()},
+                         {"state", w.state()},
+                         {"device", w.device().name()},
+                         {"backend", w.device().backend()},
+                         {"current_experiment_id", w.current_experiment_id()},
+                         {"last_heartbeat", w.last_heartbeat()}});
+    }
+    for (const auto& e : resp.active()) active.push_back(ExperimentJson(e));
+    nlohmann::json j = {{"address", client.address()}, {"version", resp.version()},
+                        {"database", resp.database()}, {"queued", resp.queued()},
+                        {"running", resp.running()},   {"finished", resp.finished()},
+                        {"workers", workers},          {"active", active}};
+    std::cout << j.dump(2) << std::endl;
+    return kExitOk;
+  }
+  std::cout << "xvd " << resp.version() << " at " << client.address() << " (database "
+            << resp.database() << ")\n";
+  std::cout << "experiments: " << resp.queued() << " queued, " << resp.running() << " running, "
+            << resp.finished() << " finished\n\n";
+  using A = TextTable::Align;
+  TextTable workers({{"worker", A::kLeft},
+                     {"state", A::kLeft},
+                     {"device", A::kLeft},
+                     {"experiment", A::kRight},
+                     {"last heartbeat", A::kLeft}});
+  for (const auto& w : resp.workers()) {
+    workers.AddRow({w.name(), w.state(), w.device().name(),
+                    w.current_experiment_id() ? std::to_string(w.current_experiment_id()) : "-",
+                    w.last_heartbeat()});
+  }
+  if (workers.rows() == 0) {
+    std::cout << "no workers (start one with: xv-worker --daemon " << client.address()
+              << " --data DIR)\n";
+  } else {
+    std::cout << workers.Render();
+  }
+  if (resp.active_size() > 0) {
+    std::cout << "\n";
+    TextTable active({{"id", A::kRight},
+                      {"name", A::kLeft},
+                      {"state", A::kLeft},
+                      {"worker", A::kLeft},
+                      {"progress", A::kLeft},
+                      {"loss", A::kRight}});
+    for (const auto& e : resp.active()) {
+      active.AddRow({std::to_string(e.id()), e.name(), e.state(), e.worker(),
+                     RenderProgressBar(e.progress()),
+                     e.last_loss() > 0 ? FormatFixed(e.last_loss(), 4) : "-"});
+    }
+    std::cout << active.Render();
+  }
+  std::cout.flush();
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddStatusCommand(CLI::App* app, const ClientOptions* options) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* sub =
+      app->add_subcommand("status", "workers, the queue, and progress of running experiments");
+  sub->add_flag("--json", *json, "print JSON");
+  sub->callback([json, options] {
+    int rc = RunStatus(*json, *options);
+    if (rc != kExitOk) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace xv::client

@@ -1,0 +1,238 @@
+// The walking skeleton end to end, with real processes: a real `xvd` on a unix socket in a temp
+// dir, a real `xv-worker`, and `xvctl` for submit / wait / results.
+//  - FakeTrainer: the scripted fake trainer (tests/fixtures/fake_trainer.sh, val_bpb = 1 + 10 *
+//    matrix_lr): two candidates succeed with the expected val_bpb; a trainer killed mid-run ends
+//    failed/crashed and the worker keeps serving; `xvctl results --state-dir` reads the database
+//    when the daemon is gone.
+//  - RealTrainer: the real xv-train on a tiny recipe (4 s budget) and a tiny data dir made by
+//    `xvctl prepare`: finite val_bpb and tok/s, and the same rows in the SQLite file.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/e2e/process_harness.h"
+
+namespace xv::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class WalkingSkeletonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Short: unix socket paths are limited to 108 bytes.
+    dir_ = fs::path("/tmp") / ("xv-e2e-" + std::to_string(::getpid()) + "-" +
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "state");
+    fs::create_directories(dir_ / "data");
+    state_ = (dir_ / "state").string();
+    daemon_ = "unix:" + state_ + "/xvd.sock";
+  }
+  void TearDown() override {
+    // Processes first (their guards), then the files — unless the test failed: keep them to look
+    // at.
+    worker_.Stop();
+    xvd_.Stop();
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  void StartDaemon() {
+    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
+      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
+    }
+    xvd_ = ChildGuard({BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"}, {},
+                      (dir_ / "xvd.log").string());
+    ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
+  }
+
+  void StartWorker(const std::string& trainer_bin, const std::string& data_dir,
+                   const std::vector<std::pair<std::string, std::string>>& env) {
+    worker_ = ChildGuard({BinaryPath("xv-worker"), "--daemon", daemon_, "--data", data_dir,
+                          "--name", "e2e-cpu", "--device", "cpu", "--trainer-bin", trainer_bin,
+                          "--work-dir", (dir_ / "work").string(), "--kill-grace", "1"},
+                         env, (dir_ / "worker.log").string());
+  }
+
+  CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
+    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
+    return RunCommand(args, timeout_s);
+  }
+
+  std::vector<int64_t> Submit(const std::vector<std::string>& args) {
+    std::vector<std::string> full = {"submit"};
+    full.insert(full.end(), args.begin(), args.end());
+    full.push_back("--json");
+    CommandResult r = Xvctl(full);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err << Logs();
+    json j = json::parse(r.out, nullptr, false);
+    if (!j.is_object()) return {};
+    return j["experiment_ids"].get<std::vector<int64_t>>();
+  }
+
+  void WaitAll(double timeout_s) {
+    CommandResult r = Xvctl({"wait", "--timeout", std::to_string(timeout_s)}, timeout_s + 30);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err << Logs();
+  }
+
+  std::map<int64_t, json> Results(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"results", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = Xvctl(args);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    std::map<int64_t, json> by_id;
+    json j = json::parse(r.out, nullptr, false);
+    if (!j.is_object()) {
+      ADD_FAILURE() << "results --json is not a JSON object: " << r.out;
+      return by_id;
+    }
+    for (const auto& e : j["experiments"]) by_id[e["id"].get<int64_t>()] = e;
+    return by_id;
+  }
+
+  std::string Logs() {
+    return "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string()) +
+           "\n--- worker.log ---\n" + FileTail((dir_ / "worker.log").string());
+  }
+
+  std::string WriteRecipe(const std::string& text) {
+    std::string path = (dir_ / "recipe.yaml").string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  fs::path dir_;
+  std::string state_, daemon_;
+  ChildGuard xvd_, worker_;
+};
+
+TEST_F(WalkingSkeletonTest, FakeTrainer) {
+  StartDaemon();
+  StartWorker(SourcePath("tests/fixtures/fake_trainer.sh"), (dir_ / "data").string(),
+              {{"XV_FAKE_STEPS", "5"},
+               {"XV_FAKE_STEP_SECONDS", "0.05"},
+               {"XV_FAKE_MODE", "hang"},
+               {"XV_FAKE_MODE_IF_MATRIX_LR", "0.07"}});
+  const std::string recipe = SourcePath("recipes/cpu-tiny.yaml");
+  ASSERT_TRUE(fs::exists(recipe));
+
+  // Two candidates; val_bpb = 1 + 10 * matrix_lr.
+  std::vector<int64_t> ids =
+      Submit({recipe, "--set", "time_budget_s=2", "--candidate", "matrix_lr=0.02", "--candidate",
+              "matrix_lr=0.06", "--campaign", "e2e"});
+  ASSERT_EQ(ids.size(), 2u);
+  WaitAll(60);
+  auto rows = Results();
+  ASSERT_TRUE(rows.count(ids[0]) && rows.count(ids[1])) << Logs();
+  for (int i = 0; i < 2; ++i) {
+    const json& e = rows[ids[i]];
+    EXPECT_EQ(e["state"], "succeeded") << e.dump() << Logs();
+    ASSERT_TRUE(e["val_bpb"].is_number()) << e.dump();
+    EXPECT_NEAR(e["val_bpb"].get<double>(), i == 0 ? 1.2 : 1.6, 1e-9) << e.dump();
+    EXPECT_NEAR(e["tok_per_sec"].get<double>(), 12345.0, 1e-9) << e.dump();
+    EXPECT_EQ(e["num_steps"], 5);
+  }
+
+  // The human table: aligned, val_bpb with 6 decimals, tok/s with thousands separators.
+  CommandResult table = Xvctl({"results"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("1.200000"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("12,345"), std::string::npos) << table.out;
+
+  // A trainer killed mid-run: failed/crashed, and the worker survives to run the next one.
+  std::vector<int64_t> hung =
+      Submit({recipe, "--candidate", "matrix_lr=0.07", "--campaign", "e2e"});
+  ASSERT_EQ(hung.size(), 1u);
+  std::string pid_file =
+      (dir_ / "work" / ("exp-" + std::to_string(hung[0]) + "-a1") / "fake_trainer.pid").string();
+  ASSERT_TRUE(WaitForPath(pid_file, 30)) << Logs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int trainer_pid = 0;
+  std::ifstream(pid_file) >> trainer_pid;
+  ASSERT_GT(trainer_pid, 1);
+  ASSERT_EQ(::kill(trainer_pid, SIGKILL), 0);
+  WaitAll(30);
+  rows = Results();
+  EXPECT_EQ(rows[hung[0]]["state"], "failed") << rows[hung[0]].dump() << Logs();
+  EXPECT_EQ(rows[hung[0]]["failure_kind"], "crashed") << rows[hung[0]].dump();
+  EXPECT_TRUE(worker_.Alive()) << Logs();
+
+  std::vector<int64_t> after =
+      Submit({recipe, "--candidate", "matrix_lr=0.03", "--campaign", "e2e"});
+  ASSERT_EQ(after.size(), 1u);
+  WaitAll(30);
+  rows = Results();
+  EXPECT_EQ(rows[after[0]]["state"], "succeeded") << Logs();
+  EXPECT_NEAR(rows[after[0]]["val_bpb"].get<double>(), 1.3, 1e-9);
+
+  // An invalid override is refused before anything runs: exit 2, the message names the field.
+  CommandResult bad = Xvctl({"submit", recipe, "--candidate", "no_such_knob=1"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("no_such_knob"), std::string::npos) << bad.err;
+
+  // With the daemon gone, results come from the database file, read-only.
+  worker_.Stop();
+  xvd_.Stop();
+  auto offline = Results();
+  EXPECT_EQ(offline.size(), 4u);
+  EXPECT_EQ(offline[ids[1]]["state"], "succeeded");
+  EXPECT_NEAR(offline[ids[1]]["val_bpb"].get<double>(), 1.6, 1e-9);
+  CommandResult unreachable = Xvctl({"status"});
+  EXPECT_NE(unreachable.exit_code, 0);
+  EXPECT_NE(unreachable.err.find("cannot reach xvd at " + daemon_), std::string::npos)
+      << unreachable.err;
+}
+
+TEST_F(WalkingSkeletonTest, RealTrainer) {
+  if (!fs::exists(BinaryPath("xv-train"))) {
+    GTEST_SKIP() << BinaryPath("xv-train") << " is not built in this build";
+  }
+  // A tiny data dir: BPE with a 512-token vocabulary on the license texts every Debian system
+  // ships.
+  const std::string data = (dir_ / "data").string();
+  CommandResult prep =
+      RunCommand({BinaryPath("xvctl"), "prepare", "--input", "/usr/share/common-licenses", "--out",
+                  data, "--vocab-size", "512", "--val-fraction", "0.2", "--quiet"},
+                 120);
+  ASSERT_EQ(prep.exit_code, 0) << prep.out << prep.err;
+  StartDaemon();
+  StartWorker(BinaryPath("xv-train"), data, {});
+  std::vector<int64_t> ids =
+      Submit({SourcePath("recipes/cpu-tiny.yaml"), "--set", "vocab_size=512", "--set",
+              "time_budget_s=4", "--set", "eval_tokens=8192", "--campaign", "e2e-real"});
+  ASSERT_EQ(ids.size(), 1u);
+  WaitAll(75);
+  auto rows = Results({"--campaign", "e2e-real"});
+  ASSERT_TRUE(rows.count(ids[0])) << Logs();
+  const json& e = rows[ids[0]];
+  EXPECT_EQ(e["state"], "succeeded") << e.dump(2) << Logs();
+  ASSERT_TRUE(e["val_bpb"].is_number()) << e.dump(2);
+  ASSERT_TRUE(e["tok_per_sec"].is_number()) << e.dump(2);
+  double bpb = e["val_bpb"].get<double>(), tps = e["tok_per_sec"].get<double>();
+  EXPECT_TRUE(std::isfinite(bpb) && bpb > 0) << bpb;
+  EXPECT_TRUE(std::isfinite(tps) && tps > 0) << tps;
+  EXPECT_GT(e["num_steps"].get<int64_t>(), 0);
+
+  // The same row in the SQLite file, opened read-only with the sqlite3 shell.
+  std::string db = state_ + "/xv.db";
+  CommandResult q = RunCommand(
+      {"/usr/bin/sqlite3", "-readonly", db,
+       "SELECT count(*), printf('%.6f', max(r.val_bpb)) FROM experiments e JOIN results r ON "
+       "r.experiment_id = e.id WHERE e.state = 'succeeded' AND e.id = " +
+           std::to_string(ids[0]) + ";"},
+      30);
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  char expect[64];
+  std::snprintf(expect, sizeof(expect), "1|%.6f", bpb);
+  EXPECT_EQ(q.out.substr(0, q.out.find('\n')), expect);
+}
+
+}  // namespace
+}  // namespace xv::e2e
