@@ -6,11 +6,13 @@
 
 namespace xv::tok {
 
-PrepareProgress::PrepareProgress(std::string phase, uint64_t total_bytes, bool enabled,
-                                 double interval_s)
+PrepareProgress::PrepareProgress(std::string phase, uint64_t total, bool enabled, Unit unit,
+                                 std::string count_label, double interval_s)
     : phase_(std::move(phase)),
-      total_(total_bytes),
+      total_(total),
       enabled_(enabled),
+      unit_(unit),
+      count_label_(std::move(count_label)),
       tty_(enabled && ::isatty(STDERR_FILENO) == 1),
       interval_s_(tty_ ? 0.1 : interval_s),
       start_(std::chrono::steady_clock::now()),
@@ -36,8 +38,12 @@ void PrepareProgress::Print(bool final_line) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const uint64_t done = done_.load(std::memory_order_relaxed);
-  const double mb = static_cast<double>(done) / 1e6;
-  const double total_mb = static_cast<double>(total_) / 1e6;
+  const bool bytes = unit_ == Unit::kBytes;
+  const double scale = bytes ? 1e6 : 1.0;
+  const std::string unit = bytes ? "MB" : count_label_;
+  const std::string rate_unit = bytes ? "MB/s" : count_label_ + "/s";
+  const double mb = static_cast<double>(done) / scale;
+  const double total_mb = static_cast<double>(total_) / scale;
   const double rate = elapsed > 0 ? mb / elapsed : 0.0;
   const double frac = total_ > 0 ? std::min(1.0, static_cast<double>(done) / total_) : 1.0;
   if (tty_) {
@@ -49,8 +55,9 @@ void PrepareProgress::Print(bool final_line) {
     std::fprintf(stderr, "\r%-9s [%s] %5.1f%% %8.1f/%.1f MB %7.1f MB/s %6.1fs%s", phase_.c_str(),
                  bar, 100 * frac, mb, total_mb, rate, elapsed, final_line ? "\n" : "");
   } else {
-    std::fprintf(stderr, "%s: %5.1f%% %.1f/%.1f MB %.1f MB/s %.1fs%s\n", phase_.c_str(), 100 * frac,
-                 mb, total_mb, rate, elapsed, final_line ? " done" : "");
+    std::fprintf(stderr, "%s: %5.1f%% %.*f/%.*f %s %.1f %s %.1fs%s\n", phase_.c_str(), 100 * frac,
+                 bytes ? 1 : 0, mb, bytes ? 1 : 0, total_mb, unit.c_str(), rate, rate_unit.c_str(),
+                 elapsed, final_line ? " done" : "");
   }
   std::fflush(stderr);
 }

@@ -228,7 +228,9 @@ Status RunPrepare(const PrepareOptions& o, PrepareResult* result_out) {
     for (size_t k = static_cast<size_t>(n_val); k < order.size(); ++k) {
       train_bytes += docs[order[k]].size();
     }
-    PrepareProgress progress("bpe", train_bytes, o.progress);
+    // Two phases: counting chunks (bytes) and merging (merges).
+    auto counting = std::make_unique<PrepareProgress>("bpe-count", train_bytes, o.progress);
+    std::unique_ptr<PrepareProgress> merging;
     size_t next = static_cast<size_t>(n_val);
     BpeDocumentSource source = [&](std::string* text, bool* done) {
       if (next >= order.size()) {
@@ -239,17 +241,31 @@ Status RunPrepare(const PrepareOptions& o, PrepareResult* result_out) {
       *done = false;
       return Status::Ok();
     };
-    uint64_t last_bytes = 0;
+    uint64_t last_bytes = 0, last_merges = 0;
     BpeProgressCallback on_progress = [&](const BpeTrainProgress& p) {
       const uint64_t b = static_cast<uint64_t>(std::max<int64_t>(p.bytes, 0));
       if (b > last_bytes) {
-        progress.Add(b - last_bytes);
+        counting->Add(b - last_bytes);
         last_bytes = b;
       }
-      progress.Report();
+      if (p.phase == BpeTrainProgress::Phase::kCounting) {
+        counting->Report();
+        return;
+      }
+      counting->Finish();
+      if (merging == nullptr) {
+        merging = std::make_unique<PrepareProgress>("bpe-merge", p.merges_total, o.progress,
+                                                    PrepareProgress::Unit::kCount, "merges");
+      }
+      if (p.merges_done > last_merges) {
+        merging->Add(p.merges_done - last_merges);
+        last_merges = p.merges_done;
+      }
+      merging->Report();
     };
     XV_RETURN_IF_ERROR(TrainBpe(train_options, source, on_progress, &trained));
-    progress.Finish();
+    counting->Finish();
+    if (merging != nullptr) merging->Finish();
   }
   result.bpe_seconds = SecondsSince(bpe_start);
 
