@@ -1,6 +1,7 @@
 #include "daemon/api/submission_builder.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,6 +46,15 @@ Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits&
                                    std::to_string(req.replicates()));
   }
   if (req.campaign().size() > 200) return Status::InvalidArgument("campaign: name longer than 200");
+  if (req.submitter().size() > 200) return Status::InvalidArgument("submitter: longer than 200");
+  // A trainer is a name the workers configured, never a command line.
+  for (char c : req.trainer()) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      return Status::InvalidArgument("trainer: '" + req.trainer() +
+                                     "' is not a trainer name (letters, digits, - _ . only)");
+    }
+  }
+  if (req.trainer().size() > 64) return Status::InvalidArgument("trainer: name longer than 64");
   const int replicates = req.replicates() == 0 ? 1 : req.replicates();
 
   Recipe base;

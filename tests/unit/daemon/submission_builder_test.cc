@@ -170,6 +170,18 @@ TEST(BuildSubmission, BoundsAreEnforced) {
   EXPECT_EQ(s.message().rfind("recipe: ", 0), 0u) << s.message();
 }
 
+TEST(BuildSubmission, TrainerIsANameNeverACommand) {
+  xv::v1::SubmitRequest req = Request({});
+  req.set_trainer("/bin/sh -c rm");
+  store::NewSubmission sub;
+  Status s = BuildSubmission(req, SubmissionLimits(), &sub);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("trainer: ", 0), 0u) << s.message();
+  req.set_trainer("upstream-fork");
+  ASSERT_TRUE(BuildSubmission(req, SubmissionLimits(), &sub).ok());
+  EXPECT_EQ(sub.trainer, "upstream-fork");
+}
+
 TEST(BuildSubmission, CudaRecipesRequireAGpuWorker) {
   store::NewSubmission sub;
   Status s = BuildSubmission(Request({{{"device", "cuda"}}}), SubmissionLimits(), &sub);
