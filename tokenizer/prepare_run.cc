@@ -134,9 +134,23 @@ std::string ShardName(const char* split, size_t index) {
   return buf;
 }
 
+Status RunPrepareInto(const PrepareOptions& o, PrepareResult* result_out);
+
 }  // namespace
 
 Status RunPrepare(const PrepareOptions& o, PrepareResult* result_out) {
+  std::error_code ec;
+  const bool existed = !o.out_dir.empty() && fs::exists(o.out_dir, ec);
+  Status st = RunPrepareInto(o, result_out);
+  if (!st.ok() && !existed && !o.out_dir.empty()) {
+    fs::remove(o.out_dir, ec);  // only when we created it and it is empty again
+  }
+  return st;
+}
+
+namespace {
+
+Status RunPrepareInto(const PrepareOptions& o, PrepareResult* result_out) {
   const auto start = Clock::now();
   PrepareResult result;
   XV_RETURN_IF_ERROR(ValidateOptions(o));
@@ -392,5 +406,7 @@ Status RunPrepare(const PrepareOptions& o, PrepareResult* result_out) {
   if (result_out != nullptr) *result_out = result;
   return Status::Ok();
 }
+
+}  // namespace
 
 }  // namespace xv::tok

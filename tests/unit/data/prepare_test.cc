@@ -12,11 +12,13 @@
 #include <random>
 
 #include <gtest/gtest.h>
+#include <CLI/CLI.hpp>
 
 #include "tests/unit/data/scoped_temp_dir.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/corpus_files.h"
 #include "tokenizer/corpus_reader.h"
+#include "tokenizer/prepare_command.h"
 #include "tokenizer/prepare_run.h"
 #include "tokenizer/token_shard_reader.h"
 #include "tokenizer/token_shard_writer.h"
@@ -295,9 +297,48 @@ TEST(Prepare, FailureInAFreshDirectoryLeavesNoDataBehind) {
   Status st = RunPrepare(SmallOptions(tmp.File("one.txt"), out), nullptr);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("at least 2"), std::string::npos) << st.message();
-  EXPECT_FALSE(std::filesystem::exists(out + "/prepare.json"));
-  EXPECT_FALSE(std::filesystem::exists(out + "/shards"));
-  EXPECT_FALSE(HasStagingLeftovers(out));
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// The `xvctl prepare` command line: flags reach RunPrepare, progress lines with MB/s go to stderr
+// (not a terminal here), and the second run prints "up to date".
+std::string RunPrepareCommand(const std::vector<std::string>& args, std::string* err) {
+  CLI::App app{"xvctl"};
+  AddPrepareCommand(&app);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  app.parse(reversed);
+  *err = ::testing::internal::GetCapturedStderr();
+  return ::testing::internal::GetCapturedStdout();
+}
+
+TEST(PrepareCommand, RunsAndReportsUpToDate) {
+  ScopedTempDir tmp;
+  const std::string corpus = tmp.File("corpus"), out = tmp.File("data");
+  WriteCorpus(corpus);
+  const std::vector<std::string> args = {"prepare", "--input",      corpus, "--out",
+                                         out,       "--vocab-size", "280",  "--val-fraction",
+                                         "0.1",     "--threads",    "2"};
+  std::string err;
+  std::string first = RunPrepareCommand(args, &err);
+  EXPECT_NE(first.find("prepared " + out + " (no prepare.json): 4 files"), std::string::npos)
+      << first;
+  EXPECT_NE(first.find("240 documents -> vocab 280"), std::string::npos) << first;
+  EXPECT_NE(first.find("(24 docs)"), std::string::npos) << first;  // 10% of 240 for validation
+  EXPECT_NE(err.find("encode: 100.0%"), std::string::npos) << err;
+  EXPECT_NE(err.find("MB/s"), std::string::npos) << err;
+  std::string second = RunPrepareCommand(args, &err);
+  EXPECT_EQ(second.rfind("up to date: " + out, 0), 0u) << second;
+  std::unique_ptr<data::DataDir> dir;
+  ASSERT_TRUE(data::DataDir::Open(out, &dir).ok());
+  EXPECT_EQ(dir->vocab_size(), 280u);
+  // --val-docs and --val-fraction exclude each other.
+  CLI::App app{"xvctl"};
+  AddPrepareCommand(&app);
+  std::vector<std::string> bad = {"1",     "--val-fraction", "3",       "--val-docs", out,
+                                  "--out", corpus,           "--input", "prepare"};
+  EXPECT_THROW(app.parse(bad), CLI::ParseError);
 }
 
 TEST(Prepare, BadOptionsNameTheFlag) {
