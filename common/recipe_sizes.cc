@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/recipe.h"
+#include "common/recipe_knobs.h"
 
 namespace xv {
 
@@ -20,17 +21,10 @@ bool HasValueEmbedding(int layer, int n_layer) { return layer % 2 == (n_layer - 
 }  // namespace
 
 Status ResolveSizes(const Recipe& r, ResolvedSizes* out) {
-  if (r.depth < 1)
-    return Status::InvalidArgument("depth: must be >= 1, got " + std::to_string(r.depth));
-  if (r.head_dim < 1) {
-    return Status::InvalidArgument("head_dim: must be >= 1, got " + std::to_string(r.head_dim));
-  }
-  if (r.sequence_len < 1 || r.device_batch_size < 1 || r.vocab_size < 1) {
-    return Status::InvalidArgument(std::string(r.sequence_len < 1        ? "sequence_len"
-                                               : r.device_batch_size < 1 ? "device_batch_size"
-                                                                         : "vocab_size") +
-                                   ": must be >= 1");
-  }
+  // Every knob within its own range first: the arithmetic below relies on it (no overflow, no
+  // NaN, bounded layer count), also when the caller skipped ValidateRecipe.
+  for (const RecipeKnob& knob : RecipeKnobTable())
+    XV_RETURN_IF_ERROR(CheckRecipeKnobRange(knob, r));
   ResolvedSizes s;
   // model_dim = depth * aspect_ratio rounded up to a multiple of head_dim.
   const int64_t base_dim = static_cast<int64_t>(r.depth) * r.aspect_ratio;
@@ -100,6 +94,12 @@ Status ResolveSizes(const Recipe& r, ResolvedSizes* out) {
         std::to_string(s.tokens_per_micro_step) + ", got " + std::to_string(r.total_batch_size));
   }
   const int64_t accum = r.total_batch_size / s.tokens_per_micro_step;
+  if (accum < 1) {
+    return Status::InvalidArgument(
+        "total_batch_size: must be at least device_batch_size * "
+        "sequence_len = " +
+        std::to_string(s.tokens_per_micro_step) + ", got " + std::to_string(r.total_batch_size));
+  }
   if (accum > 1000000) {
     return Status::InvalidArgument("total_batch_size: more than 1000000 micro-steps per step (" +
                                    std::to_string(accum) + ")");

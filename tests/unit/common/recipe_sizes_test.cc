@@ -3,6 +3,8 @@
 // Each manifest config is turned into a Recipe the way a user would write it (depth, aspect_ratio,
 // head_dim, n_kv_head, window_pattern, sequence_len, vocab_size), then every count must match
 // exactly.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "common/recipe.h"
@@ -149,6 +151,31 @@ TEST(RecipeSizes, MlpRatioAndSwigluChangeTheMatrixCount) {
   ASSERT_TRUE(ResolveSizes(swiglu, &s2).ok());
   EXPECT_EQ(s2.params_transformer_matrices - s0.params_transformer_matrices, 8LL * 2048 * 512);
   EXPECT_EQ(s2.flops_per_token - s0.flops_per_token, 6LL * 8 * 2048 * 512);
+}
+
+TEST(RecipeSizes, UnvalidatedRecipesAreRejectedNotComputed) {
+  // ResolveSizes is public: a recipe built in code without ValidateRecipe must not overflow,
+  // loop over a billion layers or turn NaN into a window.
+  auto error = [](Recipe r) {
+    ResolvedSizes s;
+    const Status st = ResolveSizes(r, &s);
+    return st.ok() ? std::string() : st.message();
+  };
+  Recipe r;
+  r.depth = 1000000000;
+  EXPECT_EQ(error(r).rfind("depth: ", 0), 0u) << error(r);
+  r = Recipe{};
+  r.short_window_fraction = std::nan("");
+  EXPECT_EQ(error(r).rfind("short_window_fraction: ", 0), 0u) << error(r);
+  r = Recipe{};
+  r.total_batch_size = 0;
+  EXPECT_EQ(error(r).rfind("total_batch_size: ", 0), 0u) << error(r);
+  r = Recipe{};
+  r.head_dim = 0;
+  EXPECT_EQ(error(r).rfind("head_dim: ", 0), 0u) << error(r);
+  r = Recipe{};
+  r.window_pattern = "SSXL";
+  EXPECT_EQ(error(r).rfind("window_pattern: ", 0), 0u) << error(r);
 }
 
 TEST(RecipeSizes, ResolvedConfigJsonCarriesKnobsAndDerivedSizes) {
