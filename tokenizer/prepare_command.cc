@@ -68,11 +68,13 @@ void AddPrepareCommand(CLI::App* app) {
       return;
     }
     std::printf(
-        "prepared %s (%s): %lld files, %.1f MB, %lld documents -> vocab %u, %lld train shard(s) "
+        "prepared %s (%s): %lld files (%lld skipped), %.1f MB, %lld documents -> vocab %u, %lld "
+        "train shard(s) "
         "%lld tokens (%lld docs), val %lld tokens (%lld docs); bpe %.1fs, encode %.1fs, total "
         "%.1fs\n",
         options->out_dir.c_str(), result.reason.c_str(), static_cast<long long>(result.input_files),
-        result.input_bytes / 1e6, static_cast<long long>(result.documents), result.vocab_size,
+        static_cast<long long>(result.skipped_files), result.input_bytes / 1e6,
+        static_cast<long long>(result.documents), result.vocab_size,
         static_cast<long long>(result.train_shards), static_cast<long long>(result.train_tokens),
         static_cast<long long>(result.train_documents), static_cast<long long>(result.val_tokens),
         static_cast<long long>(result.val_documents), result.bpe_seconds, result.encode_seconds,

@@ -33,7 +33,8 @@ struct PrepareResult {
   bool up_to_date = false;  // nothing was done: prepare.json matched and every output verified
   std::string reason;  // why it was (re)done: "no prepare.json", "inputs changed", "--force", ...
   int64_t input_files = 0;
-  int64_t input_bytes = 0;  // decompressed bytes of text read
+  int64_t skipped_files = 0;  // left out by the directory rules (e.g. fortune's .dat, .u8 links)
+  int64_t input_bytes = 0;    // decompressed bytes of text read
   int64_t documents = 0;
   int64_t train_documents = 0;
   int64_t val_documents = 0;

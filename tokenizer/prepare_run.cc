@@ -162,7 +162,9 @@ Status RunPrepareInto(const PrepareOptions& o, PrepareResult* result_out) {
 
   // 1. Inputs, and the up-to-date check.
   std::vector<CorpusFile> files;
-  XV_RETURN_IF_ERROR(ListCorpusFiles(o.inputs, &files, nullptr));
+  std::vector<std::string> skipped;
+  XV_RETURN_IF_ERROR(ListCorpusFiles(o.inputs, &files, &skipped));
+  result.skipped_files = static_cast<int64_t>(skipped.size());
   const nlohmann::json inputs_json = PrepareManifestInputs(files);
   const nlohmann::json options_json = PrepareManifestOptions(o);
   bool up_to_date = false;

@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "tests/unit/data/scoped_temp_dir.h"
 #include "tokenizer/corpus_decompress.h"
 #include "tokenizer/corpus_files.h"
@@ -132,6 +134,31 @@ TEST(CorpusFiles, DirectoryWalkIsSortedRecursiveAndSkipsIndexesAndDuplicates) {
   EXPECT_EQ(skipped.size(), 5u);  // README.md, alpha.dat, alpha.u8 (same file), dangling, sublink
   EXPECT_GT(files[0].mtime_ns, 0);
   EXPECT_EQ(files[0].size, 2u);
+}
+
+// The demo corpus (Debian's fortunes package): extensionless fortune files are read, the strfile
+// indexes (.dat) and the .u8 symlinks to the same files are not.
+TEST(CorpusFiles, DebianFortunesDirectory) {
+  const std::string dir = "/usr/share/games/fortunes";
+  if (!std::filesystem::exists(dir + "/fortunes")) GTEST_SKIP() << dir << " not installed";
+  std::vector<CorpusFile> files;
+  std::vector<std::string> skipped;
+  ASSERT_TRUE(ListCorpusFiles({dir}, &files, &skipped).ok());
+  ASSERT_FALSE(files.empty());
+  for (const auto& f : files) {
+    EXPECT_EQ(f.path.find('.', dir.size()), std::string::npos) << f.path;
+    EXPECT_EQ(f.format, CorpusFormat::kText);
+  }
+  for (const auto& s : skipped) {
+    const bool dat = s.size() > 4 && s.compare(s.size() - 4, 4, ".dat") == 0;
+    const bool u8 = s.size() > 3 && s.compare(s.size() - 3, 3, ".u8") == 0;
+    EXPECT_TRUE(dat || u8) << s;
+  }
+  std::vector<std::string> docs;
+  Status st = ReadCorpusDocuments(files[0], TextSeparator::kAuto, &docs);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_GT(docs.size(), 10u);
+  for (const auto& d : docs) EXPECT_EQ(d.find("\n%\n"), std::string::npos);
 }
 
 TEST(CorpusFiles, ExplicitFilesKeepCommandLineOrder) {
