@@ -25,6 +25,75 @@ struct PairHash {
   }
 };
 
+// Open-addressing hash map from a Pair to a value, for the merge loop's hot lookups. Entries are
+// never removed (a merged pair keeps a zero count). Pair ~0 (never a real pair: ids < 2^32 - 1)
+// marks empty.
+template <typename V>
+class PairMap {
+ public:
+  explicit PairMap(size_t expected = 1024) {
+    size_t capacity = 1024;
+    while (capacity < expected * 2) capacity <<= 1;
+    keys_.assign(capacity, kEmpty);
+    values_.resize(capacity);
+    mask_ = capacity - 1;
+  }
+  // The value of `pair`, default-constructed on first use.
+  V& operator[](Pair pair) {
+    size_t slot = PairHash()(pair) & mask_;
+    while (true) {
+      if (keys_[slot] == pair) return values_[slot];
+      if (keys_[slot] == kEmpty) break;
+      slot = (slot + 1) & mask_;
+    }
+    if ((size_ + 1) * 2 > keys_.size()) {
+      Grow();
+      return (*this)[pair];
+    }
+    keys_[slot] = pair;
+    ++size_;
+    return values_[slot];
+  }
+  // The value of `pair`, or nullptr.
+  V* Find(Pair pair) {
+    size_t slot = PairHash()(pair) & mask_;
+    while (true) {
+      if (keys_[slot] == pair) return &values_[slot];
+      if (keys_[slot] == kEmpty) return nullptr;
+      slot = (slot + 1) & mask_;
+    }
+  }
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (size_t i = 0; i < keys_.size(); ++i) {
+      if (keys_[i] != kEmpty) f(keys_[i], values_[i]);
+    }
+  }
+  size_t size() const { return size_; }
+
+ private:
+  static constexpr Pair kEmpty = ~0ULL;
+  void Grow() {
+    std::vector<Pair> keys = std::move(keys_);
+    std::vector<V> values = std::move(values_);
+    keys_.assign(keys.size() * 2, kEmpty);
+    values_.clear();
+    values_.resize(keys.size() * 2);
+    mask_ = keys_.size() - 1;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == kEmpty) continue;
+      size_t slot = PairHash()(keys[i]) & mask_;
+      while (keys_[slot] != kEmpty) slot = (slot + 1) & mask_;
+      keys_[slot] = keys[i];
+      values_[slot] = std::move(values[i]);
+    }
+  }
+  std::vector<Pair> keys_;
+  std::vector<V> values_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+};
+
 using ChunkCounts = std::unordered_map<std::string, int64_t>;
 
 // Splits `docs` into chunks on `threads` threads, adding to per-thread counts.
@@ -141,8 +210,11 @@ Status TrainBpe(const BpeTrainOptions& options, const BpeDocumentSource& documen
 
   // ---- Phase 2: merges ----
   stats.phase = BpeTrainProgress::Phase::kMerging;
-  std::unordered_map<Pair, int64_t, PairHash> pair_counts;
-  std::unordered_map<Pair, std::vector<uint32_t>, PairHash> where;  // pair -> words holding it
+  size_t total_pairs = 0;
+  for (const auto& ids : words) total_pairs += ids.size() - 1;
+  PairMap<int64_t> pair_counts(std::min<size_t>(total_pairs / 4, 1 << 20));
+  PairMap<std::vector<uint32_t>> where(
+      std::min<size_t>(total_pairs / 4, 1 << 20));  // pair -> words
   for (uint32_t w = 0; w < words.size(); ++w) {
     const auto& ids = words[w];
     for (size_t i = 0; i + 1 < ids.size(); ++i) {
@@ -154,7 +226,7 @@ Status TrainBpe(const BpeTrainOptions& options, const BpeDocumentSource& documen
   }
   std::vector<HeapEntry> heap_storage;
   heap_storage.reserve(pair_counts.size() * 2);
-  for (const auto& [p, c] : pair_counts) heap_storage.push_back({c, p});
+  pair_counts.ForEach([&](Pair p, int64_t c) { heap_storage.push_back({c, p}); });
   std::priority_queue<HeapEntry> heap(std::less<HeapEntry>(), std::move(heap_storage));
 
   std::vector<std::string> token_bytes(256);
@@ -165,8 +237,8 @@ Status TrainBpe(const BpeTrainOptions& options, const BpeDocumentSource& documen
   while (stats.merges_done < stats.merges_total && !heap.empty()) {
     HeapEntry top = heap.top();
     heap.pop();
-    auto pc = pair_counts.find(top.pair);
-    const int64_t current = pc == pair_counts.end() ? 0 : pc->second;
+    const int64_t* pc = pair_counts.Find(top.pair);
+    const int64_t current = pc == nullptr ? 0 : *pc;
     if (top.count != current) {
       if (current > 0) heap.push({current, top.pair});
       continue;
@@ -178,7 +250,7 @@ Status TrainBpe(const BpeTrainOptions& options, const BpeDocumentSource& documen
     token_bytes.push_back(token_bytes[a] + token_bytes[b]);
 
     std::vector<uint32_t> positions = std::move(where[top.pair]);
-    where.erase(top.pair);
+    where[top.pair] = std::vector<uint32_t>();
     created.clear();
     auto add = [&](uint32_t x, uint32_t y, int64_t delta) { pair_counts[MakePair(x, y)] += delta; };
     auto add_created = [&](uint32_t x, uint32_t y, int64_t delta, uint32_t w) {
@@ -221,7 +293,7 @@ Status TrainBpe(const BpeTrainOptions& options, const BpeDocumentSource& documen
       const int64_t c = pair_counts[p];
       if (c > 0) heap.push({c, p});
     }
-    pair_counts.erase(top.pair);
+    pair_counts[top.pair] = 0;
     stats.merges_done += 1;
     const uint32_t percent = stats.merges_done * 100 / std::max(1u, stats.merges_total);
     if (progress && percent != last_reported_percent) {

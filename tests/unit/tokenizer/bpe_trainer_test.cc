@@ -3,6 +3,7 @@
 // the reference ranks trained by rustbpe on licence texts.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 
 #include "reference_fixture.h"
@@ -95,6 +96,48 @@ TEST(BpeTrainer, LicenceTextsGiveWellFormedRanksThatRoundTrip) {
     EXPECT_EQ(decoded, text);
     // 2000 ranks trained on these texts compress them well (bytes per token).
     EXPECT_GT(static_cast<double>(text.size()) / ids.size(), 3.0);
+  }
+}
+
+// Upstream's defaults: 8188 ranks (256 bytes + 7932 merges) + 4 specials = 8192, BOS =
+// <|reserved_0|>.
+TEST(BpeTrainer, UpstreamDefaultsGiveAVocabularyOf8192) {
+  // Licence texts cut into documents of at most 8000 bytes (ASCII), below the 10000-character cap.
+  std::vector<std::string> docs;
+  for (const char* name : {"GPL-3", "MPL-2.0", "Apache-2.0", "GPL-2", "LGPL-2.1", "GFDL-1.3",
+                           "Artistic", "MPL-1.1", "CC0-1.0"}) {
+    const std::string text = ReadFileOrEmpty(std::string("/usr/share/common-licenses/") + name);
+    ASSERT_FALSE(text.empty()) << name;
+    for (size_t i = 0; i < text.size(); i += 8000) docs.push_back(text.substr(i, 8000));
+  }
+  // Plus seeded pseudo-words, so that the pairs do not run out before 7932 merges.
+  std::mt19937 rng(42);
+  for (int d = 0; d < 60; ++d) {
+    std::string doc;
+    while (doc.size() < 8000) {
+      doc += ' ';
+      for (int k = 3 + rng() % 8; k > 0; --k) doc += static_cast<char>('a' + rng() % 26);
+    }
+    docs.push_back(doc);
+  }
+  BpeTrainOptions options;  // upstream defaults
+  EXPECT_EQ(options.vocab_size, 8192u);
+  EXPECT_EQ(options.doc_cap_chars, 10000);
+  BpeTrainResult result;
+  ASSERT_TRUE(TrainBpe(options, docs, nullptr, &result).ok());
+  ASSERT_EQ(result.ranks.size(), 8188u);
+  EXPECT_EQ(result.stats.merges_done, 7932u);
+  std::unique_ptr<BpeTokenizer> tok;
+  ASSERT_TRUE(BpeTokenizer::FromRanks(result.ranks, result.pattern, result.specials, &tok).ok());
+  EXPECT_EQ(tok->vocab_size(), 8192u);
+  EXPECT_EQ(tok->bos_id(), 8188u);
+  const auto lengths = tok->TokenByteLengths();
+  ASSERT_EQ(lengths.size(), 8192u);
+  for (uint32_t id = 8188; id < 8192; ++id) EXPECT_EQ(lengths[id], 0);
+  for (const auto& doc : docs) {
+    std::string decoded;
+    ASSERT_TRUE(tok->Decode(tok->EncodeOrdinary(doc), &decoded).ok());
+    EXPECT_EQ(decoded, doc);
   }
 }
 
