@@ -17,6 +17,6 @@ namespace xv::tok {
 
 // Errors: bad options (INVALID_ARGUMENT naming the flag), input errors (corpus_reader.h: the file
 // and byte offset), tokenizer-training errors, I/O errors naming the path. `result` may be null.
-Status RunPrepare(const PrepareOptions& options, PrepareResult* result);
+Status RunPrepare(const PrepareOptions& options, PrepareResult* result = nullptr);
 
 }  // namespace xv::tok
