@@ -60,7 +60,7 @@ void AddPrepareCommand(CLI::App* app) {
     st = RunPrepare(*options, &result);
     if (!st.ok()) {
       std::fprintf(stderr, "xvctl prepare: %s\n", st.ToString().c_str());
-      std::exit(st.code() == Status::Code::kInvalidArgument ? 2 : 1);
+      std::exit(1);
     }
     if (result.up_to_date) {
       std::printf("up to date: %s (%lld input files; use --force to redo)\n",

@@ -3,7 +3,7 @@
 //                 [--threads N] [--max-chars N] [--doc-cap N] [--shard-tokens N]
 //                 [--txt-separator auto|percent|blank] [--seed N] [--force] [--quiet]
 // Prints "up to date: DIR" when nothing needed doing, else a summary; errors go to stderr with exit
-// status 1 (2 for bad usage). See docs/data.md.
+// status 1 (2 for a bad --txt-separator; CLI11 reports other usage errors). See docs/data.md.
 #pragma once
 
 namespace CLI {
