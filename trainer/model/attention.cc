@@ -53,7 +53,10 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
               ") must divide query heads (", n_head, ")");
   const int64_t t = q.size(1);
   if (backend == "flash") {
-    return compat::FlashAttention(q, k, v, window_left).contiguous();
+    // The kernel needs one dtype; under autocast v can arrive in fp32 (the value embeddings are
+    // fp32 parameters here, bf16 upstream), so k and v follow q.
+    return compat::FlashAttention(q, k.to(q.scalar_type()), v.to(q.scalar_type()), window_left)
+        .contiguous();
   }
   torch::Tensor qh = q.transpose(1, 2);  // [B, H, T, D]
   torch::Tensor kh = ExpandKvHeads(k, n_head);
