@@ -3,6 +3,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -29,32 +30,42 @@ Status Gunzip(const std::string& path, const std::string& in, std::string* out) 
   z_stream zs;
   std::memset(&zs, 0, sizeof(zs));
   if (inflateInit2(&zs, 15 + 32) != Z_OK) return Status::Internal(path + ": inflateInit2 failed");
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
+  const Bytef* base = reinterpret_cast<const Bytef*>(in.data());
+  zs.next_in = const_cast<Bytef*>(base);
+  zs.avail_in = 0;
+  // zlib counts input in uInt: feed at most 1 GiB at a time.
+  auto position = [&] { return static_cast<uint64_t>(zs.next_in - base); };
+  auto refill = [&] {
+    if (zs.avail_in == 0) {
+      zs.avail_in = static_cast<uInt>(std::min<uint64_t>(in.size() - position(), 1u << 30));
+    }
+  };
   char buf[1 << 16];
   Status status;
   bool stream_ended = false;
   while (true) {
+    refill();
     zs.next_out = reinterpret_cast<Bytef*>(buf);
     zs.avail_out = sizeof(buf);
-    int rc = inflate(&zs, Z_NO_FLUSH);
+    const uint64_t offset = position();
+    const int rc = inflate(&zs, Z_NO_FLUSH);
     out->append(buf, sizeof(buf) - zs.avail_out);
-    const uint64_t offset = in.size() - zs.avail_in;
     if (rc == Z_STREAM_END) {
       stream_ended = true;
-      if (zs.avail_in == 0) break;
+      if (position() == in.size()) break;
       inflateReset(&zs);  // another gzip member follows
       stream_ended = false;
       continue;
     }
-    if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // input exhausted mid-stream
+    const bool input_exhausted = zs.avail_in == 0 && position() == in.size();
+    if (rc == Z_BUF_ERROR && input_exhausted) break;  // the data ends mid-stream
     if (rc != Z_OK) {
       status =
           Status::DataLoss(path + ": corrupt gzip data at compressed byte offset " +
                            std::to_string(offset) + ": " + (zs.msg ? zs.msg : "inflate error"));
       break;
     }
-    if (zs.avail_in == 0 && zs.avail_out != 0) break;
+    if (input_exhausted && zs.avail_out != 0) break;
   }
   if (status.ok() && !stream_ended) {
     status = Status::DataLoss(path +
