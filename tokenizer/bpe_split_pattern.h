@@ -61,8 +61,9 @@ class SplitPattern {
 
 template <typename F>
 void SplitPattern::ForEach(std::string_view text, F&& on_chunk) const {
+  if (text.empty()) return;
   size_t pos = 0, begin = 0, end = 0;
-  while (pos <= text.size() && NextMatch(text, pos, &begin, &end)) {
+  while (pos < text.size() && NextMatch(text, pos, &begin, &end)) {
     if (end > begin) {
       on_chunk(text.substr(begin, end - begin));
       pos = end;

@@ -2,6 +2,8 @@
 // of tokenizer_ref.json, round trips, token byte lengths, and the long-chunk merge path.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -208,6 +210,45 @@ TEST(BpeTokenizerRoundTrip, SpecialTokenTextIsOrdinaryAndDecodeRejectsOutOfRange
   Status st = tok->Decode({1, 2, tok->vocab_size()}, &decoded);
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(st.message().find("ids[2]"), std::string::npos) << st.message();
+}
+
+TEST(BpeTokenizerRoundTrip, EmptyInputGivesNoIds) {
+  auto tok = LoadReferenceTokenizer();
+  ASSERT_TRUE(tok);
+  EXPECT_TRUE(tok->EncodeOrdinary(std::string_view()).empty());
+  EXPECT_TRUE(tok->EncodeOrdinary("").empty());
+  std::string decoded = "x";
+  ASSERT_TRUE(tok->Decode({}, &decoded).ok());
+  EXPECT_EQ(decoded, "");
+}
+
+TEST(BpeTokenizerLoad, MismatchedMetadataAndBadRanksAreRejected) {
+  const std::string dir = ::testing::TempDir();
+  const std::string meta_path = dir + "xv_tok_meta_8192.json";
+  {
+    std::ofstream out(meta_path);
+    out << R"({"pattern": "\\s+", "special_tokens": {"<|reserved_0|>": 8188}})";
+  }
+  std::unique_ptr<BpeTokenizer> tok;
+  Status st =
+      BpeTokenizer::Load(testing::ReferenceDir() + "/tokenizer_ref.tiktoken", meta_path, &tok);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("8188"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("600 ranks"), std::string::npos) << st.message();
+  std::remove(meta_path.c_str());
+
+  // Ranks without every single byte cannot encode arbitrary text.
+  st = BpeTokenizer::FromRanks({"a", "b", "ab"}, kUpstreamSplitPattern, {}, &tok);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("byte"), std::string::npos) << st.message();
+  // A bad pattern names the offset.
+  TokenRanks bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  st = BpeTokenizer::FromRanks(bytes, "(\\p{L}", {}, &tok);
+  EXPECT_NE(st.message().find("pattern offset"), std::string::npos) << st.message();
+  // Without specials there is no BOS: bos_id() == vocab_size().
+  ASSERT_TRUE(BpeTokenizer::FromRanks(bytes, kUpstreamSplitPattern, {}, &tok).ok());
+  EXPECT_EQ(tok->bos_id(), tok->vocab_size());
 }
 
 TEST(BpeTokenizerRoundTrip, ConcurrentEncodingGivesTheSameIds) {
