@@ -224,6 +224,30 @@ TEST(TokenShard, UnsupportedVersionIsNamed) {
       << st.message();
 }
 
+// Every single-byte change and every truncation of a small shard is reported, never accepted.
+TEST(TokenShard, EveryFlippedByteAndEveryTruncationIsDetected) {
+  ScopedTempDir dir;
+  const std::string path = dir.File("small.xvt");
+  ASSERT_TRUE(WriteTokenShard(path, 300, {{0, 5, 299, 17}, {0, 1}, {0, 250, 251}}).ok());
+  const std::string good = ReadBytes(path);
+  ASSERT_TRUE(OpenFull(path).ok());
+  for (size_t i = 0; i < good.size(); ++i) {
+    std::string bad = good;
+    bad[i] ^= 0x01;
+    WriteBytes(path, bad);
+    Status st = OpenFull(path);
+    ASSERT_FALSE(st.ok()) << "flipped byte " << i << " was not detected";
+    ASSERT_EQ(st.code(), Status::Code::kDataLoss) << st.ToString();
+    ASSERT_EQ(st.message().rfind(path + ": offset ", 0), 0u) << st.message();
+  }
+  for (size_t n = 0; n < good.size(); ++n) {
+    WriteBytes(path, good.substr(0, n));
+    Status st = OpenFull(path);
+    ASSERT_FALSE(st.ok()) << "truncation to " << n << " bytes was not detected";
+    ASSERT_EQ(st.message().rfind(path + ": offset ", 0), 0u) << st.message();
+  }
+}
+
 TEST(TokenShard, MissingShardIsNotFound) {
   ScopedTempDir dir;
   Status st = OpenFull(dir.File("nope.xvt"));
