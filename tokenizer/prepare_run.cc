@@ -45,6 +45,9 @@ Status ValidateOptions(const PrepareOptions& o) {
     return Status::InvalidArgument("--val-fraction: must be in (0, 1), got " +
                                    std::to_string(o.val_fraction));
   }
+  if (o.val_docs == 0) {
+    return Status::InvalidArgument("--val-docs: must be >= 1 (the val shard cannot be empty)");
+  }
   if (o.shard_tokens < 1) {
     return Status::InvalidArgument("--shard-tokens: must be >= 1, got " +
                                    std::to_string(o.shard_tokens));
@@ -213,9 +216,10 @@ Status RunPrepareInto(const PrepareOptions& o, PrepareResult* result_out) {
                       ? o.val_docs
                       : std::max<int64_t>(1, std::llround(o.val_fraction * docs.size()));
   if (n_val < 1 || n_val >= static_cast<int64_t>(docs.size())) {
-    return Status::InvalidArgument("--val-docs: must be in [1, " + std::to_string(docs.size() - 1) +
-                                   "] for " + std::to_string(docs.size()) + " documents, got " +
-                                   std::to_string(n_val));
+    return Status::InvalidArgument(
+        std::string(o.val_docs >= 0 ? "--val-docs" : "--val-fraction") +
+        ": the validation documents must number in [1, " + std::to_string(docs.size() - 1) +
+        "] for " + std::to_string(docs.size()) + " documents, got " + std::to_string(n_val));
   }
   result.val_documents = n_val;
   result.train_documents = static_cast<int64_t>(docs.size()) - n_val;
