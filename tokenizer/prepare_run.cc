@@ -137,22 +137,7 @@ std::string ShardName(const char* split, size_t index) {
   return buf;
 }
 
-Status RunPrepareInto(const PrepareOptions& o, PrepareResult* result_out);
-
-}  // namespace
-
-Status RunPrepare(const PrepareOptions& o, PrepareResult* result_out) {
-  std::error_code ec;
-  const bool existed = !o.out_dir.empty() && fs::exists(o.out_dir, ec);
-  Status st = RunPrepareInto(o, result_out);
-  if (!st.ok() && !existed && !o.out_dir.empty()) {
-    fs::remove(o.out_dir, ec);  // only when we created it and it is empty again
-  }
-  return st;
-}
-
-namespace {
-
+// The work of RunPrepare; RunPrepare removes an output directory it created when this fails.
 Status RunPrepareInto(const PrepareOptions& o, PrepareResult* result_out) {
   const auto start = Clock::now();
   PrepareResult result;
@@ -414,5 +399,15 @@ Status RunPrepareInto(const PrepareOptions& o, PrepareResult* result_out) {
 }
 
 }  // namespace
+
+Status RunPrepare(const PrepareOptions& o, PrepareResult* result_out) {
+  std::error_code ec;
+  const bool existed = !o.out_dir.empty() && fs::exists(o.out_dir, ec);
+  Status st = RunPrepareInto(o, result_out);
+  if (!st.ok() && !existed && !o.out_dir.empty()) {
+    fs::remove(o.out_dir, ec);  // only when we created it and it is empty again
+  }
+  return st;
+}
 
 }  // namespace xv::tok
