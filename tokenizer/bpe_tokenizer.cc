@@ -16,43 +16,45 @@ namespace {
 constexpr uint32_t kNoRank = 0xFFFFFFFFu;
 
 // Open-addressing map from a (left rank, right rank) pair to the rank of the concatenated bytes.
+// Key and value share a 16-byte entry so that a probe touches one cache line.
 class PairRankTable {
  public:
   void Build(size_t expected) {
     size_t capacity = 16;
     while (capacity < expected * 2 + 16) capacity <<= 1;
-    keys_.assign(capacity, kEmpty);
-    values_.assign(capacity, kNoRank);
+    entries_.assign(capacity, Entry{kEmpty, kNoRank});
     mask_ = capacity - 1;
   }
   void Insert(uint32_t left, uint32_t right, uint32_t rank) {
     const uint64_t key = (static_cast<uint64_t>(left) << 32) | right;
     size_t slot = Hash(key) & mask_;
-    while (keys_[slot] != kEmpty && keys_[slot] != key) slot = (slot + 1) & mask_;
-    keys_[slot] = key;
-    values_[slot] = rank;
+    while (entries_[slot].key != kEmpty && entries_[slot].key != key) slot = (slot + 1) & mask_;
+    entries_[slot] = Entry{key, rank};
   }
   uint32_t Find(uint32_t left, uint32_t right) const {
     const uint64_t key = (static_cast<uint64_t>(left) << 32) | right;
     size_t slot = Hash(key) & mask_;
     while (true) {
-      const uint64_t k = keys_[slot];
-      if (k == key) return values_[slot];
-      if (k == kEmpty) return kNoRank;
+      const Entry& e = entries_[slot];
+      if (e.key == key) return e.rank;
+      if (e.key == kEmpty) return kNoRank;
       slot = (slot + 1) & mask_;
     }
   }
 
  private:
   static constexpr uint64_t kEmpty = ~0ULL;
+  struct Entry {
+    uint64_t key;
+    uint32_t rank;
+  };
   static size_t Hash(uint64_t key) {
     key ^= key >> 33;
     key *= 0xff51afd7ed558ccdULL;
     key ^= key >> 33;
     return static_cast<size_t>(key);
   }
-  std::vector<uint64_t> keys_;
-  std::vector<uint32_t> values_;
+  std::vector<Entry> entries_;
   size_t mask_ = 0;
 };
 
@@ -72,15 +74,26 @@ uint64_t HashBytes(std::string_view bytes) {
     uint64_t word = 0;
     std::memcpy(&word, p, n);
     h = (h ^ word) * 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 29;
   }
+  // Final mix (murmur3's fmix64): the table index takes the low bits, which must depend on every
+  // byte.
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
   return h;
 }
 
-// Per-thread cache of chunk bytes -> ids: an open-addressing table over two arenas, so a hit costs
-// one hash and one comparison. Bounded: cleared when full.
+// Per-thread cache of chunk bytes -> ids: an open-addressing table whose slots are one cache line
+// each and hold the chunk and its ids inline, so a hit costs one hash and (usually) one cache miss.
+// Chunks longer than kInlineKeyBytes or with more than kInlineIds ids are not cached. Bounded:
+// cleared when full.
 class ChunkCache {
  public:
+  static constexpr size_t kInlineKeyBytes = 22;
+  static constexpr size_t kInlineIds = 8;
+
   ChunkCache() { Reset(1 << 12); }
 
   // Appends the cached ids of `chunk` to `ids` and returns true, or returns false on a miss.
@@ -90,16 +103,17 @@ class ChunkCache {
       const Slot& s = slots_[slot];
       if (s.key_len == 0) return false;
       if (s.hash == hash && s.key_len == chunk.size() &&
-          std::memcmp(keys_.data() + s.key_off, chunk.data(), chunk.size()) == 0) {
-        ids->insert(ids->end(), values_.begin() + s.ids_off,
-                    values_.begin() + s.ids_off + s.ids_len);
+          std::memcmp(s.key, chunk.data(), chunk.size()) == 0) {
+        ids->insert(ids->end(), s.ids, s.ids + s.ids_len);
         return true;
       }
       slot = (slot + 1) & mask_;
     }
   }
 
+  // Caches `chunk` -> ids[0, n) when it fits a slot.
   void Insert(std::string_view chunk, uint64_t hash, const uint32_t* ids, size_t n) {
+    if (chunk.size() > kInlineKeyBytes || n > kInlineIds) return;
     if ((used_ + 1) * 2 > slots_.size()) {
       if (slots_.size() < kMaxSlots) {
         Grow();
@@ -111,30 +125,27 @@ class ChunkCache {
     while (slots_[slot].key_len != 0) slot = (slot + 1) & mask_;
     Slot& s = slots_[slot];
     s.hash = hash;
-    s.key_off = static_cast<uint32_t>(keys_.size());
-    s.key_len = static_cast<uint16_t>(chunk.size());
-    s.ids_off = static_cast<uint32_t>(values_.size());
-    s.ids_len = static_cast<uint16_t>(n);
-    keys_.append(chunk.data(), chunk.size());
-    values_.insert(values_.end(), ids, ids + n);
+    s.key_len = static_cast<uint8_t>(chunk.size());
+    s.ids_len = static_cast<uint8_t>(n);
+    std::memcpy(s.key, chunk.data(), chunk.size());
+    std::memcpy(s.ids, ids, n * sizeof(uint32_t));
     ++used_;
   }
 
  private:
-  struct Slot {
-    uint64_t hash = 0;
-    uint32_t key_off = 0;
-    uint32_t ids_off = 0;
-    uint16_t key_len = 0;  // 0 = empty (chunks are never empty)
-    uint16_t ids_len = 0;
+  struct alignas(64) Slot {
+    uint64_t hash;
+    uint8_t key_len;  // 0 = empty (chunks are never empty)
+    uint8_t ids_len;
+    char key[kInlineKeyBytes];
+    uint32_t ids[kInlineIds];
   };
-  static constexpr size_t kMaxSlots = 1 << 18;
+  static_assert(sizeof(Slot) == 64, "one cache line per slot");
+  static constexpr size_t kMaxSlots = 1 << 17;
 
   void Reset(size_t capacity) {
     slots_.assign(capacity, Slot());
     mask_ = capacity - 1;
-    keys_.clear();
-    values_.clear();
     used_ = 0;
   }
   void Grow() {
@@ -152,8 +163,6 @@ class ChunkCache {
   std::vector<Slot> slots_;
   size_t mask_ = 0;
   size_t used_ = 0;
-  std::string keys_;
-  std::vector<uint32_t> values_;
 };
 constexpr size_t kMaxCachedChunkBytes = 64;
 constexpr size_t kMaxCachesPerThread = 4;
