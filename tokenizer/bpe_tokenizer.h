@@ -45,7 +45,8 @@ class BpeTokenizer {
   // Requires valid UTF-8 for tiktoken-exact ids; invalid byte sequences never crash: each maximal
   // invalid run is emitted as single-byte tokens and the valid text around it is encoded normally.
   // Thread-safe: any number of threads may encode concurrently (per-thread match data and chunk
-  // cache).
+  // cache; the cache holds chunks of up to 22 bytes and takes at most 8 MB per thread and
+  // tokenizer, for the last 4 tokenizers a thread used).
   std::vector<uint32_t> EncodeOrdinary(std::string_view text) const;
   // Appends the ids of `text` to `*ids` (same semantics as EncodeOrdinary).
   void EncodeOrdinaryAppend(std::string_view text, std::vector<uint32_t>* ids) const;
