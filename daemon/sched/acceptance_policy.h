@@ -11,8 +11,8 @@
 //                 device class: keep when candidate < head_mean - max(min_effect, k * head_sd).
 //   confidence: in (0.5, 1); alpha = 1 - confidence                      (default 0.95)
 //   min_effect: bpb, >= 0; the smallest improvement worth a keep          (default 0.0005)
-//   replicates: runs per candidate; welch >= 2, noise_band >= 1           (default welch 3, band 1)
-//   head_controls: runs of the head per round, >= 2                       (default welch 3, band 5)
+//   replicates: runs per candidate; welch >= 2, noise_band >= 1           (default welch 4, band 1)
+//   head_controls: runs of the head per round, >= 2                       (default welch 4, band 5)
 //   max_keeps_per_round: only 1 (the head is one recipe)                  (default 1)
 //   correction: bonferroni | none                                         (default bonferroni)
 //     bonferroni tests each of the m candidates of a round at alpha / m, so that a round of m
@@ -42,8 +42,8 @@ struct AcceptancePolicy {
   AcceptanceMode mode = AcceptanceMode::kWelch;
   double confidence = 0.95;
   double min_effect = 0.0005;
-  int replicates = 3;
-  int head_controls = 3;
+  int replicates = 4;
+  int head_controls = 4;
   int max_keeps_per_round = 1;
   MultipleComparisonCorrection correction = MultipleComparisonCorrection::kBonferroni;
   std::optional<double> band_k;  // noise_band only
