@@ -238,16 +238,24 @@ Status ParseAcceptancePolicyYaml(const std::string& yaml_text, AcceptancePolicy*
   }
   nlohmann::json json = nlohmann::json::object();
   std::map<std::string, YAML::Mark> marks;
-  for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
-    marks[key] = entry.second.Mark();
-    if (json.contains(key)) {
-      return Status::InvalidArgument(key + ": given twice" + MarkText(entry.first.Mark()));
+  try {
+    for (const auto& entry : root) {
+      if (!entry.first.IsScalar()) {
+        return Status::InvalidArgument("acceptance policy: field names must be plain words" +
+                                       MarkText(entry.first.Mark()));
+      }
+      const std::string key = entry.first.as<std::string>();
+      marks[key] = entry.second.Mark();
+      if (json.contains(key)) {
+        return Status::InvalidArgument(key + ": given twice" + MarkText(entry.first.Mark()));
+      }
+      if (!entry.second.IsScalar() && !entry.second.IsNull()) {
+        return Status::InvalidArgument(key + ": must be a scalar" + MarkText(entry.second.Mark()));
+      }
+      json[key] = entry.second.IsNull() ? nlohmann::json(nullptr) : YamlScalarToJson(entry.second);
     }
-    if (!entry.second.IsScalar() && !entry.second.IsNull()) {
-      return Status::InvalidArgument(key + ": must be a scalar" + MarkText(entry.second.Mark()));
-    }
-    json[key] = entry.second.IsNull() ? nlohmann::json(nullptr) : YamlScalarToJson(entry.second);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument("acceptance policy: invalid YAML: " + e.msg + MarkText(e.mark));
   }
   Status status = ParseAcceptancePolicyJson(json, policy);
   if (status.ok()) return status;

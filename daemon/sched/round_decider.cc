@@ -1,5 +1,6 @@
 #include "daemon/sched/round_decider.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>

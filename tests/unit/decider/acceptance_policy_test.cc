@@ -88,6 +88,7 @@ TEST(AcceptancePolicyTest, ErrorsNameTheField) {
   ExpectYamlError("mode: 'welch'\nmode: welch\n", "mode:", "given twice");
   ExpectYamlError("- 1\n- 2\n", "acceptance policy:", "mapping");
   ExpectYamlError("mode: {\n", "acceptance policy:", "invalid YAML");
+  ExpectYamlError("? [mode]\n: welch\n", "acceptance policy:", "field names must be plain words");
   // A quoted number stays a string.
   ExpectYamlError("confidence: '0.9'\n", "confidence:", "must be a number");
 
