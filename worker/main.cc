@@ -113,6 +113,9 @@ int main(int argc, char** argv) {
   opts.trainer.visible_devices = visible;
   opts.trainer.work_dir = work_dir;
   opts.trainer.kill_grace_s = kill_grace_s;
+#ifdef XV_VERSION
+  opts.version = XV_VERSION;
+#endif
 
   spdlog::info("discovering the device: {} fingerprint --device {}", trainer_bin, device_flag);
   xv::v1::Device dev = xv::worker::DiscoverDevice(opts.trainer, launcher.get());

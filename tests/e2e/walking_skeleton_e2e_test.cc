@@ -8,6 +8,7 @@
 //    `xvctl prepare`: finite val_bpb and tok/s, and the same rows in the SQLite file.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -188,6 +189,30 @@ TEST_F(WalkingSkeletonTest, FakeTrainer) {
   EXPECT_NE(unreachable.exit_code, 0);
   EXPECT_NE(unreachable.err.find("cannot reach xvd at " + daemon_), std::string::npos)
       << unreachable.err;
+}
+
+TEST_F(WalkingSkeletonTest, WorkerStopsCleanlyOnSigterm) {
+  StartDaemon();
+  StartWorker(SourcePath("tests/fixtures/fake_trainer.sh"), (dir_ / "data").string(),
+              {{"XV_FAKE_MODE", "hang"}});
+  std::vector<int64_t> ids = Submit({SourcePath("recipes/cpu-tiny.yaml"), "--campaign", "e2e"});
+  ASSERT_EQ(ids.size(), 1u);
+  std::string pid_file =
+      (dir_ / "work" / ("exp-" + std::to_string(ids[0]) + "-a1") / "fake_trainer.pid").string();
+  ASSERT_TRUE(WaitForPath(pid_file, 30)) << Logs();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  int trainer_pid = 0;
+  std::ifstream(pid_file) >> trainer_pid;
+  ASSERT_GT(trainer_pid, 1);
+  // SIGTERM: the worker TERMs its trainer's group, reports, and exits 0 well within the grace.
+  auto t0 = std::chrono::steady_clock::now();
+  int status = worker_.Stop(/*grace_s=*/10);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << Logs();
+  EXPECT_LT(took, 8.0) << Logs();
+  EXPECT_NE(::kill(trainer_pid, 0), 0) << "trainer " << trainer_pid << " outlived its worker";
+  EXPECT_NE(FileTail((dir_ / "worker.log").string()).find("cancelled"), std::string::npos)
+      << Logs();
 }
 
 TEST_F(WalkingSkeletonTest, RealTrainer) {
