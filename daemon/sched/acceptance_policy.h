@@ -3,12 +3,12 @@
 // as YAML or JSON. Fields, defaults and meaning:
 //
 //   mode: welch | noise_band                                             (default welch)
-//     welch:      `replicates` runs of each candidate and `head_controls` runs of the head; keep
-//     when
-//                 a one-sided Welch t-test (candidate mean lower) has p < alpha and the observed
-//                 improvement (head mean - candidate mean) is >= min_effect.
-//     noise_band: single runs of each candidate against the spread of the head's runs on the same
-//                 device class: keep when candidate < head_mean - max(min_effect, k * head_sd).
+//     welch: `replicates` runs of each candidate and `head_controls` runs of the head; keep when
+//       a one-sided Welch t-test (candidate mean lower) has p < alpha and the observed
+//       improvement (head mean - candidate mean) is >= min_effect. 4 + 4 runs find a 3-sigma
+//       improvement in ~97% of rounds (3 + 3: ~86%, 2 + 2: ~40%; tests/unit/decider).
+//     noise_band: single runs of each candidate against the spread of the head's runs on the
+//       same device class: keep when candidate < head_mean - max(min_effect, k * head_sd).
 //   confidence: in (0.5, 1); alpha = 1 - confidence                      (default 0.95)
 //   min_effect: bpb, >= 0; the smallest improvement worth a keep          (default 0.0005)
 //   replicates: runs per candidate; welch >= 2, noise_band >= 1           (default welch 4, band 1)

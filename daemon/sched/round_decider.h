@@ -5,10 +5,9 @@
 // Rules, in order, for each candidate:
 //  1. any run that diverged or whose val_bpb is not finite -> discard ("non_finite_replicate");
 //     its NaN rate is reported;
-//  2. fewer finite runs than the test needs -> discard: welch needs >= 2
-//  ("insufficient_replicates"),
-//     noise_band >= 1; fewer than 2 finite head runs (on the candidate's device class, noise_band)
-//     -> discard ("insufficient_head_replicates");
+//  2. fewer finite runs than the test needs (welch 2, noise_band 1) -> discard
+//     ("insufficient_replicates"); fewer than 2 finite head runs (under noise_band: on the
+//     candidate's device classes) -> discard ("insufficient_head_replicates");
 //  3. the test, at alpha' = (1 - confidence) / m under bonferroni (m = candidates that reach this
 //     step) or alpha' = 1 - confidence under none:
 //       welch: one-sided Welch t-test, pass when p < alpha' ("not_significant" otherwise) and
@@ -18,8 +17,12 @@
 //              the candidate's runs (a run with an empty device class matches every class);
 //  4. of the candidates that pass, the one with the lowest mean is kept (ties: the first given);
 //     the others are discarded ("beaten_by_better_candidate").
-// Runs that failed, crashed or timed out without a val_bpb are not passed in at all (the caller
-// counts them); head runs that are not finite are left out of the head's statistics and counted.
+// Mapping from experiment states: succeeded -> a run with its val_bpb; diverged -> a run with
+// diverged = true (its val_bpb may be NaN); failed, timed_out, lost, cancelled, invalid -> not
+// passed in at all (no measurement; the caller counts them). head_runs are the runs of the head's
+// resolved config the caller compares with: this round's controls and, when it reuses results
+// of the identical config (same canonical hash), earlier ones. Head runs that are not finite are
+// left out of the head's statistics and counted in its nan_rate.
 // Thread-safety: stateless; Decide is a pure function.
 #pragma once
 
