@@ -141,8 +141,8 @@ TEST_F(TrainerRunTest, TinyRecipeTrainsEvaluatesAndSummarises) {
   EXPECT_EQ(r.events.back()["type"], "summary");
   const auto start = r.events.front();
   EXPECT_EQ(start["config"]["depth"], 2);
-  EXPECT_EQ(start["config"]["model_dim"], 64);
-  EXPECT_EQ(start["config"]["grad_accum_steps"], 2);
+  EXPECT_EQ(start["config"]["derived"]["model_dim"], 64);
+  EXPECT_EQ(start["config"]["derived"]["grad_accum_steps"], 2);
   EXPECT_EQ(start["config_hash"].get<std::string>().size(), 64u);
   EXPECT_EQ(start["device"]["backend"], "cpu");
   EXPECT_EQ(start["attention_backend"], "math");

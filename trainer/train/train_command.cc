@@ -14,6 +14,7 @@
 #include "trainer/device/peak_memory.h"
 #include "trainer/eval/bpb_evaluator.h"
 #include "trainer/events/exit_codes.h"
+#include "trainer/model/attention.h"
 #include "trainer/model/gpt.h"
 #include "trainer/optim/muon_adamw.h"
 #include "trainer/train/recipe_loader.h"
@@ -126,7 +127,18 @@ int RunTrainCommand(const TrainCommandOptions& o, EventWriter* events) {
   const auto scaling = model->NumScalingParams();
   const int64_t num_params = scaling.count("total") ? scaling.at("total") : 0;
   const int64_t flops_per_token = model->EstimateFlops();
-  const std::string attention_backend = model->AttentionBackend();
+  // The backend the first forward will pick: inputs of the autocast dtype on the run's device. A
+  // forced backend that cannot run here is a configuration error.
+  std::string attention_backend;
+  try {
+    attention_backend = ResolveAttentionBackend(
+        recipe.attention_backend,
+        torch::empty({1, 1, 1, recipe.head_dim},
+                     torch::TensorOptions().dtype(autocast_dtype).device(device.device)));
+  } catch (const c10::Error& e) {
+    return ReportFailure(events, kExitInvalidConfig,
+                         "attention_backend: " + std::string(e.what_without_backtrace()));
+  }
   const bool windows_honoured = model->WindowsHonoured();
 
   // Resolved config: stderr for people, the start event for the worker.
