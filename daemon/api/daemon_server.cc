@@ -32,6 +32,7 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   const std::string db_path = options.state_dir + "/xv.db";
   XV_RETURN_IF_ERROR(store::ExperimentStore::Open(db_path, &d->store_));
   spdlog::info("database {} (schema version {})", db_path, d->store_->schema_version());
+  XV_RETURN_IF_ERROR(d->store_->MarkAllWorkersOffline());
 
   d->socket_path_ =
       options.socket_path.empty() ? options.state_dir + "/xvd.sock" : options.socket_path;

@@ -646,6 +646,12 @@ Status ExperimentStore::SetWorkerState(int64_t worker_id, const std::string& sta
   return st.Run();
 }
 
+Status ExperimentStore::MarkAllWorkersOffline() {
+  XV_RETURN_IF_ERROR(CheckWritable());
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_->Exec("UPDATE workers SET state = 'offline' WHERE state != 'offline'");
+}
+
 Status ExperimentStore::TouchWorker(int64_t worker_id) {
   XV_RETURN_IF_ERROR(CheckWritable());
   std::lock_guard<std::mutex> lock(mu_);

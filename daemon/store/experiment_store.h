@@ -148,6 +148,8 @@ class ExperimentStore {
   Status SetWorkerState(int64_t worker_id, const std::string& state);
   // Stamps last_heartbeat only.
   Status TouchWorker(int64_t worker_id);
+  // At daemon start no worker is connected yet: every worker row becomes offline.
+  Status MarkAllWorkersOffline();
 
   // ---- Trainer events ----
   // Applies a batch of events from `worker_id` in one transaction: each new (experiment, attempt,

@@ -75,6 +75,12 @@ TEST(Migrations, ReopenKeepsDataAndDoesNotReapply) {
   std::map<std::string, int64_t> counts;
   ASSERT_TRUE(store->CountByState(&counts).ok());
   EXPECT_EQ(counts["queued"], 2);
+  // Workers of an earlier daemon are offline until they reconnect.
+  int64_t worker = 0;
+  ASSERT_TRUE(store->UpsertWorker(MakeRegister("w"), &worker).ok());
+  EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM workers WHERE state = 'idle'"), 1);
+  ASSERT_TRUE(store->MarkAllWorkersOffline().ok());
+  EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM workers WHERE state = 'offline'"), 1);
 }
 
 TEST(Migrations, RefusesDatabaseNewerThanBinary) {
