@@ -133,8 +133,18 @@ class TrainerRunTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// The JSON header of a safetensors file (8-byte little-endian length, then JSON).
+nlohmann::json SafetensorsHeader(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t len = 0;
+  in.read(reinterpret_cast<char*>(&len), 8);
+  std::string text(len, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(len));
+  return nlohmann::json::parse(text);
+}
+
 TEST_F(TrainerRunTest, TinyRecipeTrainsEvaluatesAndSummarises) {
-  Run r = RunTrainer("");
+  Run r = RunTrainer("--save " + (dir_ / "final.safetensors").string());
   ASSERT_EQ(r.exit_code, 0) << r.log;
   ASSERT_FALSE(r.events.empty());
   EXPECT_EQ(r.events.front()["type"], "start");
@@ -186,6 +196,14 @@ TEST_F(TrainerRunTest, TinyRecipeTrainsEvaluatesAndSummarises) {
   EXPECT_GT(summary["peak_vram_mb"].get<double>(), 1.0);
   EXPECT_GT(summary["tok_per_sec"].get<double>(), 0.0);
   EXPECT_GT(summary["num_params"].get<int64_t>(), 0);
+  // --save: upstream state-dict names, fp32 weights.
+  auto header = SafetensorsHeader(dir_ / "final.safetensors");
+  ASSERT_TRUE(header.contains("transformer.wte.weight")) << header.dump();
+  EXPECT_EQ(header["transformer.wte.weight"]["shape"], nlohmann::json({260, 64}));
+  EXPECT_TRUE(header.contains("transformer.h.1.attn.c_q.weight"));
+  EXPECT_TRUE(header.contains("lm_head.weight"));
+  EXPECT_TRUE(header.contains("resid_lambdas"));
+  EXPECT_TRUE(header.contains("value_embeds.1.weight"));
   // Upstream's summary block on stderr.
   EXPECT_NE(r.log.find("---\nval_bpb:"), std::string::npos) << r.log;
   EXPECT_NE(r.log.find("num_steps:"), std::string::npos);
@@ -223,6 +241,16 @@ TEST_F(TrainerRunTest, VocabMismatchIsDataError) {
   ASSERT_FALSE(r.events.empty());
   EXPECT_EQ(r.events.back()["kind"], "data_error");
   EXPECT_NE(r.events.back()["message"].get<std::string>().find("vocab_size"), std::string::npos);
+}
+
+TEST_F(TrainerRunTest, UnreadableInitCheckpointIsDataErrorNamingTheFlag) {
+  std::ofstream(dir_ / "bad.safetensors") << "not a safetensors file";
+  Run r = RunTrainer("--init-from " + (dir_ / "bad.safetensors").string());
+  EXPECT_EQ(r.exit_code, 5) << r.log;
+  ASSERT_FALSE(r.events.empty());
+  EXPECT_EQ(r.events.back()["kind"], "data_error");
+  EXPECT_NE(r.events.back()["message"].get<std::string>().find("--init-from"), std::string::npos);
+  EXPECT_TRUE(OfType(r, "start").empty());
 }
 
 TEST_F(TrainerRunTest, MissingDataDirectoryIsDataError) {
