@@ -75,6 +75,8 @@ nlohmann::json ProbeAttention(const ComputeDevice& dev, const Recipe& r, const R
                {"fwd_bwd_ms_full", full * 1e3},
                {"fwd_bwd_ms_short_window", windowed * 1e3},
                {"short_window", short_window}};
+    } catch (const c10::Error& e) {
+      entry = {{"available", false}, {"error", std::string(e.what_without_backtrace())}};
     } catch (const std::exception& e) {
       entry = {{"available", false}, {"error", std::string(e.what()).substr(0, 300)}};
     }
