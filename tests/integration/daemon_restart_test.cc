@@ -74,9 +74,10 @@ int WaitExit(pid_t pid, std::chrono::milliseconds timeout) {
 }
 
 bool WaitForServing(const std::string& socket) {
-  auto stub = xv::v1::Experiments::NewStub(
-      grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
   for (int i = 0; i < 200; ++i) {
+    // A fresh channel each time: a failed one would wait out its reconnect backoff.
+    auto stub = xv::v1::Experiments::NewStub(
+        grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 200ms);
     xv::v1::StatusResponse st;
@@ -114,7 +115,7 @@ class XvdProcess : public ::testing::Test {
       WaitExit(pid_, 5s);
     }
     std::error_code ec;
-    fs::remove_all(dir_, ec);
+    if (std::getenv("XV_KEEP_TEST_DIR") == nullptr) fs::remove_all(dir_, ec);
   }
   void Start() {
     pid_ = StartXvd(
