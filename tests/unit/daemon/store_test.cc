@@ -398,6 +398,70 @@ TEST_F(StoreWithWorker, LostAttemptIsRequeuedOnceThenLost) {
   EXPECT_EQ(e.state(), "lost");
 }
 
+TEST_F(StoreWithWorker, LateSuccessOfALostAttemptIsAcceptedWhileNoOtherAttemptStarted) {
+  const int64_t exp = ids_.experiment_ids[0];
+  bool requeued = false;
+  ASSERT_TRUE(store_->MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
+  ASSERT_TRUE(requeued);
+  // The silent worker was told to stop; its "cancelled" does not cancel the requeued experiment.
+  xv::v1::Finished cancelled;
+  cancelled.set_experiment_id(exp);
+  cancelled.set_attempt(1);
+  cancelled.set_state("cancelled");
+  xv::v1::EventAck ack;
+  ASSERT_TRUE(store_->FinishAttempt(worker_, cancelled, &ack).ok());
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "queued");
+  // But a late success (summary stored, then Finished) is taken instead of running it again.
+  AppliedEvents applied;
+  ASSERT_TRUE(store_
+                  ->ApplyTrainerEvents(
+                      worker_,
+                      {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.5})")},
+                      &applied)
+                  .ok());
+  xv::v1::Finished ok;
+  ok.set_experiment_id(exp);
+  ok.set_attempt(1);
+  ok.set_state("succeeded");
+  ASSERT_TRUE(store_->FinishAttempt(worker_, ok, &ack).ok());
+  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "succeeded");
+  EXPECT_EQ(e.worker(), "host:cpu");
+  EXPECT_DOUBLE_EQ(e.result().val_bpb(), 1.5);
+  std::vector<QueuedExperiment> queued;
+  ASSERT_TRUE(store_->ListQueued(&queued).ok());
+  for (const auto& q : queued) EXPECT_NE(q.id, exp);
+}
+
+TEST_F(StoreWithWorker, LateResultOfALostAttemptIsIgnoredOnceAnotherAttemptRuns) {
+  const int64_t exp = ids_.experiment_ids[0];
+  bool requeued = false;
+  ASSERT_TRUE(store_->MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
+  xv::v1::ExperimentSpec spec;
+  ASSERT_TRUE(store_->AssignExperiment(exp, worker_, &spec).ok());
+  ASSERT_EQ(spec.attempt(), 2);
+  AppliedEvents applied;
+  ASSERT_TRUE(store_
+                  ->ApplyTrainerEvents(
+                      worker_,
+                      {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.5})")},
+                      &applied)
+                  .ok());
+  xv::v1::Finished ok;
+  ok.set_experiment_id(exp);
+  ok.set_attempt(1);
+  ok.set_state("succeeded");
+  xv::v1::EventAck ack;
+  ASSERT_TRUE(store_->FinishAttempt(worker_, ok, &ack).ok());
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "assigned");
+  EXPECT_EQ(e.attempt(), 2);
+  EXPECT_FALSE(e.has_result());  // the result shown is the active attempt's
+}
+
 TEST_F(StoreWithWorker, CancelQueuedAndRunning) {
   std::string state;
   int64_t worker = -1;
