@@ -60,7 +60,7 @@ class DaemonApi : public ::testing::Test {
     options.state_dir = dir_.string();
     options.listen = "none";
     options.dispatcher.heartbeat_interval_ms = 100;
-    options.dispatcher.lease_ms = 800;
+    options.dispatcher.lease_ms = 1500;
     options.dispatcher.tick_ms = 50;
     Status s = DaemonServer::Start(options, &server_);
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -128,8 +128,9 @@ TEST_F(DaemonApi, SubmitAssignEventsFinishedAndReadBack) {
   xv::v1::DaemonMessage msg;
   ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
   EXPECT_GT(msg.registered().worker_id(), 0);
-  EXPECT_EQ(msg.registered().lease_ms(), 800);
+  EXPECT_EQ(msg.registered().lease_ms(), 1500);
   EXPECT_EQ(msg.registered().heartbeat_interval_ms(), 100);
+  worker.StartHeartbeats(100ms);
 
   xv::v1::SubmitResponse submitted;
   grpc::Status gs = Submit({"matrix_lr=0.03", "matrix_lr=0.05"}, &submitted);
@@ -244,6 +245,7 @@ TEST_F(DaemonApi, SubmitAssignEventsFinishedAndReadBack) {
 
   // A new worker takes it as attempt 2.
   FakeWorker other(channel_, "host2:cpu");
+  other.StartHeartbeats(100ms);
   ASSERT_TRUE(other.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
   EXPECT_EQ(msg.assign().spec().experiment_id(), second);
   EXPECT_EQ(msg.assign().spec().attempt(), 2);
@@ -296,6 +298,7 @@ TEST_F(DaemonApi, ReconnectingWorkerKeepsItsAttemptAndReplaysAfterTheAck) {
   xv::v1::DaemonMessage msg;
   {
     FakeWorker worker(channel_, "host:cpu");
+    worker.StartHeartbeats(100ms);
     ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
     ASSERT_EQ(msg.assign().spec().experiment_id(), first);
     worker.SendEvent(first, 1, 1, R"({"type":"start","t":1.0,"device":{"name":"cpu: fake"}})");
@@ -309,6 +312,7 @@ TEST_F(DaemonApi, ReconnectingWorkerKeepsItsAttemptAndReplaysAfterTheAck) {
   ra.set_attempt(1);
   ra.set_last_seq(4);
   FakeWorker again(channel_, "host:cpu", {ra});
+  again.StartHeartbeats(100ms, {ra});
   ASSERT_TRUE(again.ReadUntil(
       [&](auto& m) { return m.has_ack() && m.ack().experiment_id() == first; }, &msg));
   EXPECT_EQ(msg.ack().seq(), 2);
@@ -319,12 +323,7 @@ TEST_F(DaemonApi, ReconnectingWorkerKeepsItsAttemptAndReplaysAfterTheAck) {
   again.SendEvent(first, 1, 4, R"({"type":"step","t":4.0,"step":3,"loss":7.0,"progress":0.3})");
   ASSERT_TRUE(again.ReadUntil([](auto& m) { return m.has_ack() && m.ack().seq() == 4; }, &msg));
   // Longer than a lease later it still holds the attempt: its heartbeats keep the lease alive.
-  for (int i = 0; i < 12; ++i) {
-    xv::v1::WorkerMessage hb;
-    *hb.mutable_heartbeat()->add_running() = ra;
-    again.Send(hb);
-    std::this_thread::sleep_for(100ms);
-  }
+  std::this_thread::sleep_for(2000ms);
   xv::v1::Experiment e = Get(first);
   EXPECT_EQ(e.state(), "running");
   EXPECT_EQ(e.attempt(), 1);

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -50,7 +53,28 @@ class FakeWorker {
     return false;
   }
 
-  void Send(const xv::v1::WorkerMessage& m) { EXPECT_TRUE(stream_->Write(m)); }
+  void Send(const xv::v1::WorkerMessage& m) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    EXPECT_TRUE(stream_->Write(m));
+  }
+
+  // Sends a Heartbeat listing `running` every `interval` from a background thread until Close(), as
+  // a live worker does (gRPC allows one writer at a time, hence write_mu_).
+  void StartHeartbeats(std::chrono::milliseconds interval,
+                       std::vector<xv::v1::RunningAttempt> running = {}) {
+    heartbeat_ = std::thread([this, interval, running] {
+      std::unique_lock<std::mutex> lock(stop_mu_);
+      while (!stop_cv_.wait_for(lock, interval, [this] { return stopping_; })) {
+        xv::v1::WorkerMessage hb;
+        for (const auto& ra : running) *hb.mutable_heartbeat()->add_running() = ra;
+        hb.mutable_heartbeat();
+        std::lock_guard<std::mutex> w(write_mu_);
+        stream_->Write(hb);
+      }
+    });
+  }
+
+  ~FakeWorker() { StopHeartbeats(); }
 
   void SendEvent(int64_t exp, int attempt, int64_t seq, const std::string& json) {
     xv::v1::WorkerMessage m;
@@ -65,6 +89,7 @@ class FakeWorker {
   }
 
   grpc::Status Close() {
+    StopHeartbeats();
     stream_->WritesDone();
     xv::v1::DaemonMessage m;
     while (stream_->Read(&m)) seen.push_back(m);
@@ -74,6 +99,15 @@ class FakeWorker {
   std::vector<xv::v1::DaemonMessage> seen;
 
  private:
+  void StopHeartbeats() {
+    {
+      std::lock_guard<std::mutex> lock(stop_mu_);
+      stopping_ = true;
+    }
+    stop_cv_.notify_all();
+    if (heartbeat_.joinable()) heartbeat_.join();
+  }
+
   static std::string nlohmann_type(const std::string& json) {
     auto p = json.find("\"type\":\"");
     return json.substr(p + 8, json.find('"', p + 8) - (p + 8));
@@ -81,6 +115,11 @@ class FakeWorker {
   std::unique_ptr<xv::v1::Workers::Stub> stub_;
   grpc::ClientContext ctx_;
   std::unique_ptr<Stream> stream_;
+  std::mutex write_mu_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by stop_mu_
+  std::thread heartbeat_;
 };
 
 }  // namespace xv::daemon::fake
