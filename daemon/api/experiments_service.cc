@@ -71,7 +71,12 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   s = store_->ListWorkers(&workers);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& w : workers) {
-    if (!dispatcher_->IsConnected(w.id())) w.set_state("offline");
+    // Connection and current work decide what a person wants to see; the stored state lags both.
+    if (!dispatcher_->IsConnected(w.id())) {
+      w.set_state("offline");
+    } else if (w.state() != "draining") {
+      w.set_state(w.current_experiment_id() != 0 ? "busy" : "idle");
+    }
     *resp->add_workers() = std::move(w);
   }
   for (const char* state : {"assigned", "running"}) {
