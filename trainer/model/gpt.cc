@@ -208,6 +208,11 @@ std::string GPTImpl::AttentionBackend() const {
                                  torch::empty({0}, wte_->weight.options().dtype(torch::kFloat32)));
 }
 
+std::string GPTImpl::PlannedAttentionBackend(torch::ScalarType compute_dtype) const {
+  return ResolveAttentionBackend(cfg_.attention_backend,
+                                 torch::empty({0}, wte_->weight.options().dtype(compute_dtype)));
+}
+
 bool GPTImpl::WindowsHonoured() const { return true; }
 
 }  // namespace xv::trainer

@@ -93,6 +93,9 @@ class GPTImpl : public torch::nn::Module {
   // "flash" | "sdpa" | "math". Decided at each forward; before the first forward, for fp32 inputs
   // on the parameters' device.
   std::string AttentionBackend() const;
+  // The backend attention would resolve to for activations of `compute_dtype` (the autocast dtype,
+  // bf16 on GPUs) on the parameters' device, before any forward has run.
+  std::string PlannedAttentionBackend(torch::ScalarType compute_dtype) const;
   // False when the backend in use cannot honour sliding windows (none of ours: every backend
   // applies the band mask or the native window), kept so the result can record it.
   bool WindowsHonoured() const;

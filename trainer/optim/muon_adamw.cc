@@ -24,24 +24,53 @@ double RoundToBFloat16(double v) {
 
 }  // namespace
 
+// bf16 arithmetic as recent ATen and cuBLAS do it: each operation computes in fp32 (products of
+// bf16 values are exact there, scalars stay fp32) and rounds its result to bf16 once. Debian's CPU
+// LibTorch 1.13 rounds Python-style scalars to bf16 first (8.1566 -> 8.125) and accumulates bf16
+// matrix products in bf16, which moves the 5-step orthogonalisation by ~10%; on the CPU the
+// operations therefore run explicitly in fp32 and are rounded. Other devices use ATen directly.
+static bool EmulateBf16(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 && t.device().is_cpu();
+}
+
+static torch::Tensor Matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  if (EmulateBf16(a)) {
+    return torch::matmul(a.to(torch::kFloat32), b.to(torch::kFloat32)).to(torch::kBFloat16);
+  }
+  return torch::matmul(a, b);
+}
+
+static torch::Tensor Scale(const torch::Tensor& t, double s) {
+  if (EmulateBf16(t)) return (t.to(torch::kFloat32) * s).to(torch::kBFloat16);
+  return t * s;
+}
+
+static torch::Tensor AddScalar(const torch::Tensor& t, double s) {
+  if (EmulateBf16(t)) return (t.to(torch::kFloat32) + s).to(torch::kBFloat16);
+  return t + s;
+}
+
 torch::Tensor PolarExpress(const torch::Tensor& g, int steps, bool bf16) {
   TORCH_CHECK(g.dim() >= 2, "PolarExpress: expected a matrix or a stack of matrices, got ",
               g.sizes());
   TORCH_CHECK(steps >= 0 && steps <= 5, "PolarExpress: steps must be in [0, 5], got ", steps);
   torch::Tensor x = bf16 ? g.to(torch::kBFloat16) : g.to(torch::kFloat32);
-  x = x / (x.norm(2, {-2, -1}, /*keepdim=*/true) * 1.02 + 1e-6);
+  // The Frobenius norm accumulates in fp32 and is rounded to x's dtype (ATen's reduction).
+  torch::Tensor norm =
+      x.to(torch::kFloat32).norm(2, {-2, -1}, /*keepdim=*/true).to(x.scalar_type());
+  x = x / AddScalar(Scale(norm, 1.02), 1e-6);
   const bool tall = g.size(-2) > g.size(-1);
   for (int i = 0; i < steps; ++i) {
     const double a = kPolarExpressCoeffs[i][0], b = kPolarExpressCoeffs[i][1],
                  c = kPolarExpressCoeffs[i][2];
     if (tall) {
-      torch::Tensor A = torch::matmul(x.transpose(-2, -1), x);
-      torch::Tensor B = b * A + c * torch::matmul(A, A);
-      x = a * x + torch::matmul(x, B);
+      torch::Tensor A = Matmul(x.transpose(-2, -1), x);
+      torch::Tensor B = Scale(A, b) + Scale(Matmul(A, A), c);
+      x = Scale(x, a) + Matmul(x, B);
     } else {
-      torch::Tensor A = torch::matmul(x, x.transpose(-2, -1));
-      torch::Tensor B = b * A + c * torch::matmul(A, A);
-      x = a * x + torch::matmul(B, x);
+      torch::Tensor A = Matmul(x, x.transpose(-2, -1));
+      torch::Tensor B = Scale(A, b) + Scale(Matmul(A, A), c);
+      x = Scale(x, a) + Matmul(B, x);
     }
   }
   return x;
@@ -169,13 +198,14 @@ void MuonAdamW::StepMuon(Group& g) {
   torch::Tensor scaled_sq_sum = (v_mean * red_dim_size) * step_size.to(torch::kFloat32).square();
   torch::Tensor v_norm_new = scaled_sq_sum.sum({-2, -1}, /*keepdim=*/true).sqrt();
   torch::Tensor final_scale = step_size * (v_norm / v_norm_new.clamp_min(1e-10));
-  x = x * final_scale.to(x.scalar_type());
+  x = x * final_scale.to(x.scalar_type());  // tensor x tensor: no scalar rounding issue
   // Cautious weight decay and the update; lr includes sqrt(max(1, rows/cols)).
   const double lr =
       RoundToBFloat16(g.lr * std::sqrt(std::max(1.0, static_cast<double>(rows) / cols)));
   const double lr_wd = RoundToBFloat16(lr * RoundToBFloat16(g.weight_decay));
   torch::Tensor mask = (x * stacked_params) >= 0;
-  torch::Tensor update = (x * lr).to(stacked_params.scalar_type()) + lr_wd * stacked_params * mask;
+  torch::Tensor update =
+      Scale(x, lr).to(stacked_params.scalar_type()) + lr_wd * stacked_params * mask;
   stacked_params.sub_(update);
   for (int64_t i = 0; i < n; ++i) g.params[i].copy_(stacked_params[i]);
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -262,9 +263,11 @@ int RunVerifyCommand(int argc, char** argv) {
           "--builtin: no verify cases found (set XV_VERIFY_CASES to trainer/verify/cases)"));
     }
     std::vector<fs::path> cases;
-    for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.path().extension() == ".safetensors") cases.push_back(e.path());
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().extension() == ".safetensors") cases.push_back(it->path());
     }
+    if (ec) return fail(xv::Status::NotFound(dir + ": cannot list verify cases: " + ec.message()));
     std::sort(cases.begin(), cases.end());
     if (cases.empty()) return fail(xv::Status::NotFound(dir + ": no *.safetensors cases"));
     for (const auto& c : cases) {

@@ -98,7 +98,10 @@ TEST_P(OptimizerReferenceTest, TwoStepsAndLossAfterStep1) {
   EXPECT_LE(rel, 1e-5);
   loss1.backward();
   opt.Step();
-  ExpectParams("step2/", 1e-2, 1e-5);
+  // Step 2 of AdamW divides by each element's running gradient RMS built from two gradients, so an
+  // element whose gradient nearly cancels turns ~1e-6 gradient noise (LibTorch version, threads)
+  // into ~1e-5 parameter differences: 5e-5 here, as `xv-train verify` uses.
+  ExpectParams("step2/", 1e-2, 5e-5);
 }
 
 // Free-running: both steps from this optimizer. The bound is loose on purpose (see above) and only

@@ -66,6 +66,15 @@ TEST_P(VerifyCommandTest, ShippedCasePassesAgainstTheReference) {
 INSTANTIATE_TEST_SUITE_P(Cases, VerifyCommandTest,
                          ::testing::Values("gpt_tiny_sl", "gpt_tiny_gqa"));
 
+TEST(VerifyCommandBuiltinTest, ShippedCasesPass) {
+  testing::UseAllCores();
+  ::setenv("XV_VERIFY_CASES", CasesDir().c_str(), 1);
+  EXPECT_EQ(RunVerify({"--builtin"}), 0);
+  ::setenv("XV_VERIFY_CASES", "/nonexistent-verify-cases", 1);
+  EXPECT_EQ(RunVerify({"--builtin"}), 2);
+  ::unsetenv("XV_VERIFY_CASES");
+}
+
 TEST(VerifyCommandArgsTest, MissingConfigIsRefused) {
   EXPECT_EQ(
       RunVerify({"--case", CasesDir() + "/gpt_tiny_sl.safetensors", "--out", "/tmp/x.safetensors"}),
