@@ -27,28 +27,57 @@ Status DeviceFromFingerprintJson(const std::string& json_text, v1::Device* devic
   nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
   if (!j.is_object()) return Status::InvalidArgument("fingerprint: not a JSON object");
   device->Clear();
-  device->set_name(StringField(j, "name"));
-  device->set_vendor(StringField(j, "vendor"));
-  device->set_backend(StringField(j, "backend"));
-  if (j.contains("index") && j["index"].is_number_integer())
-    device->set_index(j["index"].get<int>());
+  // The first key present wins: the proto's names, then xv-train's own (driver_version, ...).
+  auto first_of = [&](std::initializer_list<const char*> keys) {
+    for (const char* k : keys) {
+      std::string v = StringField(j, k);
+      if (!v.empty()) return v;
+    }
+    return std::string();
+  };
+  device->set_name(first_of({"name", "device_name"}));
+  device->set_backend(first_of({"backend"}));
+  // vendor is nvidia | amd | cpu; a CPU fingerprint's vendor string ("AuthenticAMD") stays in
+  // fingerprint_json.
+  std::string vendor = first_of({"vendor"});
+  const std::string& backend = device->backend();
+  if (backend == "cpu") {
+    vendor = "cpu";
+  } else if (vendor != "nvidia" && vendor != "amd") {
+    vendor = backend == "rocm" ? "amd" : backend == "cuda" ? "nvidia" : vendor;
+  }
+  device->set_vendor(vendor);
+  device->set_index(backend == "cpu" ? -1 : 0);
+  for (const char* k : {"index", "device_index"}) {
+    if (j.contains(k) && j[k].is_number_integer()) {
+      device->set_index(j[k].get<int>());
+      break;
+    }
+  }
   if (j.contains("memory_bytes") && j["memory_bytes"].is_number()) {
     device->set_memory_bytes(j["memory_bytes"].get<int64_t>());
   }
-  device->set_driver(StringField(j, "driver"));
-  device->set_runtime(StringField(j, "runtime"));
-  device->set_torch_version(StringField(j, "torch_version"));
-  device->set_os(StringField(j, "os"));
-  device->set_hostname(StringField(j, "hostname"));
-  if (j.contains("env_knobs") && j["env_knobs"].is_object()) {
-    for (auto& [k, v] : j["env_knobs"].items()) {
+  device->set_driver(first_of({"driver", "driver_version"}));
+  device->set_runtime(first_of({"runtime", "runtime_version"}));
+  device->set_torch_version(first_of({"torch_version", "libtorch_version"}));
+  device->set_os(first_of({"os"}));
+  device->set_hostname(first_of({"hostname"}));
+  if (device->hostname().empty()) {
+    struct utsname u;
+    if (::uname(&u) == 0) device->set_hostname(u.nodename);
+  }
+  for (const char* key : {"env_knobs", "env"}) {
+    if (!j.contains(key) || !j[key].is_object()) continue;
+    for (auto& [k, v] : j[key].items()) {
+      if (v.is_null()) continue;  // unset variables
       (*device->mutable_env_knobs())[k] = v.is_string() ? v.get<std::string>() : v.dump();
     }
+    break;
   }
   if (j.contains("peak_flops") && j["peak_flops"].is_number()) {
     device->set_peak_flops(j["peak_flops"].get<double>());
   }
-  device->set_peak_flops_source(StringField(j, "peak_flops_source"));
+  device->set_peak_flops_source(first_of({"peak_flops_source"}));
   device->set_fingerprint_json(json_text);
   if (device->name().empty()) return Status::InvalidArgument("fingerprint: missing field 'name'");
   return Status::Ok();

@@ -13,8 +13,10 @@
 
 namespace xv::worker {
 
-// Fills *device from a fingerprint JSON object. Unknown keys are ignored; the text is kept verbatim
-// in fingerprint_json. Fails when `json_text` is not a JSON object.
+// Fills *device from a fingerprint JSON object: the proto's field names, or xv-train's
+// (driver_version, runtime_version, libtorch_version, env). vendor is normalised to nvidia | amd |
+// cpu from the backend; hostname defaults to this host's. Unknown keys are ignored; the text is
+// kept verbatim in fingerprint_json. Fails when `json_text` is not a JSON object or has no name.
 Status DeviceFromFingerprintJson(const std::string& json_text, v1::Device* device);
 
 // The fallback: name "cpu: <model name>", vendor/backend cpu, index -1, hostname, os.

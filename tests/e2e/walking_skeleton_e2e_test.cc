@@ -4,7 +4,8 @@
 //    matrix_lr): two candidates succeed with the expected val_bpb; a trainer killed mid-run ends
 //    failed/crashed and the worker keeps serving; `xvctl results --state-dir` reads the database
 //    when the daemon is gone.
-//  - RealTrainer: the real xv-train on a tiny recipe (4 s budget) and a tiny data dir made by
+//  - RealTrainer: the real xv-train on a tiny recipe (3 s budget, 1024-token steps) and a tiny data
+//  dir made by
 //    `xvctl prepare`: finite val_bpb and tok/s, and the same rows in the SQLite file.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -231,7 +232,8 @@ TEST_F(WalkingSkeletonTest, RealTrainer) {
   StartWorker(BinaryPath("xv-train"), data, {});
   std::vector<int64_t> ids =
       Submit({SourcePath("recipes/cpu-tiny.yaml"), "--set", "vocab_size=512", "--set",
-              "time_budget_s=4", "--set", "eval_tokens=8192", "--campaign", "e2e-real"});
+              "time_budget_s=3", "--set", "device_batch_size=4", "--set", "total_batch_size=1024",
+              "--set", "eval_tokens=4096", "--campaign", "e2e-real"});
   ASSERT_EQ(ids.size(), 1u);
   WaitAll(75);
   auto rows = Results({"--campaign", "e2e-real"});

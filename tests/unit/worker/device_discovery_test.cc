@@ -30,6 +30,44 @@ TEST(DeviceFromFingerprintJson, MapsFieldsAndKeepsTheTextVerbatim) {
   EXPECT_EQ(d.fingerprint_json(), text);
 }
 
+TEST(DeviceFromFingerprintJson, ReadsXvTrainsOwnFieldNames) {
+  // The shape `xv-train fingerprint --device cpu` prints.
+  const std::string text =
+      R"({"backend":"cpu","compute_capability":null,"cpu_count":2,"cpu_model":"AMD EPYC",)"
+      R"("device":"cpu","driver_version":null,"env":{"CUDA_VISIBLE_DEVICES":null,)"
+      R"("OMP_NUM_THREADS":"2"},"host_memory_bytes":25276059648,"intraop_threads":1,)"
+      R"("libtorch_build":"cpu","libtorch_version":"1.13.0","memory_bytes":25276059648,)"
+      R"("name":"AMD EPYC","os":"Linux 6.1 x86_64","peak_flops":null,)"
+      R"("peak_flops_source":"unknown","runtime_version":null,"vendor":"AuthenticAMD"})";
+  v1::Device d;
+  ASSERT_TRUE(DeviceFromFingerprintJson(text, &d).ok());
+  EXPECT_EQ(d.name(), "AMD EPYC");
+  EXPECT_EQ(d.vendor(), "cpu");
+  EXPECT_EQ(d.backend(), "cpu");
+  EXPECT_EQ(d.index(), -1);
+  EXPECT_EQ(d.torch_version(), "1.13.0");
+  EXPECT_EQ(d.driver(), "");
+  EXPECT_EQ(d.memory_bytes(), 25276059648);
+  EXPECT_EQ(d.env_knobs().size(), 1u);
+  EXPECT_EQ(d.env_knobs().at("OMP_NUM_THREADS"), "2");
+  EXPECT_EQ(d.peak_flops(), 0);
+  EXPECT_EQ(d.peak_flops_source(), "unknown");
+  EXPECT_FALSE(d.hostname().empty());
+}
+
+TEST(DeviceFromFingerprintJson, VendorFollowsTheGpuBackend) {
+  v1::Device d;
+  ASSERT_TRUE(DeviceFromFingerprintJson(
+                  R"({"name":"AMD Instinct MI300X","backend":"rocm","vendor":"AMD"})", &d)
+                  .ok());
+  EXPECT_EQ(d.vendor(), "amd");
+  EXPECT_EQ(d.index(), 0);
+  ASSERT_TRUE(
+      DeviceFromFingerprintJson(R"({"name":"NVIDIA H200","backend":"cuda","index":3})", &d).ok());
+  EXPECT_EQ(d.vendor(), "nvidia");
+  EXPECT_EQ(d.index(), 3);
+}
+
 TEST(DeviceFromFingerprintJson, RejectsNonObjectsAndNamelessDevices) {
   v1::Device d;
   EXPECT_FALSE(DeviceFromFingerprintJson("[1,2]", &d).ok());
