@@ -163,6 +163,35 @@ void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
   }
 }
 
+void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& heartbeat) {
+  std::lock_guard<std::mutex> pass(schedule_mu_);
+  std::vector<store::ActiveAttempt> active;
+  Status s = store_->ListActive(&active);
+  if (!s.ok()) {
+    spdlog::error("heartbeat reconcile: {}", s.ToString());
+    return;
+  }
+  for (const auto& a : active) {
+    if (a.worker_id != worker_id || a.assigned_age_ms <= options_.lease_ms) continue;
+    bool listed = false;
+    for (const auto& ra : heartbeat.running()) {
+      listed |= ra.experiment_id() == a.experiment_id && ra.attempt() == a.attempt;
+    }
+    if (listed) continue;
+    bool requeued = false;
+    const std::string detail =
+        "worker " + std::to_string(worker_id) + " does not report it in its heartbeats";
+    s = store_->MarkAttemptLost(a.experiment_id, a.attempt, detail, options_.max_attempts,
+                                &requeued);
+    if (!s.ok()) {
+      spdlog::error("heartbeat reconcile: experiment {}: {}", a.experiment_id, s.ToString());
+      continue;
+    }
+    spdlog::warn("experiment {} attempt {} lost ({}){}", a.experiment_id, a.attempt, detail,
+                 requeued ? "; requeued" : "");
+  }
+}
+
 void Dispatcher::MonitorLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {

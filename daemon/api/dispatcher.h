@@ -60,6 +60,10 @@ class Dispatcher {
   void Schedule();
   // Tells the worker holding (experiment, attempt) to stop it.
   void SendCancel(int64_t worker_id, int64_t experiment_id, int attempt, const std::string& reason);
+  // A heartbeat lists the attempts the worker holds. An attempt the store gives this worker that
+  // the heartbeat does not list, assigned more than one lease ago, is lost (the Assign never
+  // reached the trainer, or the worker dropped it): requeued per policy.
+  void ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& heartbeat);
   // One lease pass at `now`: attempts whose worker's lease lapsed become lost (requeued per
   // policy).
   void CheckLeases(sched::LeaseTable::Clock::time_point now);

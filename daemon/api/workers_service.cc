@@ -132,6 +132,7 @@ grpc::Status WorkersService::Session(
       case xv::v1::WorkerMessage::kHeartbeat:
         s = store_->TouchWorker(worker_id);
         if (!s.ok()) spdlog::warn("worker {}: heartbeat: {}", reg.worker_name(), s.ToString());
+        dispatcher_->ReconcileHeartbeat(worker_id, msg.heartbeat());
         break;
       case xv::v1::WorkerMessage::kEvent:
         batcher.Add(msg.event());

@@ -404,7 +404,9 @@ Status ExperimentStore::ListActive(std::vector<ActiveAttempt>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement st;
   XV_RETURN_IF_ERROR(
-      conn_->Prepare("SELECT id, attempt, worker_id, state FROM experiments "
+      conn_->Prepare("SELECT id, attempt, worker_id, state, "
+                     "CAST((julianday('now') - julianday(COALESCE(assigned_at, created_at))) * "
+                     "86400000 AS INTEGER) FROM experiments "
                      "WHERE state IN ('assigned', 'running') ORDER BY id",
                      &st));
   bool row = false;
@@ -412,7 +414,7 @@ Status ExperimentStore::ListActive(std::vector<ActiveAttempt>* out) {
     XV_RETURN_IF_ERROR(st.Step(&row));
     if (!row) break;
     out->push_back({st.ColumnInt(0), static_cast<int>(st.ColumnInt(1)),
-                    st.IsNull(2) ? 0 : st.ColumnInt(2), st.ColumnText(3)});
+                    st.IsNull(2) ? 0 : st.ColumnInt(2), st.ColumnText(3), st.ColumnInt(4)});
   }
   return Status::Ok();
 }

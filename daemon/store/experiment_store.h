@@ -74,6 +74,7 @@ struct ActiveAttempt {
   int attempt = 0;
   int64_t worker_id = 0;
   std::string state;
+  int64_t assigned_age_ms = 0;  // how long ago it was assigned
 };
 
 // Attempts of one candidate (round + name) per worker, for spreading replicates.

@@ -312,7 +312,7 @@ TEST_F(DaemonApi, ReconnectingWorkerKeepsItsAttemptAndReplaysAfterTheAck) {
   ra.set_attempt(1);
   ra.set_last_seq(4);
   FakeWorker again(channel_, "host:cpu", {ra});
-  again.StartHeartbeats(100ms, {ra});
+  again.StartHeartbeats(100ms);
   ASSERT_TRUE(again.ReadUntil(
       [&](auto& m) { return m.has_ack() && m.ack().experiment_id() == first; }, &msg));
   EXPECT_EQ(msg.ack().seq(), 2);
@@ -343,6 +343,31 @@ TEST_F(DaemonApi, ReconnectingWorkerKeepsItsAttemptAndReplaysAfterTheAck) {
       1);
   EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM attempts WHERE state = 'lost'"), 1);
   EXPECT_TRUE(restarted.Close().ok());
+}
+
+TEST_F(DaemonApi, AttemptMissingFromAConnectedWorkersHeartbeatsIsLostAndRequeued) {
+  FakeWorker worker(channel_, "host:cpu");
+  worker.StartHeartbeats(100ms);
+  xv::v1::SubmitResponse submitted;
+  ASSERT_TRUE(Submit({"matrix_lr=0.03"}, &submitted).ok());
+  const int64_t exp = submitted.experiment_ids(0);
+  xv::v1::DaemonMessage msg;
+  ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+  ASSERT_EQ(msg.assign().spec().attempt(), 1);
+  // Heartbeats that list it keep it (longer than a lease) ...
+  std::this_thread::sleep_for(1800ms);
+  EXPECT_EQ(Get(exp).state(), "assigned");
+  EXPECT_EQ(Get(exp).attempt(), 1);
+  // ... heartbeats without it lose it, and the requeued experiment comes back as attempt 2.
+  worker.ForgetAttempts();
+  ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+  EXPECT_EQ(msg.assign().spec().experiment_id(), exp);
+  EXPECT_EQ(msg.assign().spec().attempt(), 2);
+  EXPECT_EQ(QueryInt(db(),
+                     "SELECT COUNT(*) FROM attempts WHERE attempt = 1 AND state = 'lost' AND "
+                     "failure_detail LIKE '%does not report it%'"),
+            1);
+  EXPECT_TRUE(worker.Close().ok());
 }
 
 TEST_F(DaemonApi, GpuRecipesWaitForAGpuWorker) {

@@ -36,6 +36,7 @@ class FakeWorker {
     reg->mutable_capabilities()->add_trainers("libtorch");
     reg->mutable_capabilities()->set_max_concurrent(1);
     for (const auto& ra : running) *reg->add_running() = ra;
+    running_ = running;
     EXPECT_TRUE(stream_->Write(m));
   }
 
@@ -45,6 +46,13 @@ class FakeWorker {
     xv::v1::DaemonMessage m;
     while (stream_->Read(&m)) {
       seen.push_back(m);
+      if (m.has_assign()) {
+        xv::v1::RunningAttempt ra;
+        ra.set_experiment_id(m.assign().spec().experiment_id());
+        ra.set_attempt(m.assign().spec().attempt());
+        std::lock_guard<std::mutex> lock(running_mu_);
+        running_.push_back(ra);
+      }
       if (pred(m)) {
         *out = m;
         return true;
@@ -54,24 +62,43 @@ class FakeWorker {
   }
 
   void Send(const xv::v1::WorkerMessage& m) {
+    if (m.has_finished()) {
+      std::lock_guard<std::mutex> lock(running_mu_);
+      for (auto it = running_.begin(); it != running_.end(); ++it) {
+        if (it->experiment_id() == m.finished().experiment_id() &&
+            it->attempt() == m.finished().attempt()) {
+          running_.erase(it);
+          break;
+        }
+      }
+    }
     std::lock_guard<std::mutex> lock(write_mu_);
     EXPECT_TRUE(stream_->Write(m));
   }
 
-  // Sends a Heartbeat listing `running` every `interval` from a background thread until Close(), as
-  // a live worker does (gRPC allows one writer at a time, hence write_mu_).
-  void StartHeartbeats(std::chrono::milliseconds interval,
-                       std::vector<xv::v1::RunningAttempt> running = {}) {
-    heartbeat_ = std::thread([this, interval, running] {
+  // Sends a Heartbeat listing the attempts it holds (the `running` of the constructor, every Assign
+  // read, minus those it sent Finished for) every `interval` from a background thread until
+  // Close(), as a live worker does (gRPC allows one writer at a time, hence write_mu_).
+  void StartHeartbeats(std::chrono::milliseconds interval) {
+    heartbeat_ = std::thread([this, interval] {
       std::unique_lock<std::mutex> lock(stop_mu_);
       while (!stop_cv_.wait_for(lock, interval, [this] { return stopping_; })) {
         xv::v1::WorkerMessage hb;
-        for (const auto& ra : running) *hb.mutable_heartbeat()->add_running() = ra;
         hb.mutable_heartbeat();
+        {
+          std::lock_guard<std::mutex> r(running_mu_);
+          for (const auto& ra : running_) *hb.mutable_heartbeat()->add_running() = ra;
+        }
         std::lock_guard<std::mutex> w(write_mu_);
         stream_->Write(hb);
       }
     });
+  }
+
+  // Drops every held attempt from the heartbeats, as a worker that lost track of them would.
+  void ForgetAttempts() {
+    std::lock_guard<std::mutex> lock(running_mu_);
+    running_.clear();
   }
 
   ~FakeWorker() { StopHeartbeats(); }
@@ -116,6 +143,8 @@ class FakeWorker {
   grpc::ClientContext ctx_;
   std::unique_ptr<Stream> stream_;
   std::mutex write_mu_;
+  std::mutex running_mu_;
+  std::vector<xv::v1::RunningAttempt> running_;  // guarded by running_mu_
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by stop_mu_
