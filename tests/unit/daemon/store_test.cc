@@ -166,6 +166,28 @@ TEST(ReadOnly, ListsButCannotWrite) {
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM workers"), 0);
 }
 
+TEST(ReadOnly, ReadsBesideALiveWriter) {
+  TempDir dir;
+  std::unique_ptr<ExperimentStore> writer;
+  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &writer).ok());
+  SubmissionIds ids;
+  ASSERT_TRUE(writer->InsertSubmission(MakeSubmission(2), &ids).ok());
+  std::unique_ptr<ExperimentStore> reader;
+  Status s = ExperimentStore::OpenReadOnly(dir.file("xv.db"), &reader);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  // Writes committed after the reader opened are visible to its next query (WAL).
+  ASSERT_TRUE(writer->InsertSubmission(MakeSubmission(1, "second"), &ids).ok());
+  std::vector<xv::v1::Experiment> list;
+  ASSERT_TRUE(reader->ListExperiments(xv::v1::ListExperimentsRequest(), &list).ok());
+  EXPECT_EQ(list.size(), 3u);
+  xv::v1::ListExperimentsRequest by_name;
+  by_name.set_campaign("second");
+  list.clear();
+  ASSERT_TRUE(reader->ListExperiments(by_name, &list).ok());
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].id(), ids.experiment_ids[0]);
+}
+
 TEST(ReadOnly, MissingFileIsAnErrorNamingIt) {
   TempDir dir;
   std::unique_ptr<ExperimentStore> ro;
