@@ -69,6 +69,7 @@ int RunWait(const WaitArgs& a, const ClientOptions& options) {
   const bool tty = ::isatty(STDERR_FILENO);
   DaemonClient client(options);
   std::string last_line;
+  Clock::time_point last_print = Clock::now();
   Clock::time_point unreachable_since{};
   bool unreachable = false;
   while (true) {
@@ -91,8 +92,12 @@ int RunWait(const WaitArgs& a, const ClientOptions& options) {
       std::string line = Summary(exps, &all_terminal);
       if (tty) {
         std::cerr << "\r\033[K" << line << std::flush;
-      } else if (line.substr(0, line.find("  #")) != last_line.substr(0, last_line.find("  #"))) {
+      } else if (line.substr(0, line.find("  #")) != last_line.substr(0, last_line.find("  #")) ||
+                 (line != last_line &&
+                  std::chrono::duration<double>(Clock::now() - last_print).count() >= 10)) {
+        // Not a terminal: a line when the counts change, and progress at most every 10 s.
         std::cerr << line << std::endl;
+        last_print = Clock::now();
       }
       last_line = line;
       if (all_terminal) {
