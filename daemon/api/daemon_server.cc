@@ -39,8 +39,18 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   XV_RETURN_IF_ERROR(RemoveStaleSocket(d->socket_path_));
 
   d->dispatcher_ = std::make_unique<Dispatcher>(d->store_.get(), options.dispatcher);
-  d->experiments_ = std::make_unique<ExperimentsService>(d->store_.get(), d->dispatcher_.get(),
-                                                         options.limits, XV_VERSION);
+  d->closer_ = std::make_unique<RoundCloser>(d->store_.get());
+  {
+    RoundCloser* closer = d->closer_.get();
+    d->dispatcher_->SetTickHook([closer] {
+      Status s = closer->DecideReadyRounds(nullptr);
+      if (!s.ok()) spdlog::error("deciding rounds: {}", s.ToString());
+    });
+  }
+  d->experiments_ = std::make_unique<ExperimentsService>(
+      d->store_.get(), d->dispatcher_.get(), options.limits, XV_VERSION, d->closer_.get());
+  d->campaigns_ = std::make_unique<CampaignsService>(d->store_.get(), d->dispatcher_.get(),
+                                                     d->closer_.get(), options.limits);
   d->workers_ = std::make_unique<WorkersService>(d->store_.get(), d->dispatcher_.get());
 
   grpc::ServerBuilder builder;
@@ -51,6 +61,7 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   }
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.RegisterService(d->experiments_.get());
+  builder.RegisterService(d->campaigns_.get());
   builder.RegisterService(d->workers_.get());
   d->server_ = builder.BuildAndStart();
   if (!d->server_) {

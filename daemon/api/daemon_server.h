@@ -10,8 +10,10 @@
 #include <grpcpp/server.h>
 
 #include "common/status.h"
+#include "daemon/api/campaigns_service.h"
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/experiments_service.h"
+#include "daemon/api/round_closer.h"
 #include "daemon/api/submission_builder.h"
 #include "daemon/api/workers_service.h"
 #include "daemon/store/experiment_store.h"
@@ -48,7 +50,9 @@ class DaemonServer {
 
   std::unique_ptr<store::ExperimentStore> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<RoundCloser> closer_;
   std::unique_ptr<ExperimentsService> experiments_;
+  std::unique_ptr<CampaignsService> campaigns_;
   std::unique_ptr<WorkersService> workers_;
   std::unique_ptr<grpc::Server> server_;
   std::string socket_path_;

@@ -200,6 +200,7 @@ void Dispatcher::MonitorLoop() {
     lock.unlock();
     CheckLeases(sched::LeaseTable::Clock::now());
     Schedule();
+    if (tick_hook_) tick_hook_();
     lock.lock();
   }
 }

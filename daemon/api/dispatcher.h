@@ -38,6 +38,9 @@ class Dispatcher {
 
   const DispatcherOptions& options() const { return options_; }
 
+  // Runs `hook` on the monitor thread after every lease check and scheduling pass (e.g. deciding
+  // finished rounds). Call before Start().
+  void SetTickHook(std::function<void()> hook) { tick_hook_ = std::move(hook); }
   // Starts the lease monitor thread. Stop() ends it and closes every session.
   void Start();
   void Stop();
@@ -81,6 +84,7 @@ class Dispatcher {
   bool stopping_ = false;                                       // guarded by mu_
   std::condition_variable stop_cv_;
   std::thread monitor_;
+  std::function<void()> tick_hook_;  // set before Start(); read by the monitor thread only
 
   std::mutex schedule_mu_;  // serialises Schedule() and CheckLeases()
 };

@@ -5,18 +5,69 @@
 
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
+#include "common/recipe.h"
+#include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
 
 namespace xv::daemon {
 
 ExperimentsService::ExperimentsService(store::ExperimentStore* store, Dispatcher* dispatcher,
-                                       SubmissionLimits limits, std::string version)
-    : store_(store), dispatcher_(dispatcher), limits_(limits), version_(std::move(version)) {}
+                                       SubmissionLimits limits, std::string version,
+                                       RoundCloser* closer)
+    : store_(store),
+      dispatcher_(dispatcher),
+      closer_(closer),
+      limits_(limits),
+      version_(std::move(version)) {}
+
+xv::Status ExperimentsService::BuildCampaignSubmission(const xv::v1::SubmitRequest& req,
+                                                       store::NewSubmission* sub) {
+  const std::string name = req.campaign().empty() ? "default" : req.campaign();
+  bool found = false;
+  store::CampaignHead head;
+  XV_RETURN_IF_ERROR(store_->FindCampaignHead(name, &found, &head));
+  CampaignPolicy policy;
+  if (found) XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(head.policy_json, &policy));
+  RoundPlan plan;
+  if (policy.set) {
+    plan.replicates = policy.acceptance.replicates;
+    plan.head_controls = policy.acceptance.head_controls;
+  }
+  xv::v1::SubmitRequest effective = req;
+  if (found && req.trainer().empty()) effective.set_trainer(head.trainer);
+  Recipe base;
+  if (!req.recipe_yaml().empty()) {
+    if (req.recipe_yaml().size() > limits_.max_recipe_bytes) {
+      return xv::Status::InvalidArgument(
+          "recipe_yaml: " + std::to_string(req.recipe_yaml().size()) +
+          " bytes, more than the limit of " + std::to_string(limits_.max_recipe_bytes));
+    }
+    XV_RETURN_IF_ERROR(ParseRecipeYaml(req.recipe_yaml(), &base).WithContext("recipe: "));
+  } else {
+    if (!found) {
+      return xv::Status::InvalidArgument(
+          "recipe_yaml: empty and campaign '" + name +
+          "' does not exist (create it with CreateCampaign, or send a recipe)");
+    }
+    nlohmann::json j = nlohmann::json::parse(head.head_recipe_json, nullptr, false);
+    XV_RETURN_IF_ERROR(
+        ParseRecipeJson(j, &base).WithContext("campaign '" + name + "' head recipe: "));
+    if (req.candidates_size() == 0) {
+      return xv::Status::InvalidArgument(
+          "candidates: none given (a round built from the campaign head needs overrides)");
+    }
+  }
+  XV_RETURN_IF_ERROR(BuildSubmissionFromBase(effective, base, plan, limits_, sub));
+  sub->campaign = name;
+  return xv::Status::Ok();
+}
 
 grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,
                                         xv::v1::SubmitResponse* resp) {
   store::NewSubmission sub;
-  xv::Status s = BuildSubmission(*req, limits_, &sub);
+  xv::Status s = BuildCampaignSubmission(*req, &sub);
   if (!s.ok()) {
     spdlog::info("submit refused ({}): {}", ctx->peer(), s.message());
     return ToGrpcStatus(s);
@@ -33,6 +84,8 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
   for (int64_t id : ids.experiment_ids) resp->add_experiment_ids(id);
   spdlog::info("submitted round {} of campaign '{}': {} experiment(s)", ids.round_id, sub.campaign,
                ids.experiment_ids.size());
+  // A round made only of reused results is complete at once.
+  if (closer_ != nullptr) closer_->DecideReadyRounds(nullptr);
   dispatcher_->Schedule();
   return grpc::Status::OK;
 }

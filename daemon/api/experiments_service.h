@@ -1,11 +1,15 @@
 // ExperimentsService: the xv.v1.Experiments gRPC service (Submit, ListExperiments, GetExperiment,
 // Status, Cancel), a thin layer over the store, the submission builder and the dispatcher.
+// Submit: with recipe_yaml, candidates are built from that recipe (the campaign is created on
+// first use with it as base, no policy); without, from the named campaign's head. A campaign
+// with a policy gets its replicates and head controls in every round.
 // Thread-safety: gRPC calls the methods concurrently; all state lives in the store and dispatcher.
 #pragma once
 
 #include <string>
 
 #include "daemon/api/dispatcher.h"
+#include "daemon/api/round_closer.h"
 #include "daemon/api/submission_builder.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.grpc.pb.h"
@@ -14,9 +18,10 @@ namespace xv::daemon {
 
 class ExperimentsService final : public xv::v1::Experiments::Service {
  public:
-  // `store` and `dispatcher` must outlive the service.
+  // `store`, `dispatcher` and `closer` (may be null: no decisions at submit) must outlive the
+  // service.
   ExperimentsService(store::ExperimentStore* store, Dispatcher* dispatcher, SubmissionLimits limits,
-                     std::string version);
+                     std::string version, RoundCloser* closer = nullptr);
 
   grpc::Status Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,
                       xv::v1::SubmitResponse* resp) override;
@@ -30,8 +35,13 @@ class ExperimentsService final : public xv::v1::Experiments::Service {
                       xv::v1::CancelResponse* resp) override;
 
  private:
+  // Submit's rows: candidates from req.recipe_yaml, or (when empty) from the campaign's head; when
+  // the campaign has a policy, its replicates and head controls.
+  xv::Status BuildCampaignSubmission(const xv::v1::SubmitRequest& req, store::NewSubmission* sub);
+
   store::ExperimentStore* const store_;
   Dispatcher* const dispatcher_;
+  RoundCloser* const closer_;
   const SubmissionLimits limits_;
   const std::string version_;
 };

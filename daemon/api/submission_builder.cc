@@ -26,6 +26,12 @@ std::string JoinOverrides(const xv::v1::Candidate& c) {
 
 double HardDeadlineSeconds(double time_budget_s) { return 2.0 * time_budget_s + 300.0; }
 
+std::string ConfigHashWithoutSeed(const Recipe& r) {
+  Recipe unseeded = r;
+  unseeded.seed = 0;
+  return CanonicalHash(unseeded);
+}
+
 Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits& limits,
                        store::NewSubmission* out) {
   if (req.recipe_yaml().empty()) {
@@ -35,6 +41,20 @@ Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits&
     return Status::InvalidArgument("recipe_yaml: " + std::to_string(req.recipe_yaml().size()) +
                                    " bytes, more than the limit of " +
                                    std::to_string(limits.max_recipe_bytes));
+  }
+  Recipe base;
+  XV_RETURN_IF_ERROR(ParseRecipeYaml(req.recipe_yaml(), &base).WithContext("recipe: "));
+  return BuildSubmissionFromBase(req, base, RoundPlan{}, limits, out);
+}
+
+Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& base,
+                               const RoundPlan& plan, const SubmissionLimits& limits,
+                               store::NewSubmission* out) {
+  static const char* const kKinds[] = {"candidates", "sweep", "ablation", "confirm"};
+  const std::string kind = req.kind().empty() ? "candidates" : req.kind();
+  if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds)) {
+    return Status::InvalidArgument("kind: '" + req.kind() +
+                                   "' is not candidates, sweep, ablation or confirm");
   }
   if (req.candidates_size() > limits.max_candidates) {
     return Status::InvalidArgument("candidates: " + std::to_string(req.candidates_size()) +
@@ -55,10 +75,9 @@ Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits&
     }
   }
   if (req.trainer().size() > 64) return Status::InvalidArgument("trainer: name longer than 64");
-  const int replicates = req.replicates() == 0 ? 1 : req.replicates();
+  const int replicates =
+      plan.replicates > 0 ? plan.replicates : (req.replicates() == 0 ? 1 : req.replicates());
 
-  Recipe base;
-  XV_RETURN_IF_ERROR(ParseRecipeYaml(req.recipe_yaml(), &base).WithContext("recipe: "));
   XV_RETURN_IF_ERROR(ValidateRecipe(base).WithContext("recipe: "));
   ResolvedSizes base_sizes;
   XV_RETURN_IF_ERROR(ResolveSizes(base, &base_sizes).WithContext("recipe: "));
@@ -74,6 +93,8 @@ Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits&
   sub.base_hash = base_hash;
   sub.base_recipe_json = RecipeToJson(base).dump();
   sub.base_resolved_json = ResolvedConfigJson(base, base_sizes).dump();
+  sub.base_config_hash = ConfigHashWithoutSeed(base);
+  sub.kind = kind;
 
   std::vector<xv::v1::Candidate> candidates(req.candidates().begin(), req.candidates().end());
   if (candidates.empty()) candidates.emplace_back();
@@ -130,6 +151,7 @@ Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits&
       e.overrides_json = overrides.dump();
       e.seed = rr.seed;
       e.recipe_hash = CanonicalHash(rr);
+      e.config_hash = ConfigHashWithoutSeed(rr);
       e.recipe_json = RecipeToJson(rr).dump();
       e.resolved_json = ResolvedConfigJson(rr, rs).dump();
       e.device_requirement = rr.device == "cuda" ? "gpu" : "any";
@@ -137,6 +159,27 @@ Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits&
       e.hard_deadline_s = HardDeadlineSeconds(rr.time_budget_s);
       sub.experiments.push_back(std::move(e));
     }
+  }
+  // Head controls: the base config itself, measured beside the candidates in the same round.
+  for (int rep = 0; rep < plan.head_controls; ++rep) {
+    Recipe rr = base;
+    rr.seed = base.seed + rep;
+    ResolvedSizes rs;
+    XV_RETURN_IF_ERROR(ResolveSizes(rr, &rs).WithContext("head control: "));
+    store::NewExperiment e;
+    e.name = "head";
+    e.candidate_index = -1;
+    e.replicate = rep;
+    e.seed = rr.seed;
+    e.recipe_hash = CanonicalHash(rr);
+    e.config_hash = ConfigHashWithoutSeed(rr);
+    e.recipe_json = RecipeToJson(rr).dump();
+    e.resolved_json = ResolvedConfigJson(rr, rs).dump();
+    e.device_requirement = rr.device == "cuda" ? "gpu" : "any";
+    e.time_budget_s = rr.time_budget_s;
+    e.hard_deadline_s = HardDeadlineSeconds(rr.time_budget_s);
+    e.role = "control";
+    sub.experiments.push_back(std::move(e));
   }
   *out = std::move(sub);
   return Status::Ok();

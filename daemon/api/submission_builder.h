@@ -16,6 +16,7 @@
 // Thread-safety: stateless.
 #pragma once
 
+#include "common/recipe.h"
 #include "common/status.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.pb.h"
@@ -28,6 +29,23 @@ struct SubmissionLimits {
   int max_replicates = 64;
   int max_overrides = 64;
 };
+
+// What the campaign's acceptance policy adds to a round (0 = nothing).
+struct RoundPlan {
+  int replicates = 0;     // > 0 overrides req.replicates
+  int head_controls = 0;  // runs of the base (the head) config, seeds seed, seed+1, ...
+};
+
+// Validates `req` against an already parsed base recipe (the campaign head, or the request's
+// recipe) and fills `out` as BuildSubmission does, plus `plan.head_controls` control runs of the
+// base config (name "head", role control). `base_label` prefixes base errors ("recipe: ").
+// req.kind must be "" (candidates), candidates, sweep, ablation or confirm.
+Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& base,
+                               const RoundPlan& plan, const SubmissionLimits& limits,
+                               store::NewSubmission* out);
+
+// The hash that identifies a config regardless of its seed (experiments.config_hash).
+std::string ConfigHashWithoutSeed(const Recipe& r);
 
 // Validates `req` and fills `out` (campaign, trainer, base recipe, one NewExperiment per replicate
 // of each candidate). `out` is untouched when the result is not ok.

@@ -62,8 +62,10 @@ constexpr const char* kExperimentColumns =
     "e.last_loss, res.id, res.val_bpb, res.training_seconds, res.total_seconds, res.num_steps, "
     "res.total_tokens, res.tok_per_sec, res.mfu_percent, res.peak_flops, res.peak_flops_source, "
     "res.peak_vram_mb, res.peak_reserved_mb, res.num_params, res.flops_per_token, "
-    "res.metric_version, res.attention_backend, res.depth, res.summary_json "
+    "res.metric_version, res.attention_backend, res.depth, res.summary_json, e.stderr_tail, "
+    "e.role, COALESCE(e.reused_from_id, 0), e.config_hash, COALESCE(rd.decision_summary, '') "
     "FROM experiments e JOIN recipes r ON r.id = e.recipe_id "
+    "LEFT JOIN rounds rd ON rd.id = e.round_id "
     "LEFT JOIN workers w ON w.id = e.worker_id "
     "LEFT JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt ";
 
@@ -79,7 +81,8 @@ void RowToExperiment(const SqliteStatement& st, xv::v1::Experiment* e) {
   e->set_state(st.ColumnText(8));
   e->set_attempt(static_cast<int32_t>(st.ColumnInt(9)));
   e->set_worker(st.ColumnText(10));
-  e->set_decision(st.ColumnText(11));
+  // Head controls are measured, never decided on: they read "control".
+  e->set_decision(st.ColumnText(39) == "control" ? std::string("control") : st.ColumnText(11));
   e->set_decision_reason(st.ColumnText(12));
   e->set_failure_kind(st.ColumnText(13));
   e->set_failure_detail(st.ColumnText(14));
@@ -108,13 +111,19 @@ void RowToExperiment(const SqliteStatement& st, xv::v1::Experiment* e) {
     r->set_depth(static_cast<int32_t>(st.ColumnInt(36)));
     r->set_summary_json(st.ColumnText(37));
   }
+  e->set_stderr_tail(st.ColumnText(38));
+  e->set_role(st.ColumnText(39));
+  e->set_reused_from_id(st.ColumnInt(40));
+  e->set_config_hash(st.ColumnText(41));
+  e->set_round_decision(st.ColumnText(42));
 }
 
 Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
                        const std::vector<QueryParam>& params, int limit,
-                       std::vector<xv::v1::Experiment>* out) {
+                       std::vector<xv::v1::Experiment>* out, bool descending = false) {
   SqliteStatement st;
-  std::string sql = std::string(kExperimentColumns) + where_sql + " ORDER BY e.id LIMIT ?";
+  std::string sql = std::string(kExperimentColumns) + where_sql + " ORDER BY e.id" +
+                    (descending ? " DESC" : "") + " LIMIT ?";
   XV_RETURN_IF_ERROR(conn->Prepare(sql, &st));
   int i = 1;
   for (const QueryParam& p : params) {
@@ -151,6 +160,47 @@ Status InsertRecipe(SqliteConnection* conn, const std::string& hash, const std::
   if (!row) return Status::Internal("recipe " + hash + " vanished after insert");
   *id = sel.ColumnInt(0);
   return Status::Ok();
+}
+
+// Identity and reuse (DESIGN.md § Keep/discard semantics): when the campaign already has a
+// succeeded run of the same recipe row (same resolved config and seed), the new experiment
+// `new_id` takes its result instead of running again: it becomes succeeded, marked with
+// reused_from_id (the original run, never a reuse row), and gets a copy of the result.
+Status ReuseEarlierResult(SqliteConnection* c, int64_t campaign_id, int64_t recipe_id,
+                          int64_t new_id) {
+  SqliteStatement find;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("SELECT e.id, e.attempt, e.device_name, e.worker_id FROM experiments e "
+                 "JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt "
+                 "WHERE e.campaign_id = ? AND e.recipe_id = ? AND e.state = 'succeeded' "
+                 "AND e.reused_from_id IS NULL AND e.id <> ? ORDER BY e.id LIMIT 1",
+                 &find));
+  find.Bind(1, campaign_id).Bind(2, recipe_id).Bind(3, new_id);
+  bool row = false;
+  XV_RETURN_IF_ERROR(find.Step(&row));
+  if (!row) return Status::Ok();
+  const int64_t from = find.ColumnInt(0);
+  const int64_t attempt = find.ColumnInt(1);
+  SqliteStatement copy;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "INSERT INTO results(experiment_id, attempt, val_bpb, training_seconds, total_seconds, "
+      "num_steps, total_tokens, tok_per_sec, mfu_percent, peak_flops, peak_flops_source, "
+      "peak_vram_mb, peak_reserved_mb, num_params, flops_per_token, metric_version, "
+      "attention_backend, depth, device_json, summary_json) "
+      "SELECT ?, 0, val_bpb, training_seconds, total_seconds, num_steps, total_tokens, "
+      "tok_per_sec, mfu_percent, peak_flops, peak_flops_source, peak_vram_mb, peak_reserved_mb, "
+      "num_params, flops_per_token, metric_version, attention_backend, depth, device_json, "
+      "summary_json FROM results WHERE experiment_id = ? AND attempt = ?",
+      &copy));
+  copy.Bind(1, new_id).Bind(2, from).Bind(3, attempt);
+  XV_RETURN_IF_ERROR(copy.Run());
+  SqliteStatement upd;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("UPDATE experiments SET state = 'succeeded', attempt = 0, reused_from_id = ?, "
+                 "device_name = ?, progress = 1, finished_at = " XV_NOW " WHERE id = ?",
+                 &upd));
+  upd.Bind(1, from).Bind(2, find.ColumnText(2)).Bind(3, new_id);
+  return upd.Run();
 }
 
 }  // namespace
@@ -225,11 +275,25 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
                                     sub.recipe_name, &base_recipe_id));
     {
       SqliteStatement st;
-      XV_RETURN_IF_ERROR(c->Prepare(
-          "INSERT OR IGNORE INTO campaigns(name, base_recipe_id, head_recipe_id) VALUES (?, ?, ?)",
-          &st));
-      st.Bind(1, sub.campaign).Bind(2, base_recipe_id).Bind(3, base_recipe_id);
+      XV_RETURN_IF_ERROR(
+          c->Prepare("INSERT OR IGNORE INTO campaigns(name, base_recipe_id, head_recipe_id, "
+                     "trainer, recipe_name) VALUES (?, ?, ?, ?, ?)",
+                     &st));
+      st.Bind(1, sub.campaign)
+          .Bind(2, base_recipe_id)
+          .Bind(3, base_recipe_id)
+          .Bind(4, sub.trainer)
+          .Bind(5, sub.recipe_name);
       XV_RETURN_IF_ERROR(st.Run());
+      if (c->Changes() > 0) {
+        SqliteStatement hist;
+        XV_RETURN_IF_ERROR(
+            c->Prepare("INSERT INTO head_history(campaign_id, recipe_id, reason) VALUES (?, ?, "
+                       "'base')",
+                       &hist));
+        hist.Bind(1, c->LastInsertRowId()).Bind(2, base_recipe_id);
+        XV_RETURN_IF_ERROR(hist.Run());
+      }
       SqliteStatement sel;
       XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM campaigns WHERE name = ?", &sel));
       sel.Bind(1, sub.campaign);
@@ -242,14 +306,16 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
       SqliteStatement st;
       XV_RETURN_IF_ERROR(
           c->Prepare("INSERT INTO rounds(campaign_id, kind, base_recipe_id, recipe_name, "
-                     "recipe_yaml, submitter) "
-                     "VALUES (?, 'candidates', ?, ?, ?, ?)",
+                     "recipe_yaml, submitter, head_config_hash) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
                      &st));
       st.Bind(1, result.campaign_id)
-          .Bind(2, base_recipe_id)
-          .Bind(3, sub.recipe_name)
-          .Bind(4, sub.recipe_yaml)
-          .Bind(5, sub.submitter);
+          .Bind(2, sub.kind)
+          .Bind(3, base_recipe_id)
+          .Bind(4, sub.recipe_name)
+          .Bind(5, sub.recipe_yaml)
+          .Bind(6, sub.submitter)
+          .Bind(7, sub.base_config_hash);
       XV_RETURN_IF_ERROR(st.Run());
       result.round_id = c->LastInsertRowId();
     }
@@ -258,8 +324,8 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
         c->Prepare("INSERT INTO experiments(campaign_id, round_id, recipe_id, name, "
                    "candidate_index, replicate, "
                    "overrides_json, seed, trainer, device_requirement, priority, time_budget_s, "
-                   "hard_deadline_s) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   "hard_deadline_s, role, config_hash) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    &ins));
     for (const NewExperiment& e : sub.experiments) {
       int64_t recipe_id = 0;
@@ -278,9 +344,13 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
           .Bind(10, e.device_requirement)
           .Bind(11, sub.priority)
           .Bind(12, e.time_budget_s)
-          .Bind(13, e.hard_deadline_s);
+          .Bind(13, e.hard_deadline_s)
+          .Bind(14, e.role)
+          .Bind(15, e.config_hash);
       XV_RETURN_IF_ERROR(ins.Run().WithContext("experiment " + e.name + ": "));
-      result.experiment_ids.push_back(c->LastInsertRowId());
+      const int64_t new_id = c->LastInsertRowId();
+      result.experiment_ids.push_back(new_id);
+      XV_RETURN_IF_ERROR(ReuseEarlierResult(c, result.campaign_id, recipe_id, new_id));
     }
     json audit = {{"campaign", sub.campaign},       {"round_id", result.round_id},
                   {"recipe_name", sub.recipe_name}, {"submitter", sub.submitter},
@@ -297,8 +367,21 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
 
 Status ExperimentStore::ListExperiments(const xv::v1::ListExperimentsRequest& req,
                                         std::vector<xv::v1::Experiment>* out) {
-  std::string where = "WHERE e.id > ?";
-  std::vector<QueryParam> params = {{false, "", req.after_id()}};
+  std::string where = "WHERE 1";
+  std::vector<QueryParam> params;
+  if (!req.descending()) {
+    where += " AND e.id > ?";
+    params.push_back({false, "", req.after_id()});
+  } else if (req.after_id() > 0) {
+    where += " AND e.id < ?";
+    params.push_back({false, "", req.after_id()});
+  }
+  if (req.decision() == "control") {
+    where += " AND e.role = 'control'";
+  } else if (!req.decision().empty()) {
+    where += " AND e.role = 'candidate' AND e.decision = ?";
+    params.push_back({true, req.decision(), 0});
+  }
   if (req.campaign_id() != 0) {
     where += " AND e.campaign_id = ?";
     params.push_back({false, "", req.campaign_id()});
@@ -317,7 +400,7 @@ Status ExperimentStore::ListExperiments(const xv::v1::ListExperimentsRequest& re
   }
   int limit = req.limit() <= 0 ? 100 : std::min(req.limit(), 10000);
   std::lock_guard<std::mutex> lock(mu_);
-  return ReadExperiments(conn_.get(), where, params, limit, out);
+  return ReadExperiments(conn_.get(), where, params, limit, out, req.descending());
 }
 
 Status ExperimentStore::GetExperiment(int64_t id, xv::v1::Experiment* out) {
@@ -381,8 +464,9 @@ Status ExperimentStore::ListQueued(std::vector<QueuedExperiment>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement st;
   XV_RETURN_IF_ERROR(conn_->Prepare(
-      "SELECT id, priority, trainer, device_requirement, round_id, name FROM experiments "
-      "WHERE state = 'queued' ORDER BY priority DESC, id",
+      "SELECT e.id, e.priority, e.trainer, e.device_requirement, e.round_id, e.name "
+      "FROM experiments e JOIN campaigns c ON c.id = e.campaign_id "
+      "WHERE e.state = 'queued' AND c.state = 'active' ORDER BY e.priority DESC, e.id",
       &st));
   bool row = false;
   while (true) {

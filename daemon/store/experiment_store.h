@@ -38,6 +38,8 @@ struct NewExperiment {
   std::string device_requirement = "any";  // any | gpu
   double time_budget_s = 0;
   double hard_deadline_s = 0;
+  std::string role = "candidate";  // candidate | control (a run of the round's head config)
+  std::string config_hash;         // CanonicalHash of the resolved config with seed 0
 };
 
 // Everything one Submit stores, in one transaction.
@@ -48,7 +50,9 @@ struct NewSubmission {
   std::string trainer = "libtorch";
   int priority = 0;
   std::string submitter;
+  std::string kind = "candidates";  // candidates | sweep | ablation | confirm
   std::string base_hash, base_recipe_json, base_resolved_json;
+  std::string base_config_hash;  // the head the round compares with, seed 0
   std::vector<NewExperiment> experiments;
 };
 
@@ -83,6 +87,62 @@ struct CandidateWorkerCount {
   std::string candidate;
   int64_t worker_id = 0;
   int count = 0;
+};
+
+// A campaign to create (CreateCampaign): its base recipe becomes the head.
+struct NewCampaign {
+  std::string name;
+  std::string recipe_name;
+  std::string trainer = "libtorch";
+  std::string policy_json = "{}";
+  std::string device_filter;
+  std::string budget_json = "{}";
+  std::string base_hash, base_recipe_json, base_resolved_json;
+};
+
+// What Submit needs to know about an existing campaign.
+struct CampaignHead {
+  int64_t id = 0;
+  std::string state;        // active | paused | done
+  std::string policy_json;  // "{}": no policy
+  std::string trainer;
+  std::string head_recipe_json;
+};
+
+// A round every experiment of which is terminal, still open, in a campaign with a policy.
+struct RoundToDecide {
+  int64_t round_id = 0;
+  int64_t campaign_id = 0;
+  std::string policy_json;
+  std::string head_config_hash;
+};
+
+// One experiment as the decision sees it.
+struct RoundRun {
+  int64_t experiment_id = 0;
+  int64_t recipe_id = 0;
+  int64_t reused_from_id = 0;
+  std::string name;
+  std::string role;  // candidate | control
+  std::string state;
+  std::string config_hash;
+  std::string device_name;
+  int candidate_index = 0;
+  int replicate = 0;
+  bool has_val_bpb = false;  // a result row with a non-NULL val_bpb (NaN is stored as NULL)
+  double val_bpb = 0;
+};
+
+// The outcome of one round, to store in one transaction.
+struct RoundDecisionRecord {
+  int64_t round_id = 0;
+  std::string summary;        // rounds.decision_summary
+  std::string decision_json;  // rounds.decision_json
+  std::string kept_candidate;
+  int64_t kept_experiment_id = 0;  // 0: nothing kept, the head stays
+  std::string head_reason;         // head_history.reason when the head moves
+  // Per candidate name: decision (keep | discard) and reason, applied to its experiments.
+  std::map<std::string, std::pair<std::string, std::string>> candidates;
 };
 
 // What the daemon must tell a worker after an event batch or a Finished was stored.
@@ -166,6 +226,36 @@ class ExperimentStore {
   Status HighestContiguousSeq(int64_t experiment_id, int attempt, int64_t* seq);
   // Does the attempts table say `worker_id` holds this attempt and it is still active?
   Status IsActiveAttemptOf(int64_t worker_id, int64_t experiment_id, int attempt, bool* active);
+
+  // ---- Campaigns, rounds and decisions (campaign_store.cc) ----
+  // Creates a campaign and its first head_history row. AlreadyExists when the name is taken.
+  Status CreateCampaign(const NewCampaign& c, int64_t* id);
+  // By id, or by name when id is 0. NotFound names what was asked. With `detail`, fills rounds
+  // and head_history too.
+  Status GetCampaign(int64_t id, const std::string& name, bool detail, xv::v1::Campaign* out);
+  Status ListCampaigns(std::vector<xv::v1::Campaign>* out);
+  // state: active | paused. NotFound as GetCampaign.
+  Status SetCampaignState(int64_t id, const std::string& name, const std::string& state);
+  // *found = false when no campaign has this name.
+  Status FindCampaignHead(const std::string& name, bool* found, CampaignHead* out);
+  // Open rounds of campaigns with a policy whose experiments are all terminal.
+  Status ListRoundsToDecide(std::vector<RoundToDecide>* out);
+  // The round's campaign id, policy, state and the number of unfinished experiments.
+  Status GetRoundState(int64_t round_id, RoundToDecide* round, std::string* state, int* unfinished);
+  // Every experiment of the round.
+  Status ListRoundRuns(int64_t round_id, std::vector<RoundRun>* out);
+  // Finished (succeeded or diverged) runs of `config_hash` in the campaign outside `round_id`,
+  // originals only (not reuse rows), for pooling earlier head runs.
+  Status ListEarlierConfigRuns(int64_t campaign_id, const std::string& config_hash,
+                               int64_t round_id, std::vector<RoundRun>* out);
+  // Stores the decision when the round is still open (FailedPrecondition otherwise): the round
+  // becomes decided, candidate experiments get decision/decision_reason, and when a candidate is
+  // kept the campaign head becomes its recipe with a head_history row.
+  Status StoreRoundDecision(const RoundDecisionRecord& record);
+  // Per knob value of the overrides: runs ending diverged, failed/invalid/lost, timed_out, and
+  // the NaN rate. campaign_id 0 and name "" = every campaign.
+  Status FailureSummary(int64_t campaign_id, const std::string& name,
+                        std::vector<xv::v1::KnobFailure>* out);
 
   // Appends an audit/daemon event (not a trainer event).
   Status AppendAudit(const std::string& type, const std::string& json);

@@ -1,0 +1,134 @@
+#include "daemon/api/campaigns_service.h"
+
+#include <cctype>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "common/recipe.h"
+#include "daemon/api/campaign_policy.h"
+#include "daemon/api/grpc_status.h"
+
+namespace xv::daemon {
+
+CampaignsService::CampaignsService(store::ExperimentStore* store, Dispatcher* dispatcher,
+                                   RoundCloser* closer, SubmissionLimits limits)
+    : store_(store), dispatcher_(dispatcher), closer_(closer), limits_(limits) {}
+
+grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext*,
+                                              const xv::v1::CreateCampaignRequest* req,
+                                              xv::v1::Campaign* resp) {
+  if (req->name().empty()) return ToGrpcStatus(Status::InvalidArgument("name: empty"));
+  if (req->name().size() > 200) {
+    return ToGrpcStatus(Status::InvalidArgument("name: longer than 200"));
+  }
+  if (req->base_recipe_yaml().empty()) {
+    return ToGrpcStatus(
+        Status::InvalidArgument("base_recipe_yaml: empty (send the recipe file's text)"));
+  }
+  if (req->base_recipe_yaml().size() > limits_.max_recipe_bytes ||
+      req->policy().size() > limits_.max_recipe_bytes) {
+    return ToGrpcStatus(Status::InvalidArgument("base_recipe_yaml/policy: larger than " +
+                                                std::to_string(limits_.max_recipe_bytes)));
+  }
+  for (char c : req->trainer()) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
+      return ToGrpcStatus(Status::InvalidArgument(
+          "trainer: '" + req->trainer() + "' is not a trainer name (letters, digits, - _ . only)"));
+    }
+  }
+  Recipe base;
+  Status s = ParseRecipeYaml(req->base_recipe_yaml(), &base).WithContext("recipe: ");
+  if (s.ok()) s = ValidateRecipe(base).WithContext("recipe: ");
+  ResolvedSizes sizes;
+  if (s.ok()) s = ResolveSizes(base, &sizes).WithContext("recipe: ");
+  CampaignPolicy policy;
+  if (s.ok()) s = ParseCampaignPolicyText(req->policy(), &policy);
+  nlohmann::json budget = nlohmann::json::object();
+  if (s.ok() && !req->budget_json().empty()) {
+    budget = nlohmann::json::parse(req->budget_json(), nullptr, false);
+    if (!budget.is_object()) s = Status::InvalidArgument("budget_json: not a JSON object");
+  }
+  if (!s.ok()) return ToGrpcStatus(s);
+  store::NewCampaign nc;
+  nc.name = req->name();
+  nc.recipe_name = req->recipe_name();
+  nc.trainer = req->trainer().empty() ? "libtorch" : req->trainer();
+  nc.policy_json = CampaignPolicyToJson(policy);
+  nc.device_filter = req->device_filter();
+  nc.budget_json = budget.dump();
+  nc.base_hash = CanonicalHash(base);
+  nc.base_recipe_json = RecipeToJson(base).dump();
+  nc.base_resolved_json = ResolvedConfigJson(base, sizes).dump();
+  int64_t id = 0;
+  s = store_->CreateCampaign(nc, &id);
+  if (!s.ok()) return ToGrpcStatus(s);
+  spdlog::info("campaign '{}' created (id {})", nc.name, id);
+  return ToGrpcStatus(store_->GetCampaign(id, "", true, resp));
+}
+
+grpc::Status CampaignsService::GetCampaign(grpc::ServerContext*,
+                                           const xv::v1::GetCampaignRequest* req,
+                                           xv::v1::Campaign* resp) {
+  return ToGrpcStatus(store_->GetCampaign(req->id(), req->name(), true, resp));
+}
+
+grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext*,
+                                             const xv::v1::ListCampaignsRequest*,
+                                             xv::v1::ListCampaignsResponse* resp) {
+  std::vector<xv::v1::Campaign> found;
+  Status s = store_->ListCampaigns(&found);
+  if (!s.ok()) return ToGrpcStatus(s);
+  for (auto& c : found) *resp->add_campaigns() = std::move(c);
+  return grpc::Status::OK;
+}
+
+grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req,
+                                        const std::string& state, xv::v1::Campaign* resp) {
+  Status s = store_->SetCampaignState(req.id(), req.name(), state);
+  if (!s.ok()) return ToGrpcStatus(s);
+  if (state == "active") dispatcher_->Schedule();
+  return ToGrpcStatus(store_->GetCampaign(req.id(), req.name(), false, resp));
+}
+
+grpc::Status CampaignsService::PauseCampaign(grpc::ServerContext*,
+                                             const xv::v1::GetCampaignRequest* req,
+                                             xv::v1::Campaign* resp) {
+  return SetState(*req, "paused", resp);
+}
+
+grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext*,
+                                              const xv::v1::GetCampaignRequest* req,
+                                              xv::v1::Campaign* resp) {
+  return SetState(*req, "active", resp);
+}
+
+grpc::Status CampaignsService::Decide(grpc::ServerContext*, const xv::v1::DecideRequest* req,
+                                      xv::v1::RoundInfo* resp) {
+  Status s = closer_->DecideManually(req->round_id(), req->keep_experiment_id(), req->reason());
+  if (!s.ok()) return ToGrpcStatus(s);
+  store::RoundToDecide round;
+  std::string state;
+  int unfinished = 0;
+  s = store_->GetRoundState(req->round_id(), &round, &state, &unfinished);
+  if (!s.ok()) return ToGrpcStatus(s);
+  xv::v1::Campaign campaign;
+  s = store_->GetCampaign(round.campaign_id, "", true, &campaign);
+  if (!s.ok()) return ToGrpcStatus(s);
+  for (const auto& r : campaign.rounds()) {
+    if (r.id() == req->round_id()) *resp = r;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CampaignsService::FailureSummary(grpc::ServerContext*,
+                                              const xv::v1::FailureSummaryRequest* req,
+                                              xv::v1::FailureSummaryResponse* resp) {
+  std::vector<xv::v1::KnobFailure> knobs;
+  Status s = store_->FailureSummary(req->campaign_id(), req->campaign(), &knobs);
+  if (!s.ok()) return ToGrpcStatus(s);
+  for (auto& k : knobs) *resp->add_knobs() = std::move(k);
+  return grpc::Status::OK;
+}
+
+}  // namespace xv::daemon

@@ -1,0 +1,45 @@
+// CampaignsService: the xv.v1.Campaigns gRPC service (CreateCampaign, GetCampaign, ListCampaigns,
+// PauseCampaign, ResumeCampaign, Decide, FailureSummary), a thin layer over the store and the
+// round closer. Thread-safety: gRPC calls the methods concurrently; all state lives in the store.
+#pragma once
+
+#include "daemon/api/dispatcher.h"
+#include "daemon/api/round_closer.h"
+#include "daemon/api/submission_builder.h"
+#include "daemon/store/experiment_store.h"
+#include "xv/v1/experiments.grpc.pb.h"
+
+namespace xv::daemon {
+
+class CampaignsService final : public xv::v1::Campaigns::Service {
+ public:
+  // `store`, `dispatcher` and `closer` must outlive the service.
+  CampaignsService(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
+                   SubmissionLimits limits);
+
+  grpc::Status CreateCampaign(grpc::ServerContext* ctx, const xv::v1::CreateCampaignRequest* req,
+                              xv::v1::Campaign* resp) override;
+  grpc::Status GetCampaign(grpc::ServerContext* ctx, const xv::v1::GetCampaignRequest* req,
+                           xv::v1::Campaign* resp) override;
+  grpc::Status ListCampaigns(grpc::ServerContext* ctx, const xv::v1::ListCampaignsRequest* req,
+                             xv::v1::ListCampaignsResponse* resp) override;
+  grpc::Status PauseCampaign(grpc::ServerContext* ctx, const xv::v1::GetCampaignRequest* req,
+                             xv::v1::Campaign* resp) override;
+  grpc::Status ResumeCampaign(grpc::ServerContext* ctx, const xv::v1::GetCampaignRequest* req,
+                              xv::v1::Campaign* resp) override;
+  grpc::Status Decide(grpc::ServerContext* ctx, const xv::v1::DecideRequest* req,
+                      xv::v1::RoundInfo* resp) override;
+  grpc::Status FailureSummary(grpc::ServerContext* ctx, const xv::v1::FailureSummaryRequest* req,
+                              xv::v1::FailureSummaryResponse* resp) override;
+
+ private:
+  grpc::Status SetState(const xv::v1::GetCampaignRequest& req, const std::string& state,
+                        xv::v1::Campaign* resp);
+
+  store::ExperimentStore* const store_;
+  Dispatcher* const dispatcher_;
+  RoundCloser* const closer_;
+  const SubmissionLimits limits_;
+};
+
+}  // namespace xv::daemon

@@ -1,0 +1,212 @@
+#include "daemon/api/round_closer.h"
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/api/campaign_policy.h"
+#include "daemon/sched/round_decider.h"
+
+namespace xv::daemon {
+namespace {
+
+// A terminal experiment as a decider run; false when it produced no measurement.
+bool ToRunOutcome(const store::RoundRun& run, sched::RunOutcome* out) {
+  out->experiment_id = run.experiment_id;
+  out->device_class = run.device_name;
+  if (run.state == "succeeded") {
+    out->val_bpb = run.has_val_bpb ? run.val_bpb : std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  if (run.state == "diverged") {
+    out->diverged = true;
+    if (run.has_val_bpb) out->val_bpb = run.val_bpb;
+    return true;
+  }
+  return false;
+}
+
+// The run a row stands for: reuse rows count as the run they copy.
+int64_t OriginalRun(const store::RoundRun& run) {
+  return run.reused_from_id != 0 ? run.reused_from_id : run.experiment_id;
+}
+
+}  // namespace
+
+Status RoundCloser::DecideReadyRounds(int* decided) {
+  std::vector<store::RoundToDecide> ready;
+  XV_RETURN_IF_ERROR(store_->ListRoundsToDecide(&ready));
+  int n = 0;
+  for (const auto& round : ready) {
+    CampaignPolicy policy;
+    XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(round.policy_json, &policy));
+    if (!policy.set || policy.manual) continue;
+    Status s = Decide(round);
+    if (!s.ok()) {
+      spdlog::error("round {}: decision failed: {}", round.round_id, s.ToString());
+      continue;
+    }
+    ++n;
+  }
+  if (decided) *decided = n;
+  return Status::Ok();
+}
+
+Status RoundCloser::DecideRound(int64_t round_id) {
+  store::RoundToDecide round;
+  std::string state;
+  int unfinished = 0;
+  XV_RETURN_IF_ERROR(store_->GetRoundState(round_id, &round, &state, &unfinished));
+  if (state != "open") {
+    return Status::FailedPrecondition("round " + std::to_string(round_id) + " is " + state);
+  }
+  if (unfinished > 0) {
+    return Status::FailedPrecondition("round " + std::to_string(round_id) + " has " +
+                                      std::to_string(unfinished) + " unfinished experiment(s)");
+  }
+  return Decide(round);
+}
+
+Status RoundCloser::Decide(const store::RoundToDecide& round) {
+  CampaignPolicy policy;
+  XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(round.policy_json, &policy));
+  if (!policy.set) {
+    return Status::FailedPrecondition("round " + std::to_string(round.round_id) +
+                                      ": its campaign has no acceptance policy");
+  }
+  std::vector<store::RoundRun> runs;
+  XV_RETURN_IF_ERROR(store_->ListRoundRuns(round.round_id, &runs));
+
+  std::set<int64_t> counted;  // original runs already among the head runs
+  std::vector<sched::RunOutcome> head_runs;
+  std::vector<sched::CandidateRuns> candidates;
+  std::map<std::string, size_t> candidate_index;
+  std::map<std::string, int64_t> first_experiment;  // candidate -> lowest-replicate experiment
+  std::map<std::string, int> first_replicate;
+  for (const auto& run : runs) {
+    sched::RunOutcome outcome;
+    const bool measured = ToRunOutcome(run, &outcome);
+    if (run.role == "control") {
+      if (measured && counted.insert(OriginalRun(run)).second) head_runs.push_back(outcome);
+      continue;
+    }
+    auto [it, inserted] = candidate_index.emplace(run.name, candidates.size());
+    if (inserted) {
+      candidates.push_back({run.name, {}});
+      first_experiment[run.name] = run.experiment_id;
+      first_replicate[run.name] = run.replicate;
+    } else if (run.replicate < first_replicate[run.name]) {
+      first_experiment[run.name] = run.experiment_id;
+      first_replicate[run.name] = run.replicate;
+    }
+    if (measured) candidates[it->second].runs.push_back(outcome);
+  }
+  if (policy.pool_head_runs && !round.head_config_hash.empty()) {
+    std::vector<store::RoundRun> earlier;
+    XV_RETURN_IF_ERROR(store_->ListEarlierConfigRuns(round.campaign_id, round.head_config_hash,
+                                                     round.round_id, &earlier));
+    for (const auto& run : earlier) {
+      sched::RunOutcome outcome;
+      if (ToRunOutcome(run, &outcome) && counted.insert(OriginalRun(run)).second) {
+        head_runs.push_back(outcome);
+      }
+    }
+  }
+
+  sched::RoundDecision decision;
+  XV_RETURN_IF_ERROR(
+      sched::RoundDecider().Decide(policy.acceptance, head_runs, candidates, &decision));
+  store::RoundDecisionRecord record;
+  record.round_id = round.round_id;
+  record.summary = decision.summary;
+  nlohmann::json j = decision.ToJson();
+  j["mode"] = "auto";
+  j["head_runs"] = head_runs.size();
+  record.decision_json = j.dump();
+  for (const auto& c : decision.candidates) {
+    record.candidates[c.name] = {
+        c.keep ? "keep" : "discard",
+        std::string(sched::DecisionReasonName(c.reason)) + ": " + c.reason_text};
+  }
+  if (decision.kept_index) {
+    const std::string& name = decision.candidates[*decision.kept_index].name;
+    record.kept_candidate = name;
+    record.kept_experiment_id = first_experiment[name];
+    record.head_reason = "kept";
+  }
+  XV_RETURN_IF_ERROR(store_->StoreRoundDecision(record));
+  spdlog::info("round {} decided: {}", round.round_id, decision.summary);
+  return Status::Ok();
+}
+
+Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
+                                   const std::string& reason) {
+  store::RoundToDecide round;
+  std::string state;
+  int unfinished = 0;
+  XV_RETURN_IF_ERROR(store_->GetRoundState(round_id, &round, &state, &unfinished));
+  CampaignPolicy policy;
+  XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(round.policy_json, &policy));
+  if (policy.set && !policy.manual) {
+    return Status::FailedPrecondition("round " + std::to_string(round_id) +
+                                      ": the campaign's policy decides automatically (decide: "
+                                      "auto)");
+  }
+  if (state != "open") {
+    return Status::FailedPrecondition("round " + std::to_string(round_id) + " is already " + state);
+  }
+  if (unfinished > 0) {
+    return Status::FailedPrecondition("round " + std::to_string(round_id) + " has " +
+                                      std::to_string(unfinished) + " unfinished experiment(s)");
+  }
+  if (reason.size() > 2000) return Status::InvalidArgument("reason: longer than 2000 bytes");
+  std::vector<store::RoundRun> runs;
+  XV_RETURN_IF_ERROR(store_->ListRoundRuns(round_id, &runs));
+  std::string kept_name;
+  if (keep_experiment_id != 0) {
+    for (const auto& run : runs) {
+      if (run.experiment_id != keep_experiment_id) continue;
+      if (run.role != "candidate") {
+        return Status::InvalidArgument("keep_experiment_id: " + std::to_string(keep_experiment_id) +
+                                       " is a head control, not a candidate");
+      }
+      if (run.state != "succeeded") {
+        return Status::InvalidArgument("keep_experiment_id: " + std::to_string(keep_experiment_id) +
+                                       " ended " + run.state +
+                                       "; only a succeeded run can be kept");
+      }
+      kept_name = run.name;
+    }
+    if (kept_name.empty()) {
+      return Status::InvalidArgument("keep_experiment_id: " + std::to_string(keep_experiment_id) +
+                                     " is not an experiment of round " + std::to_string(round_id));
+    }
+  }
+  store::RoundDecisionRecord record;
+  record.round_id = round_id;
+  const std::string why = reason.empty() ? std::string("no reason given") : reason;
+  record.summary =
+      (kept_name.empty() ? "manual: kept nothing" : "manual: kept " + kept_name) + " (" + why + ")";
+  record.decision_json = nlohmann::json{
+      {"mode", "manual"},
+      {"kept", kept_name.empty() ? nlohmann::json() : nlohmann::json(kept_name)},
+      {"kept_experiment_id", keep_experiment_id},
+      {"reason", why}}.dump();
+  for (const auto& run : runs) {
+    if (run.role != "candidate") continue;
+    const bool keep = run.name == kept_name;
+    record.candidates[run.name] = {keep ? "keep" : "discard",
+                                   std::string(keep ? "manual_keep: " : "manual_discard: ") + why};
+  }
+  if (!kept_name.empty()) {
+    record.kept_candidate = kept_name;
+    record.kept_experiment_id = keep_experiment_id;
+    record.head_reason = "manual: " + why;
+  }
+  return store_->StoreRoundDecision(record);
+}
+
+}  // namespace xv::daemon
