@@ -7,3 +7,6 @@ xv_add_test(NAME daemon_restart_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon_re
 if(TARGET daemon_restart_test)
   add_dependencies(daemon_restart_test xvd)
 endif()
+# Campaigns, rounds and keep/discard decisions over real gRPC with a scripted fake worker.
+xv_add_test(NAME daemon_campaign_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/daemon_campaign_test.cc
+            LIBS xv_daemon_api TIMEOUT 90 LABELS daemon integration)

@@ -1,0 +1,452 @@
+// Campaigns, rounds and automatic keep/discard decisions end to end in one process: a real
+// DaemonServer (SQLite file, gRPC over a unix socket), real Campaigns/Experiments clients, and a
+// scripted fake worker on a real Session stream whose val_bpb is a known function of the recipe
+// plus seeded noise (sd 0.0005): matrix_lr 0.05 is 0.01 bpb better (20 sigma), every other knob
+// value has no effect, and chosen seeds of a chosen config diverge.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/api/daemon_server.h"
+#include "tests/integration/daemon_fake_worker.h"
+#include "xv/v1/experiments.grpc.pb.h"
+#include "xv/v1/workers.grpc.pb.h"
+
+namespace xv::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using fake::FakeWorker;
+using nlohmann::json;
+
+std::string CpuTinyYaml() {
+  const char* src = std::getenv("XV_SOURCE_DIR");
+  std::ifstream f(std::string(src ? src : ".") + "/recipes/cpu-tiny.yaml");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+constexpr double kNoiseSd = 0.0005;
+
+// The scripted trainer: val_bpb of one run, a function of the recipe and its seed.
+double ScriptedValBpb(const json& recipe) {
+  const double lr = recipe.at("matrix_lr").get<double>();
+  const double effect = std::abs(lr - 0.05) < 1e-12 ? -0.01 : 0.0;
+  // Noise seeded by the seed and the config's other knobs, so that identical runs repeat exactly.
+  std::seed_seq seq{static_cast<unsigned>(recipe.at("seed").get<int64_t>()),
+                    static_cast<unsigned>(std::hash<std::string>()(recipe.dump()) & 0xffffffff)};
+  std::mt19937 rng(seq);
+  std::normal_distribution<double> noise(0.0, kNoiseSd);
+  return 2.0 + effect + noise(rng);
+}
+
+std::string SummaryJson(double val_bpb) {
+  json j = {{"type", "summary"},     {"t", 30.0},
+            {"val_bpb", val_bpb},    {"training_seconds", 25},
+            {"total_seconds", 31},   {"num_steps", 30},
+            {"total_tokens", 61440}, {"num_params", 100},
+            {"tok_per_sec", 2000.0}, {"mfu_percent", nullptr},
+            {"peak_flops", nullptr}, {"metric_version", "1"}};
+  return j.dump();
+}
+
+class DaemonCampaign : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = std::filesystem::temp_directory_path() / ("xvd-campaign-" + std::to_string(rd()));
+    DaemonOptions options;
+    options.state_dir = dir_.string();
+    options.listen = "none";
+    options.dispatcher.heartbeat_interval_ms = 100;
+    options.dispatcher.lease_ms = 3000;
+    options.dispatcher.tick_ms = 50;
+    Status s = DaemonServer::Start(options, &server_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    channel_ =
+        grpc::CreateChannel("unix:" + server_->socket_path(), grpc::InsecureChannelCredentials());
+    experiments_ = xv::v1::Experiments::NewStub(channel_);
+    campaigns_ = xv::v1::Campaigns::NewStub(channel_);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    server_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  grpc::Status Create(const std::string& name, const std::string& policy, xv::v1::Campaign* out) {
+    xv::v1::CreateCampaignRequest req;
+    req.set_name(name);
+    req.set_base_recipe_yaml(CpuTinyYaml());
+    req.set_recipe_name("cpu-tiny");
+    req.set_policy(policy);
+    grpc::ClientContext ctx;
+    return campaigns_->CreateCampaign(&ctx, req, out);
+  }
+
+  // Submits a round built from the campaign head: one candidate per "k=v[,k2=v2]" string.
+  grpc::Status SubmitRound(const std::string& campaign, const std::vector<std::string>& candidates,
+                           xv::v1::SubmitResponse* resp, const std::string& kind = "sweep") {
+    xv::v1::SubmitRequest req;
+    req.set_campaign(campaign);
+    req.set_kind(kind);
+    for (const auto& c : candidates) {
+      auto* cand = req.add_candidates();
+      std::stringstream ss(c);
+      std::string pair;
+      while (std::getline(ss, pair, ',')) {
+        auto eq = pair.find('=');
+        auto* o = cand->add_overrides();
+        o->set_key(pair.substr(0, eq));
+        o->set_value(pair.substr(eq + 1));
+      }
+    }
+    grpc::ClientContext ctx;
+    return experiments_->Submit(&ctx, req, resp);
+  }
+
+  xv::v1::Campaign GetCampaign(const std::string& name) {
+    xv::v1::GetCampaignRequest req;
+    req.set_name(name);
+    xv::v1::Campaign c;
+    grpc::ClientContext ctx;
+    grpc::Status s = campaigns_->GetCampaign(&ctx, req, &c);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return c;
+  }
+
+  std::vector<xv::v1::Experiment> List(const xv::v1::ListExperimentsRequest& req) {
+    xv::v1::ListExperimentsResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(experiments_->ListExperiments(&ctx, req, &resp).ok());
+    return {resp.experiments().begin(), resp.experiments().end()};
+  }
+
+  std::vector<xv::v1::Experiment> RoundExperiments(int64_t round_id) {
+    xv::v1::ListExperimentsRequest req;
+    req.set_round_id(round_id);
+    return List(req);
+  }
+
+  // Polls until the round is decided (or 20 s pass); returns it.
+  xv::v1::RoundInfo WaitDecided(const std::string& campaign, int64_t round_id) {
+    for (int i = 0; i < 400; ++i) {
+      const xv::v1::Campaign c = GetCampaign(campaign);
+      for (const auto& r : c.rounds()) {
+        if (r.id() == round_id && r.state() == "decided") return r;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    ADD_FAILURE() << "round " << round_id << " was not decided";
+    return {};
+  }
+
+  // Runs `n` assignments on a fresh scripted worker: each reports ScriptedValBpb, except the
+  // runs `diverge` says diverge. Returns the experiment ids it ran.
+  std::vector<int64_t> RunScripted(const std::string& worker_name, int n,
+                                   const std::function<bool(const json&)>& diverge = nullptr) {
+    FakeWorker worker(channel_, worker_name);
+    xv::v1::DaemonMessage msg;
+    EXPECT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
+    worker.StartHeartbeats(100ms);
+    std::vector<int64_t> ran;
+    for (int i = 0; i < n; ++i) {
+      if (!worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg)) break;
+      const auto& spec = msg.assign().spec();
+      const json recipe = json::parse(spec.recipe_json());
+      ran.push_back(spec.experiment_id());
+      xv::v1::WorkerMessage fin;
+      fin.mutable_finished()->set_experiment_id(spec.experiment_id());
+      fin.mutable_finished()->set_attempt(spec.attempt());
+      if (diverge && diverge(recipe)) {
+        fin.mutable_finished()->set_state("diverged");
+        fin.mutable_finished()->set_failure_kind("diverged");
+        fin.mutable_finished()->set_stderr_tail("loss is nan at step 12\n");
+      } else {
+        worker.SendEvent(spec.experiment_id(), spec.attempt(), 1,
+                         SummaryJson(ScriptedValBpb(recipe)));
+        fin.mutable_finished()->set_state("succeeded");
+        fin.mutable_finished()->set_last_seq(1);
+      }
+      worker.Send(fin);
+      const int64_t id = spec.experiment_id();
+      EXPECT_TRUE(worker.ReadUntil(
+          [&](auto& m) {
+            return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id;
+          },
+          &msg));
+    }
+    worker.Close();
+    return ran;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<DaemonServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<xv::v1::Experiments::Stub> experiments_;
+  std::unique_ptr<xv::v1::Campaigns::Stub> campaigns_;
+};
+
+const char* kPolicy = "mode: welch\nreplicates: 3\nhead_controls: 3\nconfidence: 0.95\n";
+
+TEST_F(DaemonCampaign, ClearlyBetterCandidateIsKeptAndHeadAdvancesThenZeroEffectIsDiscarded) {
+  xv::v1::Campaign created;
+  grpc::Status gs = Create("lr", kPolicy, &created);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  const std::string base_hash = created.head_recipe_hash();
+  EXPECT_EQ(created.base_recipe_hash(), base_hash);
+  ASSERT_EQ(created.head_history_size(), 1);
+  EXPECT_EQ(created.head_history(0).reason(), "base");
+  EXPECT_EQ(json::parse(created.policy_json()).at("replicates"), 3);
+
+  // Round 1: a 20-sigma better candidate and a zero-effect one, 3 replicates each + 3 controls.
+  xv::v1::SubmitResponse r1;
+  gs = SubmitRound("lr", {"matrix_lr=0.05", "weight_decay=0.1"}, &r1);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  ASSERT_EQ(r1.experiment_ids_size(), 9);
+  std::vector<xv::v1::Experiment> exps = RoundExperiments(r1.round_id());
+  int controls = 0;
+  std::set<int64_t> control_seeds;
+  for (const auto& e : exps) {
+    if (e.role() == "control") {
+      ++controls;
+      control_seeds.insert(e.seed());
+      EXPECT_EQ(e.name(), "head");
+      EXPECT_EQ(e.decision(), "control");
+    }
+    EXPECT_EQ(e.state(), "queued");
+  }
+  EXPECT_EQ(controls, 3);
+  EXPECT_EQ(control_seeds.size(), 3u);
+
+  EXPECT_EQ(RunScripted("host:cpu0", 9).size(), 9u);
+  xv::v1::RoundInfo round = WaitDecided("lr", r1.round_id());
+  EXPECT_EQ(round.kind(), "sweep");
+  EXPECT_EQ(round.kept_candidate(), "matrix_lr=0.05");
+  EXPECT_FALSE(round.decision_summary().empty());
+  const json decision = json::parse(round.decision_json());
+  EXPECT_EQ(decision.at("kept"), "matrix_lr=0.05");
+  EXPECT_EQ(decision.at("head").at("n"), 3);
+  ASSERT_EQ(decision.at("candidates").size(), 2u);
+  const json& better = decision.at("candidates")[0];
+  EXPECT_EQ(better.at("decision"), "keep");
+  EXPECT_EQ(better.at("stats").at("n"), 3);
+  EXPECT_LT(better.at("p").get<double>(), 0.001);
+  EXPECT_NEAR(better.at("improvement").get<double>(), 0.01, 0.003);
+  EXPECT_EQ(decision.at("candidates")[1].at("decision"), "discard");
+
+  for (const auto& e : RoundExperiments(r1.round_id())) {
+    EXPECT_EQ(e.state(), "succeeded");
+    EXPECT_EQ(e.round_decision(), round.decision_summary());
+    if (e.role() == "control") {
+      EXPECT_EQ(e.decision(), "control");
+    } else if (e.name() == "matrix_lr=0.05") {
+      EXPECT_EQ(e.decision(), "keep");
+      EXPECT_EQ(e.decision_reason().rfind("kept", 0), 0u) << e.decision_reason();
+    } else {
+      EXPECT_EQ(e.decision(), "discard");
+      EXPECT_NE(e.decision_reason().find("not_significant"), std::string::npos)
+          << e.decision_reason();
+    }
+  }
+  xv::v1::Campaign after = GetCampaign("lr");
+  EXPECT_NE(after.head_recipe_hash(), base_hash);
+  EXPECT_DOUBLE_EQ(json::parse(after.head_recipe_json()).at("matrix_lr").get<double>(), 0.05);
+  ASSERT_EQ(after.head_history_size(), 2);
+  EXPECT_EQ(after.head_history(1).candidate(), "matrix_lr=0.05");
+  EXPECT_EQ(after.head_history(1).round_id(), r1.round_id());
+
+  // Filters: decision keep finds the three kept runs; newest-first pages downwards.
+  xv::v1::ListExperimentsRequest kept;
+  kept.set_decision("keep");
+  EXPECT_EQ(List(kept).size(), 3u);
+  xv::v1::ListExperimentsRequest page;
+  page.set_descending(true);
+  page.set_limit(4);
+  auto first_page = List(page);
+  ASSERT_EQ(first_page.size(), 4u);
+  EXPECT_EQ(first_page[0].id(), r1.experiment_ids(8));
+  page.set_after_id(first_page[3].id());
+  auto second_page = List(page);
+  ASSERT_EQ(second_page.size(), 4u);
+  EXPECT_EQ(second_page[0].id(), first_page[3].id() - 1);
+
+  // Round 2 from the new head: a zero-effect candidate. The head controls are the identical
+  // config and seeds as the kept runs, so they reuse those results and only 3 runs happen.
+  xv::v1::SubmitResponse r2;
+  gs = SubmitRound("lr", {"weight_decay=0.1"}, &r2, "candidates");
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  ASSERT_EQ(r2.experiment_ids_size(), 6);
+  int reused = 0;
+  for (const auto& e : RoundExperiments(r2.round_id())) {
+    if (e.reused_from_id() != 0) {
+      ++reused;
+      EXPECT_EQ(e.role(), "control");
+      EXPECT_EQ(e.state(), "succeeded");
+      EXPECT_TRUE(e.has_result());
+    }
+  }
+  EXPECT_EQ(reused, 3);
+  EXPECT_EQ(RunScripted("host:cpu1", 3).size(), 3u);
+  xv::v1::RoundInfo round2 = WaitDecided("lr", r2.round_id());
+  EXPECT_EQ(round2.kept_experiment_id(), 0);
+  const json d2 = json::parse(round2.decision_json());
+  EXPECT_TRUE(d2.at("kept").is_null());
+  EXPECT_EQ(d2.at("head").at("n"), 3);  // a run and its reuse rows count once
+  EXPECT_EQ(d2.at("candidates")[0].at("decision"), "discard");
+  xv::v1::Campaign final_campaign = GetCampaign("lr");
+  EXPECT_EQ(final_campaign.head_recipe_hash(), after.head_recipe_hash());
+  EXPECT_EQ(final_campaign.head_history_size(), 2);
+  ASSERT_EQ(final_campaign.rounds_size(), 2);
+  EXPECT_EQ(final_campaign.rounds(1).state(), "decided");
+}
+
+TEST_F(DaemonCampaign, CandidateWithANanReplicateIsNeverKept) {
+  xv::v1::Campaign created;
+  ASSERT_TRUE(Create("nan", kPolicy, &created).ok());
+  xv::v1::SubmitResponse r;
+  ASSERT_TRUE(SubmitRound("nan", {"matrix_lr=0.05"}, &r).ok());
+  // Seed 43 of matrix_lr 0.05 diverges; its other two replicates are 20 sigma better.
+  auto diverge = [](const json& recipe) {
+    return recipe.at("matrix_lr").get<double>() == 0.05 && recipe.at("seed") == 43;
+  };
+  EXPECT_EQ(RunScripted("host:cpu0", 6, diverge).size(), 6u);
+  xv::v1::RoundInfo round = WaitDecided("nan", r.round_id());
+  EXPECT_EQ(round.kept_experiment_id(), 0);
+  const json d = json::parse(round.decision_json());
+  EXPECT_EQ(d.at("candidates")[0].at("reason"), "non_finite_replicate");
+  EXPECT_NEAR(d.at("candidates")[0].at("stats").at("nan_rate").get<double>(), 1.0 / 3, 1e-9);
+  EXPECT_EQ(GetCampaign("nan").head_recipe_hash(), created.head_recipe_hash());
+  for (const auto& e : RoundExperiments(r.round_id())) {
+    if (e.role() != "candidate") continue;
+    EXPECT_EQ(e.decision(), "discard");
+    if (e.state() == "diverged") EXPECT_EQ(e.stderr_tail(), "loss is nan at step 12\n");
+  }
+
+  // The failure map names the knob value that diverged.
+  xv::v1::FailureSummaryRequest freq;
+  freq.set_campaign("nan");
+  xv::v1::FailureSummaryResponse failures;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(campaigns_->FailureSummary(&ctx, freq, &failures).ok());
+  ASSERT_EQ(failures.knobs_size(), 1);
+  EXPECT_EQ(failures.knobs(0).knob(), "matrix_lr");
+  EXPECT_EQ(failures.knobs(0).value(), "0.05");
+  EXPECT_EQ(failures.knobs(0).runs(), 3);
+  EXPECT_EQ(failures.knobs(0).diverged(), 1);
+  EXPECT_NEAR(failures.knobs(0).nan_rate(), 1.0 / 3, 1e-9);
+}
+
+TEST_F(DaemonCampaign, InvalidRoundsAreRefusedNamingTheFieldAndNothingIsQueued) {
+  xv::v1::Campaign created;
+  ASSERT_TRUE(Create("refuse", kPolicy, &created).ok());
+  const double head_lr = json::parse(created.head_recipe_json()).at("matrix_lr").get<double>();
+  struct Case {
+    std::string candidate, field;
+  } cases[] = {
+      {"matrx_lr=0.05", "matrx_lr"},
+      {"matrix_lr=" + std::to_string(head_lr), "no-op"},
+      {"total_batch_size=3000", "total_batch_size"},
+  };
+  for (const auto& c : cases) {
+    xv::v1::SubmitResponse r;
+    grpc::Status gs = SubmitRound("refuse", {"weight_decay=0.1", c.candidate}, &r);
+    EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.candidate;
+    EXPECT_NE(gs.error_message().find(c.field), std::string::npos) << gs.error_message();
+    EXPECT_NE(gs.error_message().find("candidate 2"), std::string::npos) << gs.error_message();
+  }
+  EXPECT_TRUE(List(xv::v1::ListExperimentsRequest()).empty());
+  EXPECT_EQ(GetCampaign("refuse").rounds_size(), 0);
+
+  // A bad policy and an unknown campaign are refused too.
+  xv::v1::Campaign bad;
+  grpc::Status gs = Create("bad", "confidence: 1.5\n", &bad);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(gs.error_message().find("confidence"), std::string::npos) << gs.error_message();
+  xv::v1::SubmitResponse r;
+  gs = SubmitRound("nope", {"matrix_lr=0.05"}, &r);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(gs.error_message().find("nope"), std::string::npos) << gs.error_message();
+}
+
+TEST_F(DaemonCampaign, ManualPolicyWaitsForDecideAndPausedCampaignsAreNotScheduled) {
+  xv::v1::Campaign created;
+  ASSERT_TRUE(Create("manual", std::string(kPolicy) + "decide: manual\n", &created).ok());
+  {
+    xv::v1::GetCampaignRequest req;
+    req.set_name("manual");
+    xv::v1::Campaign paused;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(campaigns_->PauseCampaign(&ctx, req, &paused).ok());
+    EXPECT_EQ(paused.state(), "paused");
+  }
+  xv::v1::SubmitResponse r;
+  ASSERT_TRUE(SubmitRound("manual", {"weight_decay=0.1"}, &r).ok());
+  {
+    FakeWorker idle(channel_, "host:idle");
+    xv::v1::DaemonMessage msg;
+    ASSERT_TRUE(idle.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
+    std::this_thread::sleep_for(400ms);  // several scheduling passes
+    idle.Close();
+    for (const auto& m : idle.seen) EXPECT_FALSE(m.has_assign());
+  }
+  {
+    xv::v1::GetCampaignRequest req;
+    req.set_name("manual");
+    xv::v1::Campaign resumed;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(campaigns_->ResumeCampaign(&ctx, req, &resumed).ok());
+  }
+  EXPECT_EQ(RunScripted("host:cpu0", 6).size(), 6u);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(GetCampaign("manual").rounds(0).state(), "open");  // no automatic decision
+
+  // Keeping a head control is refused; keeping the candidate moves the head.
+  int64_t control = 0, candidate = 0;
+  for (const auto& e : RoundExperiments(r.round_id())) {
+    (e.role() == "control" ? control : candidate) = e.id();
+  }
+  xv::v1::DecideRequest dreq;
+  dreq.set_round_id(r.round_id());
+  dreq.set_keep_experiment_id(control);
+  xv::v1::RoundInfo info;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status gs = campaigns_->Decide(&ctx, dreq, &info);
+    EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(gs.error_message().find("keep_experiment_id"), std::string::npos);
+  }
+  dreq.set_keep_experiment_id(candidate);
+  dreq.set_reason("simpler");
+  {
+    grpc::ClientContext ctx;
+    grpc::Status gs = campaigns_->Decide(&ctx, dreq, &info);
+    ASSERT_TRUE(gs.ok()) << gs.error_message();
+  }
+  EXPECT_EQ(info.state(), "decided");
+  EXPECT_EQ(info.kept_candidate(), "weight_decay=0.1");
+  xv::v1::Campaign c = GetCampaign("manual");
+  ASSERT_EQ(c.head_history_size(), 2);
+  EXPECT_EQ(c.head_history(1).reason(), "manual: simpler");
+  EXPECT_NE(c.head_recipe_hash(), created.head_recipe_hash());
+  {
+    grpc::ClientContext ctx;
+    grpc::Status gs = campaigns_->Decide(&ctx, dreq, &info);
+    EXPECT_EQ(gs.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+}
+
+}  // namespace
+}  // namespace xv::daemon
