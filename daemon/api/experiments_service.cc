@@ -1,5 +1,6 @@
 #include "daemon/api/experiments_service.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -32,7 +33,9 @@ xv::Status ExperimentsService::BuildCampaignSubmission(const xv::v1::SubmitReque
   if (found) XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(head.policy_json, &policy));
   RoundPlan plan;
   if (policy.set) {
-    plan.replicates = policy.acceptance.replicates;
+    // The policy's replicates are the minimum; asking for more (e.g. a confirm round) runs more,
+    // and the seeds already run in this campaign are reused.
+    plan.replicates = std::max(policy.acceptance.replicates, req.replicates());
     plan.head_controls = policy.acceptance.head_controls;
   }
   xv::v1::SubmitRequest effective = req;

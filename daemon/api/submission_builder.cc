@@ -138,6 +138,9 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
     }
     const std::string name =
         !cand.name().empty() ? cand.name() : (joined.empty() ? std::string("base") : joined);
+    if (plan.head_controls > 0 && name == "head") {
+      return Status::InvalidArgument(label + "name: 'head' is reserved for the head controls");
+    }
     const int64_t seed0 = r.seed;
     for (int rep = 0; rep < replicates; ++rep) {
       Recipe rr = r;

@@ -311,6 +311,39 @@ TEST_F(DaemonCampaign, ClearlyBetterCandidateIsKeptAndHeadAdvancesThenZeroEffect
   EXPECT_EQ(final_campaign.head_history_size(), 2);
   ASSERT_EQ(final_campaign.rounds_size(), 2);
   EXPECT_EQ(final_campaign.rounds(1).state(), "decided");
+
+  // Round 3 confirms the same candidate with 5 replicates: seeds 42-44 reuse round 2's runs,
+  // 45-46 run; the controls reuse again. The decision counts the reused runs.
+  xv::v1::SubmitResponse r3;
+  {
+    xv::v1::SubmitRequest req;
+    req.set_campaign("lr");
+    req.set_kind("confirm");
+    req.set_replicates(5);
+    auto* o = req.add_candidates()->add_overrides();
+    o->set_key("weight_decay");
+    o->set_value("0.1");
+    grpc::ClientContext ctx;
+    gs = experiments_->Submit(&ctx, req, &r3);
+    ASSERT_TRUE(gs.ok()) << gs.error_message();
+  }
+  ASSERT_EQ(r3.experiment_ids_size(), 8);
+  std::vector<int64_t> ran = RunScripted("host:cpu2", 2);
+  ASSERT_EQ(ran.size(), 2u);
+  for (int64_t id : ran) {
+    xv::v1::GetExperimentRequest greq;
+    greq.set_id(id);
+    xv::v1::Experiment e;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(experiments_->GetExperiment(&ctx, greq, &e).ok());
+    EXPECT_GE(e.seed(), 45);
+    EXPECT_EQ(e.reused_from_id(), 0);
+  }
+  xv::v1::RoundInfo round3 = WaitDecided("lr", r3.round_id());
+  EXPECT_EQ(round3.kind(), "confirm");
+  const json d3 = json::parse(round3.decision_json());
+  EXPECT_EQ(d3.at("candidates")[0].at("stats").at("n"), 5);
+  EXPECT_EQ(d3.at("candidates")[0].at("decision"), "discard");
 }
 
 TEST_F(DaemonCampaign, CandidateWithANanReplicateIsNeverKept) {
