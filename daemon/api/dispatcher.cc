@@ -104,6 +104,7 @@ void Dispatcher::Schedule() {
     slot.worker_id = session->worker_id();
     slot.trainers = session->trainers();
     slot.has_gpu = session->has_gpu();
+    slot.device_text = session->device_text();
     slot.free_slots = session->max_concurrent() - busy[session->worker_id()];
     if (slot.free_slots > 0) slots.push_back(slot);
     by_id[session->worker_id()] = session;

@@ -1,5 +1,6 @@
 #include "daemon/api/worker_session.h"
 
+#include <cctype>
 #include <utility>
 
 namespace xv::daemon {
@@ -10,6 +11,8 @@ WorkerSession::WorkerSession(int64_t worker_id, const xv::v1::Register& reg,
   trainers_.assign(reg.capabilities().trainers().begin(), reg.capabilities().trainers().end());
   const std::string& backend = reg.device().backend();
   has_gpu_ = backend == "cuda" || backend == "rocm";
+  device_text_ = reg.device().backend() + " " + reg.device().vendor() + " " + reg.device().name();
+  for (char& c : device_text_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   max_concurrent_ =
       reg.capabilities().max_concurrent() > 0 ? reg.capabilities().max_concurrent() : 1;
 }

@@ -29,6 +29,8 @@ class WorkerSession {
   const std::string& name() const { return name_; }
   const std::vector<std::string>& trainers() const { return trainers_; }
   bool has_gpu() const { return has_gpu_; }
+  // "backend vendor device-name", lower case: what campaign device filters match.
+  const std::string& device_text() const { return device_text_; }
   int max_concurrent() const { return max_concurrent_; }
 
   // Queues a message for the writer loop. Returns false when the session is closed.
@@ -45,6 +47,7 @@ class WorkerSession {
   const std::string name_;
   std::vector<std::string> trainers_;
   bool has_gpu_ = false;
+  std::string device_text_;
   int max_concurrent_ = 1;
   grpc::ServerContext* const context_;
 

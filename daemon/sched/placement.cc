@@ -1,10 +1,30 @@
 #include "daemon/sched/placement.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <tuple>
 
 namespace xv::sched {
+
+bool DeviceFilterAccepts(const std::string& filter, const std::string& device_text) {
+  bool any_term = false;
+  size_t start = 0;
+  while (start <= filter.size()) {
+    size_t end = filter.find(',', start);
+    if (end == std::string::npos) end = filter.size();
+    std::string term = filter.substr(start, end - start);
+    term.erase(0, term.find_first_not_of(' '));
+    term.erase(term.find_last_not_of(' ') + 1);
+    for (char& c : term) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!term.empty()) {
+      any_term = true;
+      if (device_text.find(term) != std::string::npos) return true;
+    }
+    start = end + 1;
+  }
+  return !any_term;
+}
 
 bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& experiment) {
   const std::string trainer = experiment.trainer.empty() ? "libtorch" : experiment.trainer;
@@ -14,6 +34,7 @@ bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& exper
                               worker.trainers.end();
   if (!trainer_ok) return false;
   if (experiment.device_requirement == "gpu" && !worker.has_gpu) return false;
+  if (!DeviceFilterAccepts(experiment.device_filter, worker.device_text)) return false;
   return true;
 }
 

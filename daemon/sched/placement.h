@@ -6,7 +6,9 @@
 //  free
 //    worker can take is skipped, never blocking the ones behind it;
 //  - eligibility: the worker's trainer list contains the experiment's trainer (an empty list means
-//    {"libtorch"}), and an experiment that requires a GPU (recipe device "cuda") goes only to a GPU
+//    {"libtorch"}), the campaign's device filter (comma-separated terms; the worker matches when
+//    one term is a case-insensitive substring of its device_text; "" matches all) accepts the
+//    worker, and an experiment that requires a GPU (recipe device "cuda") goes only to a GPU
 //    worker; cpu/auto recipes run anywhere;
 //  - spreading: among eligible workers, the one that has run the fewest attempts of the same
 //  candidate
@@ -28,6 +30,7 @@ struct WorkerSlot {
   int64_t worker_id = 0;
   std::vector<std::string> trainers;  // configured trainer plugin names
   bool has_gpu = false;               // backend cuda or rocm
+  std::string device_text;            // "backend vendor name", lower case
   int free_slots = 1;                 // max_concurrent minus the attempts it holds
 };
 
@@ -35,6 +38,9 @@ struct Placement {
   int64_t experiment_id = 0;
   int64_t worker_id = 0;
 };
+
+// The device-filter rule above.
+bool DeviceFilterAccepts(const std::string& filter, const std::string& device_text);
 
 // True when `worker` may run `experiment` (trainer and device rules above).
 bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& experiment);

@@ -464,7 +464,8 @@ Status ExperimentStore::ListQueued(std::vector<QueuedExperiment>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement st;
   XV_RETURN_IF_ERROR(conn_->Prepare(
-      "SELECT e.id, e.priority, e.trainer, e.device_requirement, e.round_id, e.name "
+      "SELECT e.id, e.priority, e.trainer, e.device_requirement, e.round_id, e.name, "
+      "c.device_filter "
       "FROM experiments e JOIN campaigns c ON c.id = e.campaign_id "
       "WHERE e.state = 'queued' AND c.state = 'active' ORDER BY e.priority DESC, e.id",
       &st));
@@ -479,6 +480,7 @@ Status ExperimentStore::ListQueued(std::vector<QueuedExperiment>* out) {
     q.device_requirement = st.ColumnText(3);
     q.round_id = st.ColumnInt(4);
     q.candidate = st.ColumnText(5);
+    q.device_filter = st.ColumnText(6);
     out->push_back(std::move(q));
   }
   return Status::Ok();

@@ -69,7 +69,8 @@ struct QueuedExperiment {
   std::string trainer;
   std::string device_requirement;  // any | gpu
   int64_t round_id = 0;
-  std::string candidate;  // candidate name within the round (replicates share it)
+  std::string candidate;      // candidate name within the round (replicates share it)
+  std::string device_filter;  // the campaign's ("" = any device)
 };
 
 // An attempt handed to a worker and not finished yet (state assigned or running).

@@ -93,3 +93,36 @@ TEST(Placement, WorkersWithoutFreeSlotsGetNothing) {
 
 }  // namespace
 }  // namespace xv::sched
+
+namespace xv::sched {
+namespace {
+
+TEST(DeviceFilter, TermsMatchCaseInsensitiveSubstringsOfTheWorkerDevice) {
+  EXPECT_TRUE(DeviceFilterAccepts("", "cuda nvidia nvidia h200"));
+  EXPECT_TRUE(DeviceFilterAccepts(" , ", "cpu cpu cpu: fake"));
+  EXPECT_TRUE(DeviceFilterAccepts("H200", "cuda nvidia nvidia h200"));
+  EXPECT_TRUE(DeviceFilterAccepts("rocm, h200", "cuda nvidia nvidia h200"));
+  EXPECT_FALSE(DeviceFilterAccepts("rocm", "cuda nvidia nvidia h200"));
+  EXPECT_FALSE(DeviceFilterAccepts("cuda,rocm", "cpu cpu cpu: fake"));
+}
+
+TEST(DeviceFilter, PlacementSkipsWorkersOutsideTheCampaignFilter) {
+  store::QueuedExperiment gpu_only;
+  gpu_only.id = 1;
+  gpu_only.candidate = "c";
+  gpu_only.device_filter = "mi300";
+  store::QueuedExperiment any;
+  any.id = 2;
+  any.candidate = "d";
+  WorkerSlot cpu;
+  cpu.worker_id = 7;
+  cpu.trainers = {"libtorch"};
+  cpu.device_text = "cpu cpu cpu: fake";
+  std::vector<Placement> plan = PlanPlacements({gpu_only, any}, {cpu}, {});
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].experiment_id, 2);
+  EXPECT_EQ(plan[0].worker_id, 7);
+}
+
+}  // namespace
+}  // namespace xv::sched
