@@ -120,10 +120,15 @@ void RowToExperiment(const SqliteStatement& st, xv::v1::Experiment* e) {
 
 Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
                        const std::vector<QueryParam>& params, int limit,
-                       std::vector<xv::v1::Experiment>* out, bool descending = false) {
+                       std::vector<xv::v1::Experiment>* out, bool descending = false,
+                       bool by_val_bpb = false, int offset = 0) {
   SqliteStatement st;
-  std::string sql = std::string(kExperimentColumns) + where_sql + " ORDER BY e.id" +
-                    (descending ? " DESC" : "") + " LIMIT ?";
+  const char* dir = descending ? " DESC" : "";
+  std::string order =
+      by_val_bpb ? std::string(" ORDER BY res.val_bpb IS NULL, res.val_bpb") + dir + ", e.id"
+                 : std::string(" ORDER BY e.id") + dir;
+  std::string sql = std::string(kExperimentColumns) + where_sql + order + " LIMIT ? OFFSET " +
+                    std::to_string(offset);
   XV_RETURN_IF_ERROR(conn->Prepare(sql, &st));
   int i = 1;
   for (const QueryParam& p : params) {
@@ -400,7 +405,12 @@ Status ExperimentStore::ListExperiments(const xv::v1::ListExperimentsRequest& re
   }
   int limit = req.limit() <= 0 ? 100 : std::min(req.limit(), 10000);
   std::lock_guard<std::mutex> lock(mu_);
-  return ReadExperiments(conn_.get(), where, params, limit, out, req.descending());
+  if (!req.order_by().empty() && req.order_by() != "id" && req.order_by() != "val_bpb") {
+    return Status::InvalidArgument("order_by: must be id or val_bpb, got '" + req.order_by() + "'");
+  }
+  if (req.offset() < 0) return Status::InvalidArgument("offset: must be >= 0");
+  return ReadExperiments(conn_.get(), where, params, limit, out, req.descending(),
+                         req.order_by() == "val_bpb", req.offset());
 }
 
 Status ExperimentStore::GetExperiment(int64_t id, xv::v1::Experiment* out) {

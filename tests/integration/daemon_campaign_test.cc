@@ -283,6 +283,20 @@ TEST_F(DaemonCampaign, ClearlyBetterCandidateIsKeptAndHeadAdvancesThenZeroEffect
   ASSERT_EQ(second_page.size(), 4u);
   EXPECT_EQ(second_page[0].id(), first_page[3].id() - 1);
 
+  // Best first: the three kept runs lead; offset pages on.
+  xv::v1::ListExperimentsRequest best;
+  best.set_round_id(r1.round_id());
+  best.set_order_by("val_bpb");
+  best.set_limit(3);
+  for (const auto& e : List(best)) EXPECT_EQ(e.name(), "matrix_lr=0.05");
+  best.set_offset(3);
+  best.set_limit(10);
+  auto rest = List(best);
+  ASSERT_EQ(rest.size(), 6u);
+  for (size_t i = 1; i < rest.size(); ++i) {
+    EXPECT_LE(rest[i - 1].result().val_bpb(), rest[i].result().val_bpb());
+  }
+
   // Round 2 from the new head: a zero-effect candidate. The head controls are the identical
   // config and seeds as the kept runs, so they reuse those results and only 3 runs happen.
   xv::v1::SubmitResponse r2;

@@ -103,6 +103,39 @@ TEST(Migrations, RefusesDatabaseNewerThanBinary) {
   EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
 }
 
+TEST(Migrations, VersionTwoGivesExistingCampaignsTheirBaseAsFirstHead) {
+  TempDir dir;
+  {
+    std::unique_ptr<SqliteConnection> conn;
+    ASSERT_TRUE(
+        SqliteConnection::Open(dir.file("xv.db"), SqliteConnection::Mode::kReadWrite, &conn).ok());
+    std::vector<Migration> v1 = {EmbeddedMigrations().at(0)};
+    ASSERT_EQ(v1[0].version, 1);
+    ASSERT_TRUE(ApplyMigrations(conn.get(), v1, nullptr, nullptr).ok());
+    ASSERT_TRUE(conn->Exec("INSERT INTO recipes(id, hash, recipe_json, resolved_json) "
+                           "VALUES (5, 'h5', '{}', '{}')")
+                    .ok());
+    ASSERT_TRUE(conn->Exec("INSERT INTO campaigns(name, base_recipe_id, head_recipe_id) "
+                           "VALUES ('old', 5, 5)")
+                    .ok());
+  }
+  std::unique_ptr<ExperimentStore> store;
+  Status s = ExperimentStore::Open(dir.file("xv.db"), &store);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GE(store->schema_version(), 2);
+  xv::v1::Campaign c;
+  ASSERT_TRUE(store->GetCampaign(0, "old", true, &c).ok());
+  EXPECT_EQ(c.head_recipe_hash(), "h5");
+  EXPECT_EQ(c.policy_json(), "{}");
+  EXPECT_EQ(c.trainer(), "libtorch");
+  ASSERT_EQ(c.head_history_size(), 1);
+  EXPECT_EQ(c.head_history(0).reason(), "base");
+  EXPECT_EQ(c.head_history(0).recipe_hash(), "h5");
+  s = store->GetCampaign(0, "missing", false, &c);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_NE(s.message().find("missing"), std::string::npos);
+}
+
 TEST(Migrations, EachMigrationIsAtomicAndBacksUpBeforeUpgrading) {
   TempDir dir;
   std::unique_ptr<SqliteConnection> conn;
