@@ -15,6 +15,7 @@ namespace {
 #define XV_NOW "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
 constexpr size_t kMaxStderrTail = 16 * 1024;
+constexpr size_t kListStderrTail = 2 * 1024;
 constexpr size_t kMaxEventJson = 256 * 1024;
 
 using nlohmann::json;
@@ -409,8 +410,17 @@ Status ExperimentStore::ListExperiments(const xv::v1::ListExperimentsRequest& re
     return Status::InvalidArgument("order_by: must be id or val_bpb, got '" + req.order_by() + "'");
   }
   if (req.offset() < 0) return Status::InvalidArgument("offset: must be >= 0");
-  return ReadExperiments(conn_.get(), where, params, limit, out, req.descending(),
-                         req.order_by() == "val_bpb", req.offset());
+  const size_t first = out->size();
+  XV_RETURN_IF_ERROR(ReadExperiments(conn_.get(), where, params, limit, out, req.descending(),
+                                     req.order_by() == "val_bpb", req.offset()));
+  // Lists carry the last 2 KiB of each stderr tail (GetExperiment has the whole 16 KiB), so a
+  // page of 10000 failures stays far below the message limit.
+  for (size_t i = first; i < out->size(); ++i) {
+    xv::v1::Experiment& e = (*out)[i];
+    if (e.stderr_tail().size() > kListStderrTail)
+      e.set_stderr_tail(Tail(e.stderr_tail(), kListStderrTail));
+  }
+  return Status::Ok();
 }
 
 Status ExperimentStore::GetExperiment(int64_t id, xv::v1::Experiment* out) {
