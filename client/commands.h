@@ -14,6 +14,10 @@ void AddSubmitCommand(CLI::App* app, const ClientOptions* options);
 void AddStatusCommand(CLI::App* app, const ClientOptions* options);
 void AddResultsCommand(CLI::App* app, const ClientOptions* options);
 void AddWaitCommand(CLI::App* app, const ClientOptions* options);
+// `campaign create|show|list|pause|resume`.
+void AddCampaignCommand(CLI::App* app, const ClientOptions* options);
+// `decide ROUND --keep EXP|--none --reason TEXT`.
+void AddDecideCommand(CLI::App* app, const ClientOptions* options);
 
 // Prints "xvctl: <message>" to stderr and returns the exit code for `st` (2 for InvalidArgument).
 int ReportError(const Status& st);

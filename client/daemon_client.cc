@@ -9,6 +9,16 @@ void SetDeadline(grpc::ClientContext* ctx, int seconds) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
 }
 
+v1::GetCampaignRequest CampaignRef(const std::string& name_or_id) {
+  v1::GetCampaignRequest req;
+  if (!name_or_id.empty() && name_or_id.find_first_not_of("0123456789") == std::string::npos) {
+    req.set_id(std::stoll(name_or_id));
+  } else {
+    req.set_name(name_or_id);
+  }
+  return req;
+}
+
 }  // namespace
 
 DaemonClient::DaemonClient(const ClientOptions& options)
@@ -17,6 +27,7 @@ DaemonClient::DaemonClient(const ClientOptions& options)
   args.SetMaxReceiveMessageSize(64 << 20);
   channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::Experiments::NewStub(channel_);
+  campaigns_ = v1::Campaigns::NewStub(channel_);
 }
 
 Status DaemonClient::FromGrpc(const grpc::Status& st) const {
@@ -30,6 +41,8 @@ Status DaemonClient::FromGrpc(const grpc::Status& st) const {
       return Status::DeadlineExceeded("xvd at " + address_ + " did not answer in time");
     case grpc::StatusCode::INVALID_ARGUMENT:
       return Status::InvalidArgument(st.error_message());
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return Status::AlreadyExists(st.error_message());
     case grpc::StatusCode::NOT_FOUND:
       return Status::NotFound(st.error_message());
     case grpc::StatusCode::FAILED_PRECONDITION:
@@ -66,6 +79,46 @@ Status DaemonClient::GetStatus(v1::StatusResponse* resp) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 30);
   return FromGrpc(stub_->Status(&ctx, v1::StatusRequest(), resp));
+}
+
+Status DaemonClient::CreateCampaign(const v1::CreateCampaignRequest& req, v1::Campaign* resp) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 60);
+  return FromGrpc(campaigns_->CreateCampaign(&ctx, req, resp));
+}
+
+Status DaemonClient::GetCampaign(const std::string& name_or_id, v1::Campaign* resp) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  return FromGrpc(campaigns_->GetCampaign(&ctx, CampaignRef(name_or_id), resp));
+}
+
+Status DaemonClient::ListCampaigns(v1::ListCampaignsResponse* resp) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  return FromGrpc(campaigns_->ListCampaigns(&ctx, v1::ListCampaignsRequest(), resp));
+}
+
+Status DaemonClient::SetCampaignPaused(const std::string& name_or_id, bool pause,
+                                       v1::Campaign* resp) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  v1::GetCampaignRequest req = CampaignRef(name_or_id);
+  return FromGrpc(pause ? campaigns_->PauseCampaign(&ctx, req, resp)
+                        : campaigns_->ResumeCampaign(&ctx, req, resp));
+}
+
+Status DaemonClient::Decide(const v1::DecideRequest& req, v1::RoundInfo* resp) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  return FromGrpc(campaigns_->Decide(&ctx, req, resp));
+}
+
+Status DaemonClient::FailureSummary(const v1::FailureSummaryRequest& req,
+                                    v1::FailureSummaryResponse* resp) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  return FromGrpc(campaigns_->FailureSummary(&ctx, req, resp));
 }
 
 }  // namespace xv::client

@@ -1,7 +1,7 @@
-// DaemonClient: xvctl's connection to xvd's Experiments service. Calls return xv::Status; a daemon
-// that does not answer becomes Unavailable with a message that says how to start it, and the
-// daemon's own INVALID_ARGUMENT messages (which name the field) are passed through unchanged.
-// Thread-safety: safe to share (gRPC stubs are thread-safe).
+// DaemonClient: xvctl's connection to xvd's Experiments and Campaigns services. Calls return
+// xv::Status; a daemon that does not answer becomes Unavailable with a message that says how to
+// start it, and the daemon's own INVALID_ARGUMENT messages (which name the field) are passed
+// through unchanged. Thread-safety: safe to share (gRPC stubs are thread-safe).
 #pragma once
 
 #include <memory>
@@ -26,6 +26,15 @@ class DaemonClient {
   Status GetExperiment(int64_t id, v1::Experiment* resp);
   Status GetStatus(v1::StatusResponse* resp);
 
+  // Campaigns service. `name_or_id` is a campaign name, or its numeric id.
+  Status CreateCampaign(const v1::CreateCampaignRequest& req, v1::Campaign* resp);
+  Status GetCampaign(const std::string& name_or_id, v1::Campaign* resp);
+  Status ListCampaigns(v1::ListCampaignsResponse* resp);
+  // pause = true: PauseCampaign, else ResumeCampaign.
+  Status SetCampaignPaused(const std::string& name_or_id, bool pause, v1::Campaign* resp);
+  Status Decide(const v1::DecideRequest& req, v1::RoundInfo* resp);
+  Status FailureSummary(const v1::FailureSummaryRequest& req, v1::FailureSummaryResponse* resp);
+
   // Translates a gRPC status of a call to this daemon.
   Status FromGrpc(const grpc::Status& st) const;
 
@@ -34,6 +43,7 @@ class DaemonClient {
   std::string state_dir_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Experiments::Stub> stub_;
+  std::unique_ptr<v1::Campaigns::Stub> campaigns_;
 };
 
 }  // namespace xv::client

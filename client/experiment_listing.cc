@@ -47,6 +47,7 @@ void ApplyFilter(const ExperimentFilter& filter, v1::ListExperimentsRequest* req
     }
   }
   req->set_state(filter.state);
+  req->set_decision(filter.decision);
 }
 
 Status ListFromDaemon(DaemonClient* client, const ExperimentFilter& filter,

@@ -16,6 +16,7 @@ struct ExperimentFilter {
   std::string campaign;  // a name, or a numeric campaign id; "" = all
   std::string state;     // "" = all
   int limit = 0;         // keep only the last `limit` (highest ids); 0 = all
+  std::string decision;  // keep | discard | pending | control; "" = all
 };
 
 // Fills `req` with the filter (campaign id when numeric, else the name).

@@ -27,6 +27,9 @@ nlohmann::json ExperimentJson(const v1::Experiment& e) {
             {"recipe_hash", e.recipe_hash()},
             {"decision", e.decision()},
             {"decision_reason", e.decision_reason()},
+            {"round_decision", e.round_decision()},
+            {"role", e.role()},
+            {"reused_from_id", e.reused_from_id()},
             {"failure_kind", e.failure_kind()},
             {"failure_detail", e.failure_detail()},
             {"created_at", e.created_at()},
@@ -69,7 +72,8 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
                {"steps", A::kRight},
                {"seconds", A::kRight},
                {"device", A::kLeft},
-               {"decision", A::kLeft}});
+               {"decision", A::kLeft},
+               {"reason", A::kLeft}});
   for (const auto& e : experiments) {
     std::string state = e.state();
     if (!e.failure_kind().empty() && e.state() != "succeeded" && e.failure_kind() != e.state()) {
@@ -88,7 +92,10 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
     }
     t.AddRow({std::to_string(e.id()), e.name(), state, val_bpb, tok, mfu, steps, secs,
               e.device_name().empty() ? "-" : e.device_name(),
-              e.decision().empty() ? "-" : e.decision()});
+              e.decision().empty() ? "-" : e.decision(),
+              !e.decision_reason().empty()  ? e.decision_reason()
+              : !e.round_decision().empty() ? e.round_decision()
+                                            : "-"});
   }
   return t.Render();
 }

@@ -19,7 +19,8 @@ bool IsTerminalState(const std::string& state);
 nlohmann::json ExperimentJson(const v1::Experiment& e);
 
 // The results table: id, name, state, val_bpb (6 decimals), tok/s (thousands separators), MFU,
-// steps, seconds, device, decision.
+// steps, seconds, device, decision, reason (the experiment's decision reason, else the round's
+// one-line decision summary, "-" when neither).
 std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments);
 
 }  // namespace xv::client

@@ -1,5 +1,5 @@
-// xvctl: the command-line client of xvd. Subcommands: submit, status, results, wait, prepare,
-// tokenize.
+// xvctl: the command-line client of xvd. Subcommands: submit, status, results, wait, campaign,
+// decide, prepare, tokenize.
 #include <CLI/CLI.hpp>
 
 #include "client/client_options.h"
@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   xv::client::AddStatusCommand(&app, &options);
   xv::client::AddResultsCommand(&app, &options);
   xv::client::AddWaitCommand(&app, &options);
+  xv::client::AddCampaignCommand(&app, &options);
+  xv::client::AddDecideCommand(&app, &options);
   xv::tok::AddPrepareCommand(&app);
   xv::tok::AddTokenizeCommand(&app);
   CLI11_PARSE(app, argc, argv);

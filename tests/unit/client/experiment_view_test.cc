@@ -43,23 +43,26 @@ TEST(ExperimentJson, NoResultGivesNulls) {
   EXPECT_EQ(j["failure_kind"], "crashed");
 }
 
-TEST(RenderResultsTable, FormatsNumbersAndShowsFailureKinds) {
+TEST(RenderResultsTable, FormatsNumbersAndShowsFailureKindsAndReasons) {
+  v1::Experiment ok = Succeeded();
+  ok.set_decision_reason("numbers");
   v1::Experiment failed;
   failed.set_id(14);
   failed.set_name("matrix_lr=0.07");
   failed.set_state("failed");
   failed.set_failure_kind("crashed");
-  std::string t = RenderResultsTable({Succeeded(), failed});
+  failed.set_round_decision("kept matrix_lr=0.02");
+  std::string t = RenderResultsTable({ok, failed});
   EXPECT_EQ(
       t,
       "id  name            state            val_bpb      tok/s  MFU  steps  seconds  device     "
-      "decision\n"
+      "decision  reason\n"
       "--  --------------  --------------  --------  ---------  ---  -----  -------  ---------  "
-      "--------\n"
+      "--------  -------------------\n"
       " 3  matrix_lr=0.02  succeeded       1.234568  1,234,567    ?  1,500     27.3  cpu: test  "
-      "keep\n"
+      "keep      numbers\n"
       "14  matrix_lr=0.07  failed/crashed         -          -    -      -        -  -          "
-      "-\n");
+      "-         kept matrix_lr=0.02\n");
 }
 
 TEST(IsTerminalState, AllTerminalStates) {

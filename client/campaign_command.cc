@@ -1,0 +1,170 @@
+// xvctl campaign create NAME --recipe FILE.yaml [--policy FILE.yaml] [--device-filter F]
+//                       [--trainer NAME] [--budget JSON] [--json]
+// xvctl campaign show NAME|ID [--json]
+// xvctl campaign list [--json]
+// xvctl campaign pause|resume NAME|ID [--json]
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "client/campaign_view.h"
+#include "client/commands.h"
+#include "client/daemon_client.h"
+
+namespace xv::client {
+namespace {
+
+struct CampaignArgs {
+  std::string name;  // NAME, or NAME|ID for show/pause/resume
+  std::string recipe_path;
+  std::string policy_path;
+  std::string device_filter;
+  std::string trainer;
+  std::string budget_json;
+  bool json = false;
+};
+
+Status ReadTextFile(const std::string& path, const std::string& flag, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::InvalidArgument(flag + " " + path + ": cannot read the file");
+  std::stringstream text;
+  text << f.rdbuf();
+  *out = text.str();
+  return Status::Ok();
+}
+
+int Finish(const CampaignArgs& a, const v1::Campaign& c, const std::string& verb) {
+  if (a.json) {
+    std::cout << CampaignJson(c).dump(2) << std::endl;
+  } else {
+    std::cout << verb << " campaign " << c.name() << " #" << c.id() << " (" << c.state()
+              << "), head " << c.head_recipe_hash() << std::endl;
+  }
+  return kExitOk;
+}
+
+int RunCreate(const CampaignArgs& a, const ClientOptions& options) {
+  v1::CreateCampaignRequest req;
+  req.set_name(a.name);
+  std::string text;
+  Status st = ReadTextFile(a.recipe_path, "--recipe", &text);
+  if (!st.ok()) return ReportError(st);
+  req.set_base_recipe_yaml(text);
+  req.set_recipe_name(std::filesystem::path(a.recipe_path).stem().string());
+  if (!a.policy_path.empty()) {
+    st = ReadTextFile(a.policy_path, "--policy", &text);
+    if (!st.ok()) return ReportError(st);
+    req.set_policy(text);
+  }
+  if (!a.budget_json.empty()) {
+    nlohmann::json b = nlohmann::json::parse(a.budget_json, nullptr, false);
+    if (b.is_discarded() || !b.is_object()) {
+      return ReportError(
+          Status::InvalidArgument("--budget: expected a JSON object, got '" + a.budget_json + "'"));
+    }
+    req.set_budget_json(a.budget_json);
+  }
+  req.set_device_filter(a.device_filter);
+  req.set_trainer(a.trainer);
+  DaemonClient client(options);
+  v1::Campaign c;
+  st = client.CreateCampaign(req, &c);
+  if (!st.ok()) return ReportError(st);
+  return Finish(a, c, "created");
+}
+
+int RunShow(const CampaignArgs& a, const ClientOptions& options) {
+  DaemonClient client(options);
+  v1::Campaign c;
+  Status st = client.GetCampaign(a.name, &c);
+  if (!st.ok()) return ReportError(st);
+  if (a.json) {
+    std::cout << CampaignJson(c).dump(2) << std::endl;
+  } else {
+    std::cout << RenderCampaign(c);
+  }
+  return kExitOk;
+}
+
+int RunList(const CampaignArgs& a, const ClientOptions& options) {
+  DaemonClient client(options);
+  v1::ListCampaignsResponse resp;
+  Status st = client.ListCampaigns(&resp);
+  if (!st.ok()) return ReportError(st);
+  std::vector<v1::Campaign> list(resp.campaigns().begin(), resp.campaigns().end());
+  if (a.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& c : list) arr.push_back(CampaignJson(c));
+    std::cout << nlohmann::json{{"campaigns", arr}}.dump(2) << std::endl;
+  } else if (list.empty()) {
+    std::cout << "no campaigns" << std::endl;
+  } else {
+    std::cout << RenderCampaignList(list);
+  }
+  return kExitOk;
+}
+
+int RunPause(const CampaignArgs& a, const ClientOptions& options, bool pause) {
+  DaemonClient client(options);
+  v1::Campaign c;
+  Status st = client.SetCampaignPaused(a.name, pause, &c);
+  if (!st.ok()) return ReportError(st);
+  return Finish(a, c, pause ? "paused" : "resumed");
+}
+
+template <typename Fn>
+void SetCallback(CLI::App* sub, Fn fn) {
+  sub->callback([fn] {
+    int rc = fn();
+    if (rc != kExitOk) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace
+
+void AddCampaignCommand(CLI::App* app, const ClientOptions* options) {
+  CLI::App* campaign =
+      app->add_subcommand("campaign", "create, show, list, pause, resume campaigns");
+  campaign->require_subcommand(1);
+
+  {
+    auto a = std::make_shared<CampaignArgs>();
+    CLI::App* sub = campaign->add_subcommand("create", "create a campaign; its base is the head");
+    sub->add_option("name", a->name, "campaign name (unique)")->required();
+    sub->add_option("--recipe", a->recipe_path, "base recipe YAML file")->required();
+    sub->add_option("--policy", a->policy_path,
+                    "acceptance policy YAML/JSON file (default: welch, daemon/README.md)");
+    sub->add_option("--device-filter", a->device_filter, "which devices run it (default: any)");
+    sub->add_option("--trainer", a->trainer, "trainer name (default: libtorch)");
+    sub->add_option("--budget", a->budget_json, "budget contract as a JSON object");
+    sub->add_flag("--json", a->json, "print the campaign as JSON");
+    SetCallback(sub, [a, options] { return RunCreate(*a, *options); });
+  }
+  {
+    auto a = std::make_shared<CampaignArgs>();
+    CLI::App* sub = campaign->add_subcommand("show", "head, rounds and their decisions");
+    sub->add_option("campaign", a->name, "campaign name or id")->required();
+    sub->add_flag("--json", a->json, "print JSON");
+    SetCallback(sub, [a, options] { return RunShow(*a, *options); });
+  }
+  {
+    auto a = std::make_shared<CampaignArgs>();
+    CLI::App* sub = campaign->add_subcommand("list", "every campaign");
+    sub->add_flag("--json", a->json, "print JSON");
+    SetCallback(sub, [a, options] { return RunList(*a, *options); });
+  }
+  for (bool pause : {true, false}) {
+    auto a = std::make_shared<CampaignArgs>();
+    CLI::App* sub = campaign->add_subcommand(
+        pause ? "pause" : "resume",
+        pause ? "stop assigning the campaign's queued experiments (running ones finish)"
+              : "assign the campaign's queued experiments again");
+    sub->add_option("campaign", a->name, "campaign name or id")->required();
+    sub->add_flag("--json", a->json, "print the campaign as JSON");
+    SetCallback(sub, [a, options, pause] { return RunPause(*a, *options, pause); });
+  }
+}
+
+}  // namespace xv::client

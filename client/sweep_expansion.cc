@@ -1,0 +1,101 @@
+#include "client/sweep_expansion.h"
+
+#include <set>
+
+namespace xv::client {
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+Status ParseSweep(const std::string& text, SweepAxis* out) {
+  const std::string what = "--sweep '" + text + "'";
+  size_t eq = text.find('=');
+  if (eq == std::string::npos) {
+    return Status::InvalidArgument(what + ": expected key=value1,value2,...");
+  }
+  SweepAxis axis;
+  axis.key = Trim(text.substr(0, eq));
+  if (axis.key.empty()) return Status::InvalidArgument(what + ": empty key");
+  const std::string rest = text.substr(eq + 1);
+  std::string cur;
+  int depth = 0;
+  char quote = 0;
+  std::vector<std::string> parts;
+  for (char c : rest) {
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      if (--depth < 0) break;
+    } else if (c == ',' && depth == 0) {
+      parts.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  if (quote || depth != 0) {
+    return Status::InvalidArgument(what + ": unbalanced brackets or quotes");
+  }
+  parts.push_back(cur);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string v = Trim(parts[i]);
+    if (v.empty()) {
+      return Status::InvalidArgument(what + ": value " + std::to_string(i + 1) + " of " + axis.key +
+                                     " is empty");
+    }
+    if (!seen.insert(v).second) {
+      return Status::InvalidArgument(what + ": value " + v + " of " + axis.key + " repeats");
+    }
+    axis.values.push_back(v);
+  }
+  *out = std::move(axis);
+  return Status::Ok();
+}
+
+Status ExpandSweeps(const std::vector<std::string>& sweeps,
+                    std::vector<std::vector<v1::Override>>* out) {
+  std::vector<SweepAxis> axes;
+  std::set<std::string> keys;
+  for (const auto& s : sweeps) {
+    SweepAxis axis;
+    XV_RETURN_IF_ERROR(ParseSweep(s, &axis));
+    if (!keys.insert(axis.key).second) {
+      return Status::InvalidArgument("--sweep '" + s + "': " + axis.key +
+                                     " is already swept by another --sweep flag");
+    }
+    axes.push_back(std::move(axis));
+  }
+  std::vector<std::vector<v1::Override>> product;
+  if (!axes.empty()) product.emplace_back();
+  for (const auto& axis : axes) {
+    std::vector<std::vector<v1::Override>> next;
+    next.reserve(product.size() * axis.values.size());
+    for (const auto& prefix : product) {
+      for (const auto& v : axis.values) {
+        std::vector<v1::Override> c = prefix;
+        v1::Override o;
+        o.set_key(axis.key);
+        o.set_value(v);
+        c.push_back(o);
+        next.push_back(std::move(c));
+      }
+    }
+    product = std::move(next);
+  }
+  *out = std::move(product);
+  return Status::Ok();
+}
+
+}  // namespace xv::client

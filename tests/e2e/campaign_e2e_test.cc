@@ -1,0 +1,302 @@
+// Campaigns end to end with real processes: a real `xvd`, a real `xv-worker` running the scripted
+// fake trainer (tests/fixtures/fake_trainer.sh: val_bpb = 1 + 10 * matrix_lr, deterministic; the
+// base recipe's matrix_lr is 0.04, so the head scores 1.4), and `xvctl campaign / submit --sweep /
+// wait / results / decide`.
+//  - NoiseBandPolicyKeepsTheBetterCandidate: a sweep round built from the campaign head (0.02
+//    better, 0.06 diverging) keeps 0.02 with its statistics stored and the head advanced; a second
+//    sweep from the new head (0.03, worse) keeps nothing and the head stays; results show the
+//    decisions and reasons; --failures shows the diverged value; bad sweeps and unknown knobs are
+//    refused with the flag/field named and nothing queued; pause/resume and list.
+//  - ManualPolicyDecideKeeps: `decide ROUND --keep EXP --reason` advances the head.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/process_harness.h"
+
+namespace xv::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class CampaignE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
+      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
+    }
+    // Short: unix socket paths are limited to 108 bytes.
+    dir_ = fs::path("/tmp") / ("xv-cc-" + std::to_string(::getpid()) + "-" +
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "state");
+    fs::create_directories(dir_ / "data");
+    state_ = (dir_ / "state").string();
+    daemon_ = "unix:" + state_ + "/xvd.sock";
+    xvd_ = ChildGuard({BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"}, {},
+                      (dir_ / "xvd.log").string());
+    ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
+    worker_ = ChildGuard(
+        {BinaryPath("xv-worker"), "--daemon", daemon_, "--data", (dir_ / "data").string(), "--name",
+         "cc-cpu", "--device", "cpu", "--trainer-bin", SourcePath("tests/fixtures/fake_trainer.sh"),
+         "--work-dir", (dir_ / "work").string()},
+        {{"XV_FAKE_STEPS", "3"},
+         {"XV_FAKE_STEP_SECONDS", "0.02"},
+         {"XV_FAKE_MODE", "diverge"},
+         {"XV_FAKE_MODE_IF_MATRIX_LR", "0.06"}},
+        (dir_ / "worker.log").string());
+  }
+  void TearDown() override {
+    worker_.Stop();
+    xvd_.Stop();
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
+    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
+    return RunCommand(args, timeout_s);
+  }
+
+  // Runs xvctl expecting exit 0 and JSON on stdout.
+  json XvctlJson(const std::vector<std::string>& args) {
+    CommandResult r = Xvctl(args);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err << Logs();
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out;
+    return j.is_discarded() ? json::object() : j;
+  }
+
+  void WaitAll() {
+    CommandResult r = Xvctl({"wait", "--timeout", "90"}, 120);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err << Logs();
+  }
+
+  // campaign show --json, polled until round `round_id` is decided (the daemon decides on its
+  // monitor tick after the last experiment ends).
+  json ShowDecided(const std::string& name, int64_t round_id) {
+    json c;
+    for (int i = 0; i < 100; ++i) {
+      c = XvctlJson({"campaign", "show", name, "--json"});
+      for (const auto& r : c.value("rounds", json::array())) {
+        if (r["id"] == round_id && r["state"] == "decided") return c;
+      }
+      ::usleep(100 * 1000);
+    }
+    ADD_FAILURE() << "round " << round_id << " never decided: " << c.dump(2) << Logs();
+    return c;
+  }
+
+  std::map<std::string, std::vector<json>> ResultsByName(const std::string& campaign) {
+    json j = XvctlJson({"results", "--json", "--campaign", campaign});
+    std::map<std::string, std::vector<json>> by_name;
+    for (const auto& e : j.value("experiments", json::array())) {
+      by_name[e["name"].get<std::string>()].push_back(e);
+    }
+    return by_name;
+  }
+
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  std::string Logs() {
+    return "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string()) +
+           "\n--- worker.log ---\n" + FileTail((dir_ / "worker.log").string());
+  }
+
+  fs::path dir_;
+  std::string state_, daemon_;
+  ChildGuard xvd_, worker_;
+};
+
+// The decision entry of candidate `name`; nullptr when absent.
+const json* FindCandidate(const json& decision, const std::string& name) {
+  if (!decision.is_object() || !decision.contains("candidates")) return nullptr;
+  for (const auto& c : decision.at("candidates")) {
+    if (c.at("name") == name) return &c;
+  }
+  return nullptr;
+}
+
+TEST_F(CampaignE2eTest, NoiseBandPolicyKeepsTheBetterCandidate) {
+  const std::string recipe = SourcePath("recipes/cpu-tiny.yaml");
+  const std::string policy =
+      WriteFile("policy.yaml",
+                "mode: noise_band\nreplicates: 2\nhead_controls: 2\nmin_effect: 0.01\n"
+                "band_k: 2\n");
+  json created = XvctlJson({"campaign", "create", "lr", "--recipe", recipe, "--policy", policy,
+                            "--budget", R"({"time_budget_s": 2})", "--json"});
+  ASSERT_EQ(created.value("name", ""), "lr") << created.dump(2);
+  const std::string base_hash = created["base_recipe_hash"];
+  EXPECT_EQ(created["head_recipe_hash"], base_hash);
+  EXPECT_EQ(created["policy"]["mode"], "noise_band");
+  EXPECT_EQ(created["state"], "active");
+
+  // Taken name: refused.
+  CommandResult again = Xvctl({"campaign", "create", "lr", "--recipe", recipe});
+  EXPECT_NE(again.exit_code, 0) << again.out;
+
+  // Refusals name the flag or the field, and queue nothing.
+  CommandResult bad = Xvctl({"submit", "--campaign", "lr", "--sweep", "matrix_lr=0.02,,0.03"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("--sweep 'matrix_lr=0.02,,0.03'"), std::string::npos) << bad.err;
+  CommandResult unknown = Xvctl({"submit", "--campaign", "lr", "--sweep", "matrx_lr=0.02,0.03"});
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.out << unknown.err;
+  EXPECT_NE(unknown.err.find("matrx_lr"), std::string::npos) << unknown.err;
+  EXPECT_TRUE(XvctlJson({"results", "--json"})["experiments"].empty());
+
+  // Round 1: a sweep built from the head. 0.02 -> 1.2 (better than 1.4), 0.06 diverges.
+  json sub = XvctlJson({"submit", "--campaign", "lr", "--sweep", "matrix_lr=0.02,0.06", "--json"});
+  const int64_t round1 = sub.value("round_id", int64_t{0});
+  ASSERT_GT(round1, 0) << sub.dump();
+  EXPECT_EQ(sub["experiment_ids"].size(), 6u) << sub.dump();  // 2 x 2 candidates + 2 controls
+  WaitAll();
+  json c = ShowDecided("lr", round1);
+  ASSERT_EQ(c["rounds"].size(), 1u) << c.dump(2);
+  const json& r1 = c["rounds"][0];
+  EXPECT_EQ(r1["kind"], "sweep");
+  EXPECT_EQ(r1["kept_candidate"], "matrix_lr=0.02") << r1.dump(2);
+  EXPECT_EQ(r1["head_recipe_hash"], base_hash);
+  ASSERT_TRUE(r1["decision"].is_object()) << r1.dump(2);
+  EXPECT_EQ(r1["decision"]["kept"], "matrix_lr=0.02");
+  const json* kept = FindCandidate(r1["decision"], "matrix_lr=0.02");
+  ASSERT_NE(kept, nullptr) << r1.dump(2);
+  EXPECT_EQ((*kept)["decision"], "keep");
+  EXPECT_EQ((*kept)["stats"]["n"], 2);
+  EXPECT_NEAR((*kept)["stats"]["mean"].get<double>(), 1.2, 1e-9);
+  EXPECT_NEAR((*kept)["stats"]["sd"].get<double>(), 0.0, 1e-12);
+  EXPECT_NEAR((*kept)["head"]["mean"].get<double>(), 1.4, 1e-9);
+  EXPECT_GE((*kept)["head"]["n"].get<int>(), 2);
+  EXPECT_NEAR((*kept)["improvement"].get<double>(), 0.2, 1e-9);
+  EXPECT_TRUE((*kept)["band"].is_number()) << kept->dump();
+  const json* diverged = FindCandidate(r1["decision"], "matrix_lr=0.06");
+  ASSERT_NE(diverged, nullptr);
+  EXPECT_EQ((*diverged)["decision"], "discard");
+  EXPECT_EQ((*diverged)["stats"]["n"], 0) << diverged->dump();
+  // The head advanced to the kept candidate.
+  const std::string head1 = c["head_recipe_hash"];
+  EXPECT_NE(head1, base_hash);
+  EXPECT_NEAR(c["head_recipe"]["matrix_lr"].get<double>(), 0.02, 1e-12) << c.dump(2);
+  ASSERT_EQ(c["head_history"].size(), 2u) << c.dump(2);
+  EXPECT_EQ(c["head_history"][1]["candidate"], "matrix_lr=0.02");
+  EXPECT_EQ(c["head_history"][1]["round_id"], round1);
+
+  // Results carry the decisions: keep / discard for candidates, control for the head runs.
+  auto rows = ResultsByName("lr");
+  ASSERT_EQ(rows["matrix_lr=0.02"].size(), 2u);
+  for (const auto& e : rows["matrix_lr=0.02"]) {
+    EXPECT_EQ(e["decision"], "keep") << e.dump();
+    EXPECT_NEAR(e["val_bpb"].get<double>(), 1.2, 1e-9);
+  }
+  ASSERT_EQ(rows["matrix_lr=0.06"].size(), 2u);
+  for (const auto& e : rows["matrix_lr=0.06"]) {
+    EXPECT_EQ(e["decision"], "discard") << e.dump();
+    EXPECT_EQ(e["state"], "diverged") << e.dump();
+  }
+  ASSERT_EQ(rows["head"].size(), 2u);
+  for (const auto& e : rows["head"]) EXPECT_EQ(e["decision"], "control") << e.dump();
+  json keeps = XvctlJson({"results", "--json", "--decision", "keep"});
+  EXPECT_EQ(keeps["experiments"].size(), 2u) << keeps.dump(2);
+
+  // The text views: the results table's decision/reason columns, campaign show's statistics.
+  CommandResult table = Xvctl({"results", "--campaign", "lr"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("decision  reason"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("keep"), std::string::npos) << table.out;
+  CommandResult show = Xvctl({"campaign", "show", "lr"});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("round " + std::to_string(round1) + " decision (noise_band, auto):"),
+            std::string::npos)
+      << show.out;
+  EXPECT_NE(show.out.find("1.200000"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("head:      " + head1), std::string::npos) << show.out;
+
+  // Failure map: 0.06 diverged twice, NaN rate 100%.
+  json failures = XvctlJson({"results", "--failures", "--campaign", "lr", "--json"});
+  ASSERT_EQ(failures["failures"].size(), 1u) << failures.dump(2);
+  EXPECT_EQ(failures["failures"][0]["knob"], "matrix_lr");
+  EXPECT_EQ(failures["failures"][0]["diverged"], 2);
+  EXPECT_DOUBLE_EQ(failures["failures"][0]["nan_rate"].get<double>(), 1.0);
+  CommandResult ftable = Xvctl({"results", "--failures", "--campaign", "lr"});
+  EXPECT_NE(ftable.out.find("100.0%"), std::string::npos) << ftable.out;
+
+  // Round 2 from the new head: 0.03 -> 1.3, worse than 1.2: nothing kept, the head stays.
+  json sub2 = XvctlJson({"submit", "--campaign", "lr", "--sweep", "matrix_lr=0.03", "--json"});
+  const int64_t round2 = sub2.value("round_id", int64_t{0});
+  ASSERT_GT(round2, round1);
+  WaitAll();
+  c = ShowDecided("lr", round2);
+  ASSERT_EQ(c["rounds"].size(), 2u);
+  const json& r2 = c["rounds"][1];
+  EXPECT_EQ(r2["head_recipe_hash"], head1);
+  EXPECT_EQ(r2["kept_experiment_id"], 0) << r2.dump(2);
+  EXPECT_TRUE(r2["decision"]["kept"].is_null()) << r2.dump(2);
+  const json* worse = FindCandidate(r2["decision"], "matrix_lr=0.03");
+  ASSERT_NE(worse, nullptr);
+  EXPECT_EQ((*worse)["decision"], "discard");
+  EXPECT_NEAR((*worse)["stats"]["mean"].get<double>(), 1.3, 1e-9);
+  EXPECT_NEAR((*worse)["head"]["mean"].get<double>(), 1.2, 1e-9);
+  EXPECT_EQ(c["head_recipe_hash"], head1);
+  EXPECT_EQ(c["head_history"].size(), 2u);
+
+  // list, pause, resume.
+  json list = XvctlJson({"campaign", "list", "--json"});
+  bool listed = false;
+  for (const auto& l : list["campaigns"]) listed |= l["name"] == "lr";
+  EXPECT_TRUE(listed) << list.dump(2);
+  EXPECT_EQ(XvctlJson({"campaign", "pause", "lr", "--json"})["state"], "paused");
+  EXPECT_EQ(XvctlJson({"campaign", "show", "lr", "--json"})["state"], "paused");
+  EXPECT_EQ(XvctlJson({"campaign", "resume", "lr", "--json"})["state"], "active");
+  CommandResult missing = Xvctl({"campaign", "show", "no-such-campaign"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("no-such-campaign"), std::string::npos) << missing.err;
+}
+
+TEST_F(CampaignE2eTest, ManualPolicyDecideKeeps) {
+  const std::string policy = WriteFile(
+      "policy.yaml", "mode: noise_band\nreplicates: 1\nhead_controls: 2\ndecide: manual\n");
+  json created = XvctlJson({"campaign", "create", "hand", "--recipe",
+                            SourcePath("recipes/cpu-tiny.yaml"), "--policy", policy, "--json"});
+  const std::string base_hash = created.value("head_recipe_hash", "");
+  json sub = XvctlJson({"submit", "--campaign", "hand", "--candidate", "matrix_lr=0.05", "--json"});
+  const int64_t round = sub.value("round_id", int64_t{0});
+  ASSERT_GT(round, 0) << sub.dump();
+  WaitAll();
+  json c = XvctlJson({"campaign", "show", "hand", "--json"});
+  ASSERT_EQ(c["rounds"].size(), 1u);
+  EXPECT_EQ(c["rounds"][0]["state"], "open") << "a manual round waits for decide";
+
+  auto rows = ResultsByName("hand");
+  ASSERT_EQ(rows["matrix_lr=0.05"].size(), 1u);
+  const int64_t exp_id = rows["matrix_lr=0.05"][0]["id"];
+
+  CommandResult both = Xvctl({"decide", std::to_string(round), "--keep", std::to_string(exp_id),
+                              "--none", "--reason", "x"});
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_NE(both.err.find("--keep/--none"), std::string::npos) << both.err;
+
+  json decided = XvctlJson({"decide", std::to_string(round), "--keep", std::to_string(exp_id),
+                            "--reason", "wider lr wins on quality by eye", "--json"});
+  EXPECT_EQ(decided["state"], "decided") << decided.dump(2);
+  EXPECT_EQ(decided["kept_experiment_id"], exp_id);
+  c = XvctlJson({"campaign", "show", "hand", "--json"});
+  EXPECT_NE(c["head_recipe_hash"], base_hash);
+  EXPECT_NEAR(c["head_recipe"]["matrix_lr"].get<double>(), 0.05, 1e-12) << c.dump(2);
+  ASSERT_EQ(c["head_history"].size(), 2u);
+  EXPECT_NE(c["head_history"][1]["reason"].get<std::string>().find("manual"), std::string::npos)
+      << c["head_history"].dump(2);
+
+  // Deciding twice is refused.
+  CommandResult twice = Xvctl({"decide", std::to_string(round), "--none", "--reason", "again"});
+  EXPECT_NE(twice.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace xv::e2e
