@@ -2,6 +2,7 @@
 //                       [--trainer NAME] [--budget JSON] [--json]
 // xvctl campaign show NAME|ID [--json]
 // xvctl campaign list [--json]
+//   (show and list read <state dir>/xv.db read-only when no daemon answers)
 // xvctl campaign pause|resume NAME|ID [--json]
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "client/campaign_view.h"
 #include "client/commands.h"
 #include "client/daemon_client.h"
+#include "daemon/store/experiment_store.h"
 
 namespace xv::client {
 namespace {
@@ -75,10 +77,36 @@ int RunCreate(const CampaignArgs& a, const ClientOptions& options) {
   return Finish(a, c, "created");
 }
 
+// When `st` says no daemon answers and the database exists: opens it read-only into *store (and
+// says so on stderr). Otherwise returns `st` unchanged.
+Status OpenDatabaseInstead(const Status& st, const DaemonClient& client,
+                           const ClientOptions& options,
+                           std::unique_ptr<store::ExperimentStore>* store) {
+  if (st.code() != Status::Code::kUnavailable) return st;
+  const std::string db = options.StateDir() + "/xv.db";
+  if (!std::filesystem::exists(db)) {
+    return Status::Unavailable(st.message() + "; and there is no database at " + db +
+                               " to read instead");
+  }
+  std::cerr << "xvctl: no xvd answers at " << client.address() << "; reading " << db << " read-only"
+            << std::endl;
+  return store::ExperimentStore::OpenReadOnly(db, store);
+}
+
 int RunShow(const CampaignArgs& a, const ClientOptions& options) {
   DaemonClient client(options);
   v1::Campaign c;
   Status st = client.GetCampaign(a.name, &c);
+  if (st.code() == Status::Code::kUnavailable) {
+    std::unique_ptr<store::ExperimentStore> db;
+    st = OpenDatabaseInstead(st, client, options, &db);
+    if (st.ok()) {
+      const bool numeric =
+          !a.name.empty() && a.name.find_first_not_of("0123456789") == std::string::npos;
+      st = db->GetCampaign(numeric ? std::stoll(a.name) : 0, numeric ? "" : a.name,
+                           /*detail=*/true, &c);
+    }
+  }
   if (!st.ok()) return ReportError(st);
   if (a.json) {
     std::cout << CampaignJson(c).dump(2) << std::endl;
@@ -92,8 +120,13 @@ int RunList(const CampaignArgs& a, const ClientOptions& options) {
   DaemonClient client(options);
   v1::ListCampaignsResponse resp;
   Status st = client.ListCampaigns(&resp);
-  if (!st.ok()) return ReportError(st);
   std::vector<v1::Campaign> list(resp.campaigns().begin(), resp.campaigns().end());
+  if (st.code() == Status::Code::kUnavailable) {
+    std::unique_ptr<store::ExperimentStore> db;
+    st = OpenDatabaseInstead(st, client, options, &db);
+    if (st.ok()) st = db->ListCampaigns(&list);
+  }
+  if (!st.ok()) return ReportError(st);
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& c : list) arr.push_back(CampaignJson(c));

@@ -6,7 +6,8 @@
 //    better, 0.06 diverging) keeps 0.02 with its statistics stored and the head advanced; a second
 //    sweep from the new head (0.03, worse) keeps nothing and the head stays; results show the
 //    decisions and reasons; --failures shows the diverged value; bad sweeps and unknown knobs are
-//    refused with the flag/field named and nothing queued; pause/resume and list.
+//    refused with the flag/field named and nothing queued; pause/resume and list; with the daemon
+//    stopped, show, list and --failures read the database.
 //  - ManualPolicyDecideKeeps: `decide ROUND --keep EXP --reason` advances the head.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -257,6 +258,17 @@ TEST_F(CampaignE2eTest, NoiseBandPolicyKeepsTheBetterCandidate) {
   CommandResult missing = Xvctl({"campaign", "show", "no-such-campaign"});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("no-such-campaign"), std::string::npos) << missing.err;
+
+  // With the daemon gone, show, list and the failure map read the database read-only.
+  worker_.Stop();
+  xvd_.Stop();
+  json offline = XvctlJson({"campaign", "show", "lr", "--json"});
+  EXPECT_EQ(offline["head_recipe_hash"], head1);
+  ASSERT_EQ(offline["rounds"].size(), 2u) << offline.dump(2);
+  EXPECT_EQ(offline["rounds"][0]["decision"]["kept"], "matrix_lr=0.02");
+  EXPECT_EQ(XvctlJson({"campaign", "list", "--json"})["campaigns"].size(), 1u);
+  json offline_failures = XvctlJson({"results", "--failures", "--campaign", "lr", "--json"});
+  EXPECT_EQ(offline_failures, failures);
 }
 
 TEST_F(CampaignE2eTest, ManualPolicyDecideKeeps) {
