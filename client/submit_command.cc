@@ -53,12 +53,14 @@ void AddSubmitCommand(CLI::App* app, const ClientOptions* options) {
   CLI::App* sub = app->add_subcommand("submit", "submit a recipe (and candidates) to xvd");
   sub->add_option("recipe", args->recipe_path,
                   "recipe YAML file (none: the candidates are built from --campaign's head)");
-  sub->add_option("--set", args->sets,
-                  "override a knob of the base recipe: key=value (repeatable)");
+  sub->add_option("--set", args->sets, "override a knob of the base recipe: key=value (repeatable)")
+      ->allow_extra_args(false);
   sub->add_option("--candidate", args->candidates,
-                  "one candidate of the round: \"k=v,k2=v2\" (repeatable; none = the base recipe)");
+                  "one candidate of the round: \"k=v,k2=v2\" (repeatable; none = the base recipe)")
+      ->allow_extra_args(false);
   sub->add_option("--sweep", args->sweeps,
-                  "one candidate per value: key=v1,v2,... (repeatable: the cartesian product)");
+                  "one candidate per value: key=v1,v2,... (repeatable: the cartesian product)")
+      ->allow_extra_args(false);
   sub->add_option("--round-kind", args->kind,
                   "candidates | sweep | ablation | confirm (default: sweep with --sweep, else "
                   "candidates)");
