@@ -15,6 +15,30 @@ Status ListPaged(const ExperimentFilter& filter,
                                             std::vector<v1::Experiment>*)>& fetch,
                  std::vector<v1::Experiment>* out) {
   out->clear();
+  if (filter.sort == "val_bpb") {
+    // Offset pages in the server's val_bpb order.
+    int offset = 0;
+    while (true) {
+      v1::ListExperimentsRequest req;
+      ApplyFilter(filter, &req);
+      req.set_order_by("val_bpb");
+      req.set_limit(kPageSize);
+      req.set_offset(offset);
+      std::vector<v1::Experiment> page;
+      XV_RETURN_IF_ERROR(fetch(req, &page));
+      offset += static_cast<int>(page.size());
+      for (auto& e : page) out->push_back(std::move(e));
+      if (static_cast<int>(page.size()) < kPageSize) break;
+      if (filter.limit > 0 && static_cast<int>(out->size()) >= filter.limit) break;
+    }
+    if (filter.limit > 0 && static_cast<int>(out->size()) > filter.limit) {
+      out->resize(filter.limit);
+    }
+    return Status::Ok();
+  }
+  if (!filter.sort.empty() && filter.sort != "id") {
+    return Status::InvalidArgument("--sort: must be id or val_bpb, got '" + filter.sort + "'");
+  }
   int64_t after = 0;
   while (true) {
     v1::ListExperimentsRequest req;

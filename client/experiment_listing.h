@@ -17,6 +17,9 @@ struct ExperimentFilter {
   std::string state;     // "" = all
   int limit = 0;         // keep only the last `limit` (highest ids); 0 = all
   std::string decision;  // keep | discard | pending | control; "" = all
+  // "" or "id": id order, `limit` keeps the most recent; "val_bpb": best first (experiments
+  // without a result last), `limit` keeps the N best.
+  std::string sort;
 };
 
 // Fills `req` with the filter (campaign id when numeric, else the name).

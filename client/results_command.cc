@@ -1,4 +1,5 @@
-// xvctl results [--json] [--campaign NAME|ID] [--state S] [--decision D] [--limit N]
+// xvctl results [--json] [--campaign NAME|ID] [--state S] [--decision D] [--sort id|val_bpb]
+//               [--limit N]
 //               [--failures] [--state-dir DIR]
 // Asks xvd; when no daemon answers, reads <state dir>/xv.db read-only. --failures prints the
 // failure summary (per knob value: diverged, crashed, timed out, NaN rate) instead.
@@ -111,6 +112,8 @@ void AddResultsCommand(CLI::App* app, const ClientOptions* options) {
                   "only experiments with this decision: keep | discard | pending | control");
   sub->add_flag("--failures", args->failures,
                 "per knob value: diverged, crashed, timed-out counts and NaN rate");
+  sub->add_option("--sort", args->filter.sort,
+                  "id (default) or val_bpb (best first; --limit N keeps the N best)");
   sub->add_option("--limit", args->filter.limit, "only the N most recent experiments (0 = all)");
   sub->callback([args, options] {
     int rc = RunResults(*args, *options);

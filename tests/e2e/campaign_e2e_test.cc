@@ -203,6 +203,15 @@ TEST_F(CampaignE2eTest, NoiseBandPolicyKeepsTheBetterCandidate) {
   }
   ASSERT_EQ(rows["head"].size(), 2u);
   for (const auto& e : rows["head"]) EXPECT_EQ(e["decision"], "control") << e.dump();
+  json best =
+      XvctlJson({"results", "--json", "--campaign", "lr", "--sort", "val_bpb", "--limit", "3"});
+  ASSERT_EQ(best["experiments"].size(), 3u) << best.dump(2);
+  EXPECT_EQ(best["experiments"][0]["name"], "matrix_lr=0.02");
+  EXPECT_EQ(best["experiments"][1]["name"], "matrix_lr=0.02");
+  EXPECT_EQ(best["experiments"][2]["name"], "head");
+  CommandResult bad_sort = Xvctl({"results", "--sort", "loss"});
+  EXPECT_EQ(bad_sort.exit_code, 2);
+  EXPECT_NE(bad_sort.err.find("--sort"), std::string::npos) << bad_sort.err;
   json keeps = XvctlJson({"results", "--json", "--decision", "keep"});
   EXPECT_EQ(keeps["experiments"].size(), 2u) << keeps.dump(2);
 
