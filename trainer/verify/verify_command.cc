@@ -134,7 +134,8 @@ xv::Status ReadJsonFile(const std::string& path, nlohmann::json* out) {
 }
 
 // Where the shipped cases live: $XV_VERIFY_CASES, <exe>/../share/xv/verify-cases, or the source
-// tree's trainer/verify/cases when running from a build directory inside the checkout.
+// tree's trainer/verify/cases when running from a build directory inside the checkout, else the
+// source tree this binary was configured from (XV_VERIFY_CASES_DIR, set by trainer/CMakeLists.txt).
 std::string FindBuiltinCases() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("XV_VERIFY_CASES")) return env;
@@ -147,6 +148,9 @@ std::string FindBuiltinCases() {
       if (fs::is_directory(candidate, ec)) return fs::weakly_canonical(candidate, ec).string();
     }
   }
+#ifdef XV_VERIFY_CASES_DIR
+  if (fs::is_directory(XV_VERIFY_CASES_DIR, ec)) return XV_VERIFY_CASES_DIR;
+#endif
   return "";
 }
 
