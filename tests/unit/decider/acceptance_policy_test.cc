@@ -1,4 +1,7 @@
 // AcceptancePolicy parsing: defaults, YAML and JSON forms, and errors that name the field.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -102,6 +105,30 @@ TEST(AcceptancePolicyTest, ErrorsNameTheField) {
   EXPECT_EQ(status.message().rfind("replicates: must be an integer", 0), 0u) << status.message();
   EXPECT_EQ(policy.confidence, 0.8) << "a failed parse leaves the policy unchanged";
   EXPECT_FALSE(ParseAcceptancePolicyJsonText("[1]", &policy).ok());
+}
+
+// The policies shipped in recipes/policies/ parse and say what their comments promise.
+TEST(AcceptancePolicyTest, ShippedPoliciesParse) {
+  const char* source_dir = std::getenv("XV_SOURCE_DIR");
+  ASSERT_NE(source_dir, nullptr) << "run through ctest (XV_SOURCE_DIR)";
+  auto read = [&](const std::string& name) {
+    std::ifstream in(std::string(source_dir) + "/recipes/policies/" + name);
+    EXPECT_TRUE(in.good()) << name;
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  AcceptancePolicy welch;
+  ASSERT_TRUE(ParseAcceptancePolicyYaml(read("welch-95.yaml"), &welch).ok());
+  EXPECT_EQ(welch.mode, AcceptanceMode::kWelch);
+  EXPECT_EQ(welch.replicates, 4);
+  EXPECT_EQ(welch.head_controls, 4);
+  AcceptancePolicy band;
+  const Status status = ParseAcceptancePolicyYaml(read("noise-band.yaml"), &band);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(band.mode, AcceptanceMode::kNoiseBand);
+  EXPECT_EQ(band.replicates, 1);
+  EXPECT_EQ(band.head_controls, 5);
 }
 
 }  // namespace
