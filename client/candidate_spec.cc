@@ -1,24 +1,21 @@
 #include "client/candidate_spec.h"
 
 namespace xv::client {
-namespace {
 
-std::string Trim(const std::string& s) {
+std::string TrimBlanks(const std::string& s) {
   size_t b = s.find_first_not_of(" \t");
   if (b == std::string::npos) return "";
   size_t e = s.find_last_not_of(" \t");
   return s.substr(b, e - b + 1);
 }
 
-}  // namespace
-
 Status ParseOverride(const std::string& text, const std::string& what, v1::Override* out) {
   size_t eq = text.find('=');
   if (eq == std::string::npos) {
     return Status::InvalidArgument(what + " '" + text + "': expected key=value");
   }
-  std::string key = Trim(text.substr(0, eq));
-  std::string value = Trim(text.substr(eq + 1));
+  std::string key = TrimBlanks(text.substr(0, eq));
+  std::string value = TrimBlanks(text.substr(eq + 1));
   if (key.empty()) return Status::InvalidArgument(what + " '" + text + "': empty key");
   if (value.empty())
     return Status::InvalidArgument(what + " '" + text + "': empty value for " + key);
@@ -54,9 +51,9 @@ Status ParseCandidate(const std::string& text, std::vector<v1::Override>* out) {
   }
   parts.push_back(cur);
   for (const auto& p : parts) {
-    if (Trim(p).empty()) continue;
+    if (TrimBlanks(p).empty()) continue;
     v1::Override o;
-    XV_RETURN_IF_ERROR(ParseOverride(Trim(p), "--candidate", &o));
+    XV_RETURN_IF_ERROR(ParseOverride(TrimBlanks(p), "--candidate", &o));
     out->push_back(o);
   }
   if (out->empty()) return Status::InvalidArgument("--candidate '" + text + "': no overrides");

@@ -11,6 +11,9 @@
 
 namespace xv::client {
 
+// `s` without leading and trailing spaces and tabs: how override and sweep texts are read.
+std::string TrimBlanks(const std::string& s);
+
 // "key=value" -> override. InvalidArgument naming `what` (e.g. "--set") when there is no '=' or the
 // key is empty.
 Status ParseOverride(const std::string& text, const std::string& what, v1::Override* out);

@@ -2,18 +2,9 @@
 
 #include <set>
 
+#include "client/candidate_spec.h"
+
 namespace xv::client {
-namespace {
-
-std::string Trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
-
-}  // namespace
-
 Status ParseSweep(const std::string& text, SweepAxis* out) {
   const std::string what = "--sweep '" + text + "'";
   size_t eq = text.find('=');
@@ -21,7 +12,7 @@ Status ParseSweep(const std::string& text, SweepAxis* out) {
     return Status::InvalidArgument(what + ": expected key=value1,value2,...");
   }
   SweepAxis axis;
-  axis.key = Trim(text.substr(0, eq));
+  axis.key = TrimBlanks(text.substr(0, eq));
   if (axis.key.empty()) return Status::InvalidArgument(what + ": empty key");
   const std::string rest = text.substr(eq + 1);
   std::string cur;
@@ -50,7 +41,7 @@ Status ParseSweep(const std::string& text, SweepAxis* out) {
   parts.push_back(cur);
   std::set<std::string> seen;
   for (size_t i = 0; i < parts.size(); ++i) {
-    std::string v = Trim(parts[i]);
+    std::string v = TrimBlanks(parts[i]);
     if (v.empty()) {
       return Status::InvalidArgument(what + ": value " + std::to_string(i + 1) + " of " + axis.key +
                                      " is empty");
