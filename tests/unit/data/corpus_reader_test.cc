@@ -2,14 +2,13 @@
 // walks (sorted, recursive, .dat skipped, symlinked duplicates read once), and errors naming the
 // file and byte offset.
 #include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "tests/unit/data/compressed_fixtures.h"
 #include "tests/unit/data/scoped_temp_dir.h"
 #include "tokenizer/corpus_decompress.h"
 #include "tokenizer/corpus_files.h"
@@ -19,28 +18,10 @@ namespace xv::tok {
 namespace {
 
 using ::testing::ElementsAre;
+using ::xv::testing::Gzip;
 using ::xv::testing::ScopedTempDir;
 using ::xv::testing::WriteBytes;
-
-std::string Gzip(const std::string& data) {
-  z_stream zs{};
-  deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
-
-std::string Zstd(const std::string& data) {
-  std::string out(ZSTD_compressBound(data.size()), '\0');
-  out.resize(ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3));
-  return out;
-}
+using ::xv::testing::Zstd;
 
 std::vector<std::string> Split(const std::string& text, TextSeparator sep) {
   std::vector<std::string> docs;

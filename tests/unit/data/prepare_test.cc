@@ -4,8 +4,6 @@
 // nothing behind.
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <CLI/CLI.hpp>
 
+#include "tests/unit/data/compressed_fixtures.h"
 #include "tests/unit/data/scoped_temp_dir.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/corpus_files.h"
@@ -27,9 +26,11 @@
 namespace xv::tok {
 namespace {
 
+using ::xv::testing::Gzip;
 using ::xv::testing::ReadBytes;
 using ::xv::testing::ScopedTempDir;
 using ::xv::testing::WriteBytes;
+using ::xv::testing::Zstd;
 
 const char* const kWords[] = {
     "the",  "cat",     "sat",      "on",    "a",       "mat", "while",  "fortune", "favours",
@@ -48,26 +49,6 @@ std::string RandomDocument(std::mt19937* rng) {
     }
   }
   return doc;
-}
-
-std::string Gzip(const std::string& data) {
-  z_stream zs{};
-  deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
-
-std::string Zstd(const std::string& data) {
-  std::string out(ZSTD_compressBound(data.size()), '\0');
-  out.resize(ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3));
-  return out;
 }
 
 std::string JsonString(const std::string& s) {
