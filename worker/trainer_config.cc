@@ -1,0 +1,231 @@
+#include "worker/trainer_config.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace xv::worker {
+namespace {
+
+std::string MarkText(const YAML::Mark& mark) {
+  return " (line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1) +
+         ")";
+}
+
+Status Invalid(const std::string& field, const std::string& what, const YAML::Node& at) {
+  return Status::InvalidArgument(field + ": " + what + MarkText(at.Mark()));
+}
+
+bool IsTrainerName(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool IsEnvName(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+Status ReadScalar(const YAML::Node& node, const std::string& field, std::string* out) {
+  if (!node.IsScalar()) return Invalid(field, "must be a string", node);
+  *out = node.Scalar();
+  return Status::Ok();
+}
+
+Status ParseTrainer(const YAML::Node& node, const std::string& path, TrainerConfig* out) {
+  if (!node.IsMap()) return Invalid(path, "must be a mapping (name, kind, program, ...)", node);
+  TrainerConfig t;
+  std::string kind, output;
+  bool has_args = false, has_output = false;
+  std::set<std::string> seen;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.Scalar();
+    const std::string field = path + "." + key;
+    if (!seen.insert(key).second) return Invalid(field, "given twice", entry.first);
+    const YAML::Node& value = entry.second;
+    if (key == "name") {
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &t.name));
+    } else if (key == "kind") {
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &kind));
+    } else if (key == "program") {
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &t.program));
+    } else if (key == "args") {
+      has_args = true;
+      if (value.IsNull()) continue;
+      if (!value.IsSequence()) return Invalid(field, "must be a list of strings", value);
+      for (size_t i = 0; i < value.size(); ++i) {
+        std::string arg;
+        XV_RETURN_IF_ERROR(ReadScalar(value[i], field + "[" + std::to_string(i) + "]", &arg));
+        t.args.push_back(arg);
+      }
+    } else if (key == "env") {
+      if (value.IsNull()) continue;
+      if (!value.IsMap()) return Invalid(field, "must be a mapping NAME: value", value);
+      for (const auto& var : value) {
+        const std::string name = var.first.Scalar();
+        if (!IsEnvName(name)) {
+          return Invalid(field, "'" + name + "' is not an environment variable name", var.first);
+        }
+        std::string text;
+        XV_RETURN_IF_ERROR(ReadScalar(var.second, field + "." + name, &text));
+        t.env.emplace_back(name, text);
+      }
+    } else if (key == "output") {
+      has_output = true;
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &output));
+    } else {
+      return Invalid(field,
+                     "unknown field (a trainer has name, kind, program, args, env and output)",
+                     entry.first);
+    }
+  }
+  if (t.name.empty()) return Invalid(path + ".name", "required", node);
+  if (!IsTrainerName(t.name)) {
+    return Invalid(
+        path + ".name",
+        "'" + t.name + "' is not a trainer name (letters, digits, - _ . only, at most 64)", node);
+  }
+  if (kind == "libtorch") {
+    t.kind = TrainerKind::kLibtorch;
+    if (has_args) return Invalid(path + ".args", "only command trainers take args", node);
+    if (has_output && output != "xv-events") {
+      return Invalid(path + ".output", "a libtorch trainer writes xv-events, got '" + output + "'",
+                     node);
+    }
+    t.output = TrainerOutputFormat::kXvEvents;
+  } else if (kind == "command") {
+    t.kind = TrainerKind::kCommand;
+    if (t.program.empty())
+      return Invalid(path + ".program", "required for a command trainer", node);
+    if (!has_output || output == "auto") {
+      t.output = TrainerOutputFormat::kAuto;
+    } else if (output == "xv-events") {
+      t.output = TrainerOutputFormat::kXvEvents;
+    } else if (output == "upstream") {
+      t.output = TrainerOutputFormat::kUpstream;
+    } else {
+      return Invalid(path + ".output", "must be auto, xv-events or upstream, got '" + output + "'",
+                     node);
+    }
+  } else if (kind.empty()) {
+    return Invalid(path + ".kind", "required (libtorch or command)", node);
+  } else {
+    return Invalid(path + ".kind", "must be libtorch or command, got '" + kind + "'", node);
+  }
+  if (!t.program.empty() && t.program[0] != '/') {
+    return Invalid(path + ".program", "must be an absolute path, got '" + t.program + "'", node);
+  }
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+}  // namespace
+
+WorkerConfig DefaultWorkerConfig() {
+  WorkerConfig c;
+  TrainerConfig t;
+  t.name = "libtorch";
+  c.trainers.push_back(t);
+  return c;
+}
+
+Status ParseWorkerConfigYaml(const std::string& yaml_text, WorkerConfig* config) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument("worker config: invalid YAML: " + e.msg + MarkText(e.mark));
+  }
+  if (!root.IsMap()) {
+    return Status::InvalidArgument("worker config: must be a mapping with a 'trainers' list");
+  }
+  WorkerConfig parsed;
+  bool has_trainers = false;
+  try {
+    for (const auto& entry : root) {
+      const std::string key = entry.first.Scalar();
+      if (key != "trainers") {
+        return Invalid(key, "unknown field (the worker config has only 'trainers')", entry.first);
+      }
+      if (has_trainers) return Invalid(key, "given twice", entry.first);
+      has_trainers = true;
+      const YAML::Node& list = entry.second;
+      if (!list.IsSequence() || list.size() == 0) {
+        return Invalid("trainers", "must be a non-empty list", list);
+      }
+      std::set<std::string> names;
+      for (size_t i = 0; i < list.size(); ++i) {
+        TrainerConfig t;
+        const std::string path = "trainers[" + std::to_string(i) + "]";
+        XV_RETURN_IF_ERROR(ParseTrainer(list[i], path, &t));
+        if (!names.insert(t.name).second) {
+          return Invalid(path + ".name", "'" + t.name + "' is configured twice", list[i]);
+        }
+        parsed.trainers.push_back(std::move(t));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument("worker config: invalid YAML: " + e.msg + MarkText(e.mark));
+  }
+  if (!has_trainers) return Status::InvalidArgument("trainers: required");
+  *config = std::move(parsed);
+  return Status::Ok();
+}
+
+Status LoadWorkerConfigFile(const std::string& path, WorkerConfig* config) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::IoError(path + ": cannot open the worker config");
+  std::stringstream text;
+  text << f.rdbuf();
+  return ParseWorkerConfigYaml(text.str(), config).WithContext(path + ": ");
+}
+
+Status CheckWorkerConfigPrograms(const WorkerConfig& config) {
+  for (const TrainerConfig& t : config.trainers) {
+    if (t.kind != TrainerKind::kCommand) continue;
+    if (::access(t.program.c_str(), X_OK) != 0) {
+      return Status::InvalidArgument("trainer '" + t.name + "': program " + t.program +
+                                     " is not an executable file");
+    }
+  }
+  return Status::Ok();
+}
+
+const TrainerConfig* FindTrainer(const WorkerConfig& config, const std::string& name) {
+  const std::string wanted = name.empty() ? "libtorch" : name;
+  for (const TrainerConfig& t : config.trainers) {
+    if (t.name == wanted) return &t;
+  }
+  return nullptr;
+}
+
+const char* TrainerKindName(TrainerKind kind) {
+  return kind == TrainerKind::kLibtorch ? "libtorch" : "command";
+}
+
+const char* TrainerOutputFormatName(TrainerOutputFormat format) {
+  switch (format) {
+    case TrainerOutputFormat::kXvEvents:
+      return "xv-events";
+    case TrainerOutputFormat::kUpstream:
+      return "upstream";
+    case TrainerOutputFormat::kAuto:
+      return "auto";
+  }
+  return "auto";
+}
+
+}  // namespace xv::worker

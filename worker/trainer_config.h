@@ -1,0 +1,73 @@
+// TrainerConfig / WorkerConfig: the trainer plugins one xv-worker offers (DESIGN.md "Trainers are
+// plugins of the worker"), read from the worker's YAML config file (`xv-worker --config FILE`,
+// docs/worker.md). A submitted experiment names a trainer by its configured name; the command line
+// a name stands for lives only here, on the worker's machine, never in an API request.
+//
+// File format (unknown keys at any level are errors naming the field):
+//
+//   trainers:
+//     - name: libtorch            # [A-Za-z0-9._-], at most 64 characters, unique
+//       kind: libtorch            # libtorch | command
+//       program: /opt/xv/bin/xv-train   # libtorch: optional (default: --trainer-bin)
+//     - name: upstream-fork
+//       kind: command
+//       program: /usr/bin/python3       # command: required, an absolute path
+//       args: [/home/me/autoresearch/train.py]   # fixed list (default [])
+//       env: {PYTHONUNBUFFERED: "1"}             # optional; names [A-Za-z_][A-Za-z0-9_]*
+//       output: auto              # auto | xv-events | upstream (command only; default auto)
+//
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace xv::worker {
+
+enum class TrainerKind { kLibtorch, kCommand };
+
+// How a trainer's stdout is read (worker/trainer_output_reader.h).
+enum class TrainerOutputFormat {
+  kXvEvents,  // one xv JSON event per line (docs/events.md); other lines become log events
+  kUpstream,  // upstream autoresearch train.py: progress lines and the `---` summary block
+  kAuto,      // each line: an xv JSON event if it is one, else upstream, else a log event
+};
+
+struct TrainerConfig {
+  std::string name;
+  TrainerKind kind = TrainerKind::kLibtorch;
+  std::string program;            // "" for libtorch: the worker's --trainer-bin
+  std::vector<std::string> args;  // command only: argv[1..]
+  std::vector<std::pair<std::string, std::string>> env;  // set before the worker's XV_* variables
+  TrainerOutputFormat output = TrainerOutputFormat::kXvEvents;  // libtorch: always kXvEvents
+};
+
+struct WorkerConfig {
+  std::vector<TrainerConfig> trainers;  // in file order; names unique
+};
+
+// The configuration of a worker started without --config: one `libtorch` trainer.
+WorkerConfig DefaultWorkerConfig();
+
+// Parses the YAML text above. Errors name the field path ("trainers[1].program: must be an
+// absolute path, got 'train.py'") and YAML syntax errors add "(line N, column M)". On error
+// *config is unchanged. Does not look at the file system (see CheckWorkerConfigPrograms).
+Status ParseWorkerConfigYaml(const std::string& yaml_text, WorkerConfig* config);
+
+// Reads and parses `path`; errors start with the path.
+Status LoadWorkerConfigFile(const std::string& path, WorkerConfig* config);
+
+// Every command trainer's program exists and is executable; the message names the trainer.
+Status CheckWorkerConfigPrograms(const WorkerConfig& config);
+
+// The trainer named `name` ("" means "libtorch"), or nullptr.
+const TrainerConfig* FindTrainer(const WorkerConfig& config, const std::string& name);
+
+// "libtorch" / "command"; "auto" / "xv-events" / "upstream".
+const char* TrainerKindName(TrainerKind kind);
+const char* TrainerOutputFormatName(TrainerOutputFormat format);
+
+}  // namespace xv::worker

@@ -1,0 +1,63 @@
+#include "worker/trainer_output_reader.h"
+
+namespace xv::worker {
+
+using nlohmann::json;
+
+TrainerOutputReader::TrainerOutputReader(TrainerOutputFormat format, double min_step_interval_s)
+    : format_(format), parser_(min_step_interval_s) {}
+
+void TrainerOutputReader::Take(const json& event, std::vector<TrainerOutputEvent>* out) {
+  TrainerOutputEvent ev;
+  ev.type = event["type"].get<std::string>();
+  ev.json = event.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (ev.type == "error" && event.contains("message") && event["message"].is_string()) {
+    error_message_ = event["message"].get<std::string>();
+  }
+  out->push_back(std::move(ev));
+}
+
+std::vector<TrainerOutputEvent> TrainerOutputReader::ReadLine(const std::string& line,
+                                                              double now_s) {
+  std::vector<TrainerOutputEvent> out;
+  if (format_ != TrainerOutputFormat::kUpstream) {
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("type") && j["type"].is_string()) {
+      TrainerOutputEvent ev;
+      ev.type = j["type"].get<std::string>();
+      ev.json = line;  // verbatim
+      if (ev.type == "error" && j.contains("message") && j["message"].is_string()) {
+        error_message_ = j["message"].get<std::string>();
+      }
+      if (ev.type == "summary") saw_summary_ = true;
+      out.push_back(std::move(ev));
+      return out;
+    }
+  }
+  if (format_ == TrainerOutputFormat::kXvEvents) {
+    Take({{"type", "log"}, {"t", now_s}, {"text", line}}, &out);
+    return out;
+  }
+  for (const json& ev : parser_.ParseLine(line, now_s)) Take(ev, &out);
+  return out;
+}
+
+std::vector<TrainerOutputEvent> TrainerOutputReader::Finish(double now_s) {
+  std::vector<TrainerOutputEvent> out;
+  if (format_ == TrainerOutputFormat::kXvEvents) return out;
+  for (const json& ev : parser_.Finish(now_s)) Take(ev, &out);
+  return out;
+}
+
+AttemptOutcome ApplyOutputVerdict(const AttemptOutcome& by_exit, KillReason reason,
+                                  const TrainerOutputReader& output, bool require_summary) {
+  if (reason != KillReason::kNone) return by_exit;
+  if (output.diverged()) return {"diverged", "diverged", output.divergence_detail()};
+  if (require_summary && by_exit.state == "succeeded" && !output.saw_summary()) {
+    return {"failed", "crashed",
+            "exited 0 without a summary (no summary event and no val_bpb in a --- block)"};
+  }
+  return by_exit;
+}
+
+}  // namespace xv::worker
