@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "worker/orphan_trainer.h"
+#include "worker/reconnect_backoff.h"
+
 namespace xv::worker {
 namespace {
 
@@ -59,7 +62,40 @@ std::vector<v1::RunningAttempt> WorkerSession::CurrentAttempts() const {
   return held;
 }
 
+Status WorkerSession::RecoverSpool() {
+  std::string dir = options_.spool_dir;
+  if (dir.empty()) {
+    if (options_.trainer.work_dir.empty()) return Status::Ok();  // memory only
+    dir = options_.trainer.work_dir + "/spool";
+  }
+  std::unique_ptr<EventSpool> spool;
+  XV_RETURN_IF_ERROR(EventSpool::Open(dir, &spool));
+  std::vector<SpooledAttempt> recovered;
+  XV_RETURN_IF_ERROR(outbox_.AttachSpool(std::move(spool), &recovered));
+  for (const SpooledAttempt& a : recovered) {
+    const size_t events = a.messages.size() - (a.finished ? 1 : 0);
+    if (a.finished) {
+      spdlog::info(
+          "spool: experiment {} attempt {} finished under a previous worker process; its "
+          "Finished and {} unacknowledged event(s) are replayed after registering",
+          a.experiment_id, a.attempt, events);
+      continue;
+    }
+    const int killed =
+        KillOrphanedTrainers(runner_.SpecDir(a.experiment_id, a.attempt), /*wait_s=*/10);
+    spdlog::warn(
+        "spool: experiment {} attempt {} was running when a previous worker process ended ({} "
+        "orphaned trainer process(es) killed); it is not reported as running, so the daemon "
+        "marks it lost and requeues it per its attempt limit; {} unacknowledged event(s) are "
+        "replayed",
+        a.experiment_id, a.attempt, killed, events);
+    outbox_.MarkAbandoned(a.experiment_id, a.attempt);
+  }
+  return Status::Ok();
+}
+
 Status WorkerSession::Run() {
+  XV_RETURN_IF_ERROR(RecoverSpool());
   std::thread executor([this] { ExecutorLoop(); });
   std::thread connection([this] { ConnectionLoop(); });
   {
@@ -133,15 +169,16 @@ void WorkerSession::ExecutorLoop() {
 }
 
 void WorkerSession::ConnectionLoop() {
-  double backoff = options_.initial_backoff_s;
+  ReconnectBackoff backoff(options_.initial_backoff_s, options_.max_backoff_s);
   while (!shutdown_) {
     bool registered = RunOneConnection();
     if (shutdown_) break;
-    if (registered) backoff = options_.initial_backoff_s;
-    spdlog::info("reconnecting to {} in {:.1f} s", options_.daemon_address, backoff);
+    if (registered) backoff.Reset();
+    const double delay = backoff.NextDelaySeconds();
+    spdlog::info("reconnecting to {} in {:.2f} s ({} message(s) held for the daemon)",
+                 options_.daemon_address, delay, outbox_.held());
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::duration<double>(backoff), [&] { return shutdown_.load(); });
-    backoff = std::min(backoff * 2, options_.max_backoff_s);
+    cv_.wait_for(lock, std::chrono::duration<double>(delay), [&] { return shutdown_.load(); });
   }
 }
 
@@ -169,6 +206,12 @@ bool WorkerSession::RunOneConnection() {
   reg->set_version(options_.version);
   for (const auto& ra : CurrentAttempts()) *reg->add_running() = ra;
 
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    awaiting_first_ack_.clear();
+    for (const auto& ra : reg->running())
+      awaiting_first_ack_.insert({ra.experiment_id(), ra.attempt()});
+  }
   v1::DaemonMessage first;
   if (!stream->Write(reg_msg) || !stream->Read(&first)) {
     grpc::Status st = stream->Finish();
@@ -209,6 +252,13 @@ bool WorkerSession::RunOneConnection() {
 
 void WorkerSession::WriterLoop(Stream* stream, std::atomic<bool>* stream_alive, int heartbeat_ms) {
   auto next_heartbeat = Clock::now();
+  {
+    // The daemon answers Register with an EventAck for every attempt listed: replaying starts
+    // after those arrive, from the seq they carry (a daemon that sends none costs this wait).
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::duration<double>(options_.first_ack_wait_s),
+                 [&] { return awaiting_first_ack_.empty() || !*stream_alive || shutdown_; });
+  }
   while (*stream_alive && !shutdown_) {
     if (Clock::now() >= next_heartbeat) {
       v1::WorkerMessage hb;
@@ -290,6 +340,11 @@ void WorkerSession::HandleDaemonMessage(const v1::DaemonMessage& msg) {
       const auto& a = msg.ack();
       outbox_.Ack(a.experiment_id(), a.attempt(), a.seq(), a.finished());
       break;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        awaiting_first_ack_.erase({a.experiment_id(), a.attempt()});
+      }
+      cv_.notify_all();
     }
     case v1::DaemonMessage::kDrain: {
       spdlog::info("drain requested: {}", msg.drain().reason());

@@ -2,8 +2,13 @@
 // capabilities, attempts still held), holds the Session stream (a reader on the connection thread,
 // a writer thread sending heartbeats every heartbeat_interval_ms and the outbox in order), runs
 // each Assign on an executor thread through AttemptRunner, and reconnects with exponential backoff
-// when the daemon goes away. A running trainer is never stopped by a lost connection; its events
-// wait in the EventOutbox.
+// and jitter (worker/reconnect_backoff.h) when the daemon goes away. A running trainer is never
+// stopped by a lost connection; its events wait in the EventOutbox, spooled to disk
+// (worker/event_spool.h) under <work dir>/spool. At start, Run loads the spool a previous worker
+// process left: finished attempts are reported in Register.running and their events and Finished
+// replayed after Registered, from the seq the daemon acknowledges for them; attempts whose trainer
+// was still running are orphans: their leftover processes are killed, they are not reported (the
+// daemon marks them lost and requeues them per its attempt limit), and their events are replayed.
 //
 // Thread-safety: Run is called once; RequestStop may be called from any thread (a signal watcher).
 #pragma once
@@ -13,8 +18,10 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <grpcpp/grpcpp.h>
 
@@ -29,8 +36,14 @@ struct WorkerOptions {
   std::string daemon_address;  // "unix:/path/xvd.sock" or "host:port"
   std::string name;            // stable per device
   TrainerInvocation trainer;
-  double initial_backoff_s = 0.2;
+  double initial_backoff_s = 0.1;  // reconnect delays: jittered, doubling up to max_backoff_s
   double max_backoff_s = 5.0;
+  // Where unacknowledged events and Finished messages are spooled; "" means
+  // <trainer.work_dir>/spool (and no spool at all when the work dir is "" too).
+  std::string spool_dir;
+  // After a reconnect, how long the writer waits for the daemon's EventAck of each attempt listed
+  // in Register.running before it replays (so the replay starts at the daemon's acked seq).
+  double first_ack_wait_s = 1.0;
   // How long a stopping worker keeps trying to deliver what it still holds.
   double stop_flush_s = 3.0;
   std::string version = "0.1.0";
@@ -47,6 +60,7 @@ class WorkerSession {
   // attempt is cancelled (TERM, then KILL) and its Finished is delivered if the daemon is reachable
   // within stop_flush_s.
   Status Run();
+  // Fails (before any connection) only when the spool directory cannot be opened or read.
   void RequestStop();
 
   // For tests and logs.
@@ -56,6 +70,8 @@ class WorkerSession {
 
  private:
   void ConnectionLoop();
+  // Attaches the spool to the outbox and deals with what a previous worker process left there.
+  Status RecoverSpool();
   // One connection: register, then read until the stream breaks. Returns true if it registered.
   bool RunOneConnection();
   void WriterLoop(grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>* stream,
@@ -88,5 +104,7 @@ class WorkerSession {
   int64_t running_seq_ = 0;
   grpc::ClientContext* live_context_ = nullptr;  // the current stream's context, for TryCancel
 };
+  // Attempts listed in the last Register whose first EventAck has not arrived yet.
+  std::set<std::pair<int64_t, int32_t>> awaiting_first_ack_;
 
 }  // namespace xv::worker

@@ -1,0 +1,418 @@
+#include "worker/event_spool.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace xv::worker {
+namespace {
+
+constexpr char kMagic[] = "XVSPOOL1";
+constexpr size_t kMagicBytes = 8;
+constexpr size_t kRecordHeaderBytes = 9;  // u32 length, u32 crc32, u8 kind
+
+enum RecordKind : uint8_t { kEventRecord = 1, kFinishedRecord = 2, kAckRecord = 3 };
+
+std::array<uint32_t, 256> MakeCrcTable() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+
+void PutU32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint32_t GetU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+std::string EncodeRecord(RecordKind kind, const std::string& payload) {
+  std::string rec;
+  rec.reserve(kRecordHeaderBytes + payload.size());
+  PutU32(&rec, static_cast<uint32_t>(payload.size()));
+  const char k = static_cast<char>(kind);
+  uint32_t crc = SpoolCrc32(&k, 1);
+  crc = SpoolCrc32(payload.data(), payload.size(), crc);
+  PutU32(&rec, crc);
+  rec.push_back(k);
+  rec += payload;
+  return rec;
+}
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+Status WriteAll(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IoError(Errno(path + ": write"));
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status SyncDirectory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::IoError(Errno(dir + ": open for fsync"));
+  int r = ::fsync(fd);
+  ::close(fd);
+  if (r != 0) return Status::IoError(Errno(dir + ": fsync"));
+  return Status::Ok();
+}
+
+bool KeyOfMessage(const v1::WorkerMessage& msg, int64_t* exp, int32_t* att) {
+  if (msg.has_event()) {
+    *exp = msg.event().experiment_id();
+    *att = msg.event().attempt();
+    return true;
+  }
+  if (msg.has_finished()) {
+    *exp = msg.finished().experiment_id();
+    *att = msg.finished().attempt();
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+uint32_t SpoolCrc32(const void* data, size_t size, uint32_t crc) {
+  static const std::array<uint32_t, 256> table = MakeCrcTable();
+  const auto* p = static_cast<const uint8_t*>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+// One attempt's file, open for appending. Shared with SyncDirty so that a rewrite or a removal
+// never closes a descriptor that is being synced.
+struct EventSpool::File {
+  std::string path;
+  int fd = -1;
+  size_t records = 0;     // records in the file (events, finished, acks)
+  int64_t acked_seq = 0;  // the highest ack recorded
+  bool dirty = false;     // appended to since the last sync; guarded by EventSpool::mu_
+  ~File() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Status EventSpool::Open(const std::string& dir, std::unique_ptr<EventSpool>* out) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError(dir + ": cannot create the spool directory: " + ec.message());
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return Status::IoError(Errno(dir + ": the spool directory is not writable"));
+  }
+  out->reset(new EventSpool(dir));
+  return Status::Ok();
+}
+
+EventSpool::~EventSpool() { (void)SyncDirty(); }
+
+std::string EventSpool::PathOf(int64_t experiment_id, int32_t attempt) const {
+  return dir_ + "/exp-" + std::to_string(experiment_id) + "-a" + std::to_string(attempt) + ".spool";
+}
+
+size_t EventSpool::open_files() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return files_.size();
+}
+
+Status EventSpool::Recover(std::vector<SpooledAttempt>* attempts,
+                           std::vector<std::string>* warnings) {
+  attempts->clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::regex name_re(R"(exp-(\d+)-a(\d+)\.spool)");
+  std::vector<std::pair<Key, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::smatch m;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+      // A compaction that did not reach its rename: the original file is intact.
+      std::filesystem::remove(entry.path(), ec);
+      continue;
+    }
+    if (!std::regex_match(name, m, name_re)) continue;
+    found.push_back({{std::stoll(m[1].str()), static_cast<int32_t>(std::stol(m[2].str()))},
+                     entry.path().string()});
+  }
+  if (ec) return Status::IoError(dir_ + ": cannot list the spool directory: " + ec.message());
+  std::sort(found.begin(), found.end());
+  auto warn = [&](const std::string& text) {
+    spdlog::warn("{}", text);
+    warnings->push_back(text);
+  };
+
+  for (const auto& [key, path] : found) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Status::IoError(Errno(path + ": cannot open"));
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const std::string data = buf.str();
+    in.close();
+    if (data.size() < kMagicBytes || data.compare(0, kMagicBytes, kMagic, kMagicBytes) != 0) {
+      if (data.size() < kMagicBytes && data.compare(0, data.size(), kMagic, data.size()) == 0) {
+        warn("spool " + path + ": torn at creation (" + std::to_string(data.size()) +
+             " bytes); deleted");
+        std::filesystem::remove(path, ec);
+      } else {
+        warn("spool " + path + ": not a spool file (bad magic); renamed to " + path +
+             ".unreadable and ignored");
+        std::filesystem::rename(path, path + ".unreadable", ec);
+      }
+      continue;
+    }
+
+    SpooledAttempt sa;
+    sa.experiment_id = key.first;
+    sa.attempt = key.second;
+    sa.path = path;
+    size_t records = 0;
+    size_t offset = kMagicBytes;
+    std::string problem;  // empty: the file ends cleanly
+    bool corrupt = false;
+    while (offset < data.size()) {
+      const size_t left = data.size() - offset;
+      if (left < kRecordHeaderBytes) {
+        problem = "torn record";
+        break;
+      }
+      const uint32_t len = GetU32(data.data() + offset);
+      const uint32_t crc = GetU32(data.data() + offset + 4);
+      const uint8_t kind = static_cast<uint8_t>(data[offset + 8]);
+      if (len > kMaxRecordBytes) {
+        problem = "record with an implausible length " + std::to_string(len);
+        corrupt = true;
+        break;
+      }
+      if (left < kRecordHeaderBytes + len) {
+        problem = "torn record";
+        break;
+      }
+      const char* payload = data.data() + offset + kRecordHeaderBytes;
+      uint32_t want = SpoolCrc32(data.data() + offset + 8, 1);
+      want = SpoolCrc32(payload, len, want);
+      if (want != crc) {
+        problem = "record failing its CRC32 check";
+        corrupt = true;
+        break;
+      }
+      bool parsed = false;
+      if (kind == kEventRecord || kind == kFinishedRecord) {
+        v1::WorkerMessage msg;
+        int64_t exp = 0;
+        int32_t att = 0;
+        parsed = msg.ParseFromArray(payload, static_cast<int>(len)) &&
+                 KeyOfMessage(msg, &exp, &att) && exp == key.first && att == key.second &&
+                 (kind == kEventRecord) == msg.has_event();
+        if (parsed && msg.has_event()) {
+          sa.last_seq = std::max(sa.last_seq, msg.event().seq());
+          if (msg.event().seq() > sa.acked_seq) sa.messages.push_back(std::move(msg));
+        } else if (parsed) {
+          sa.last_seq = std::max(sa.last_seq, msg.finished().last_seq());
+          sa.finished = true;
+          sa.messages.push_back(std::move(msg));
+        }
+      } else if (kind == kAckRecord) {
+        v1::EventAck ack;
+        parsed = ack.ParseFromArray(payload, static_cast<int>(len));
+        if (parsed && ack.seq() > sa.acked_seq) {
+          sa.acked_seq = ack.seq();
+          sa.messages.erase(std::remove_if(sa.messages.begin(), sa.messages.end(),
+                                           [&](const v1::WorkerMessage& m) {
+                                             return m.has_event() && m.event().seq() <= ack.seq();
+                                           }),
+                            sa.messages.end());
+        }
+      }
+      if (!parsed) {
+        problem = "record that does not parse (kind " + std::to_string(kind) + ")";
+        corrupt = true;
+        break;
+      }
+      offset += kRecordHeaderBytes + len;
+      ++records;
+    }
+    if (!problem.empty()) {
+      std::string text = "spool " + path + ": " + problem + " at offset " + std::to_string(offset) +
+                         "; dropped it and the " + std::to_string(data.size() - offset) +
+                         " bytes to the end of the file";
+      if (corrupt) {
+        std::filesystem::copy_file(path, path + ".corrupt",
+                                   std::filesystem::copy_options::overwrite_existing, ec);
+        text += " (the file as found is kept in " + path + ".corrupt)";
+      }
+      warn(text);
+      if (::truncate(path.c_str(), static_cast<off_t>(offset)) != 0) {
+        return Status::IoError(Errno(path + ": truncate to " + std::to_string(offset)));
+      }
+    }
+    auto file = std::make_shared<File>();
+    file->path = path;
+    file->fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (file->fd < 0) return Status::IoError(Errno(path + ": open for appending"));
+    if (!problem.empty() && ::fdatasync(file->fd) != 0) {
+      return Status::IoError(Errno(path + ": fdatasync"));
+    }
+    file->records = records;
+    file->acked_seq = sa.acked_seq;
+    files_[key] = file;
+    attempts->push_back(std::move(sa));
+  }
+  return Status::Ok();
+}
+
+Status EventSpool::OpenForAppendLocked(const Key& key, std::shared_ptr<File>* out) {
+  auto it = files_.find(key);
+  if (it != files_.end()) {
+    *out = it->second;
+    return Status::Ok();
+  }
+  auto file = std::make_shared<File>();
+  file->path = PathOf(key.first, key.second);
+  file->fd = ::open(file->path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (file->fd < 0) return Status::IoError(Errno(file->path + ": create"));
+  struct stat st {};
+  if (::fstat(file->fd, &st) != 0) return Status::IoError(Errno(file->path + ": fstat"));
+  if (st.st_size == 0) {
+    XV_RETURN_IF_ERROR(WriteAll(file->fd, std::string(kMagic, kMagicBytes), file->path));
+    if (::fdatasync(file->fd) != 0) return Status::IoError(Errno(file->path + ": fdatasync"));
+    XV_RETURN_IF_ERROR(SyncDirectory(dir_));
+  }
+  files_[key] = file;
+  *out = file;
+  return Status::Ok();
+}
+
+Status EventSpool::Append(const v1::WorkerMessage& msg) {
+  Key key;
+  if (!KeyOfMessage(msg, &key.first, &key.second)) {
+    return Status::InvalidArgument("spool: only events and Finished messages are spooled");
+  }
+  const RecordKind kind = msg.has_event() ? kEventRecord : kFinishedRecord;
+  const std::string rec = EncodeRecord(kind, msg.SerializeAsString());
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<File> file;
+  XV_RETURN_IF_ERROR(OpenForAppendLocked(key, &file));
+  XV_RETURN_IF_ERROR(WriteAll(file->fd, rec, file->path));
+  ++file->records;
+  if (kind == kFinishedRecord) {
+    if (::fdatasync(file->fd) != 0) return Status::IoError(Errno(file->path + ": fdatasync"));
+    file->dirty = false;
+  } else {
+    file->dirty = true;
+  }
+  return Status::Ok();
+}
+
+Status EventSpool::Acknowledge(int64_t experiment_id, int32_t attempt, int64_t seq,
+                               const std::vector<v1::WorkerMessage>& still_held) {
+  const Key key{experiment_id, attempt};
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(key);
+  if (it == files_.end() || seq <= it->second->acked_seq) return Status::Ok();
+  std::shared_ptr<File> file = it->second;
+  v1::EventAck ack;
+  ack.set_experiment_id(experiment_id);
+  ack.set_attempt(attempt);
+  ack.set_seq(seq);
+  XV_RETURN_IF_ERROR(
+      WriteAll(file->fd, EncodeRecord(kAckRecord, ack.SerializeAsString()), file->path));
+  ++file->records;
+  file->acked_seq = seq;
+  const size_t dead = file->records > still_held.size() ? file->records - still_held.size() : 0;
+  if (dead >= kCompactMinAcked && dead > still_held.size()) {
+    return RewriteLocked(key, still_held);
+  }
+  return Status::Ok();
+}
+
+Status EventSpool::RewriteLocked(const Key& key, const std::vector<v1::WorkerMessage>& keep) {
+  std::shared_ptr<File> old = files_[key];
+  const std::string tmp = old->path + ".tmp";
+  std::string data(kMagic, kMagicBytes);
+  if (old->acked_seq > 0) {
+    v1::EventAck ack;
+    ack.set_experiment_id(key.first);
+    ack.set_attempt(key.second);
+    ack.set_seq(old->acked_seq);
+    data += EncodeRecord(kAckRecord, ack.SerializeAsString());
+  }
+  for (const auto& m : keep) {
+    data += EncodeRecord(m.has_event() ? kEventRecord : kFinishedRecord, m.SerializeAsString());
+  }
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) return Status::IoError(Errno(tmp + ": create"));
+  Status st = WriteAll(fd, data, tmp);
+  if (st.ok() && ::fdatasync(fd) != 0) st = Status::IoError(Errno(tmp + ": fdatasync"));
+  ::close(fd);
+  if (st.ok() && ::rename(tmp.c_str(), old->path.c_str()) != 0) {
+    st = Status::IoError(Errno(tmp + ": rename to " + old->path));
+  }
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;  // the old file stays in use, complete
+  }
+  XV_RETURN_IF_ERROR(SyncDirectory(dir_));
+  auto fresh = std::make_shared<File>();
+  fresh->path = old->path;
+  fresh->fd = ::open(fresh->path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fresh->fd < 0) return Status::IoError(Errno(fresh->path + ": reopen after compaction"));
+  fresh->records = keep.size() + (old->acked_seq > 0 ? 1 : 0);
+  fresh->acked_seq = old->acked_seq;
+  files_[key] = fresh;
+  spdlog::debug("spool {}: compacted to {} records", fresh->path, fresh->records);
+  return Status::Ok();
+}
+
+Status EventSpool::Remove(int64_t experiment_id, int32_t attempt) {
+  std::lock_guard<std::mutex> lock(mu_);
+  files_.erase({experiment_id, attempt});
+  const std::string path = PathOf(experiment_id, attempt);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return Status::IoError(Errno(path + ": delete"));
+  }
+  return Status::Ok();
+}
+
+Status EventSpool::SyncDirty() {
+  std::vector<std::shared_ptr<File>> dirty;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, f] : files_) {
+      if (!f->dirty) continue;
+      f->dirty = false;
+      dirty.push_back(f);
+    }
+  }
+  Status result = Status::Ok();
+  for (const auto& f : dirty) {
+    if (::fdatasync(f->fd) != 0 && result.ok()) {
+      result = Status::IoError(Errno(f->path + ": fdatasync"));
+    }
+  }
+  return result;
+}
+
+}  // namespace xv::worker
