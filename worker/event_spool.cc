@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -123,11 +124,37 @@ Status EventSpool::Open(const std::string& dir, std::unique_ptr<EventSpool>* out
   if (::access(dir.c_str(), W_OK) != 0) {
     return Status::IoError(Errno(dir + ": the spool directory is not writable"));
   }
-  out->reset(new EventSpool(dir));
+  const std::string lock_path = dir + "/lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  if (fd < 0) return Status::IoError(Errno(lock_path + ": open"));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {0};
+    ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    ::close(fd);
+    std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "unknown";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    if (err == EWOULDBLOCK) {
+      return Status::FailedPrecondition(dir + ": another xv-worker (pid " + holder +
+                                        ") uses this spool directory; give each worker its own "
+                                        "--work-dir");
+    }
+    errno = err;
+    return Status::IoError(Errno(lock_path + ": flock"));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    spdlog::warn("{}: cannot record this worker's pid", lock_path);
+  }
+  out->reset(new EventSpool(dir, fd));
   return Status::Ok();
 }
 
-EventSpool::~EventSpool() { (void)SyncDirty(); }
+EventSpool::~EventSpool() {
+  (void)SyncDirty();
+  files_.clear();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
 std::string EventSpool::PathOf(int64_t experiment_id, int32_t attempt) const {
   return dir_ + "/exp-" + std::to_string(experiment_id) + "-a" + std::to_string(attempt) + ".spool";

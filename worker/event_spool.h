@@ -22,6 +22,9 @@
 // fsync, rename, fsync of the directory). The file is deleted once the owner is done with the
 // attempt (its Finished acknowledged).
 //
+// Ownership: one live EventSpool per directory in the whole machine: Open takes an exclusive flock
+// on DIR/lock (holding the owner's pid), which the kernel drops when the process dies.
+//
 // Thread-safety: every method is safe to call from any thread (guarded by mu_); SyncDirty does its
 // fdatasync calls outside mu_, so appends are not blocked by a slow disk.
 #pragma once
@@ -60,7 +63,8 @@ class EventSpool {
   static constexpr size_t kCompactMinAcked = 1024;
   static constexpr uint32_t kMaxRecordBytes = 64u << 20;
 
-  // Opens the spool directory `dir`, creating it when missing.
+  // Opens the spool directory `dir`, creating it when missing, and locks it. FailedPrecondition
+  // naming the pid when another live process holds the lock.
   static Status Open(const std::string& dir, std::unique_ptr<EventSpool>* out);
   ~EventSpool();
 
@@ -93,11 +97,12 @@ class EventSpool {
  private:
   struct File;
   using Key = std::pair<int64_t, int32_t>;
-  explicit EventSpool(std::string dir) : dir_(std::move(dir)) {}
+  EventSpool(std::string dir, int lock_fd) : dir_(std::move(dir)), lock_fd_(lock_fd) {}
   Status OpenForAppendLocked(const Key& key, std::shared_ptr<File>* out);
   Status RewriteLocked(const Key& key, const std::vector<v1::WorkerMessage>& keep);
 
   const std::string dir_;
+  const int lock_fd_;  // holds the flock on DIR/lock
   mutable std::mutex mu_;
   std::map<Key, std::shared_ptr<File>> files_;  // guarded by mu_
 };

@@ -14,8 +14,8 @@
 namespace xv::worker {
 namespace {
 
-// Pids (other than this process) whose environment has the entry `needle` ("KEY=value").
-std::vector<pid_t> ProcessesWithEnvEntry(const std::string& needle) {
+// Pids (other than this process) whose environment has an entry that starts with `prefix`.
+std::vector<pid_t> ProcessesWithEnvEntry(const std::string& prefix) {
   std::vector<pid_t> out;
   DIR* proc = ::opendir("/proc");
   if (!proc) return out;
@@ -30,7 +30,7 @@ std::vector<pid_t> ProcessesWithEnvEntry(const std::string& needle) {
     while (start < env.size()) {
       size_t nul = env.find('\0', start);
       if (nul == std::string::npos) nul = env.size();
-      if (env.compare(start, nul - start, needle) == 0) {
+      if (nul - start > prefix.size() && env.compare(start, prefix.size(), prefix) == 0) {
         out.push_back(static_cast<pid_t>(pid));
         break;
       }
@@ -43,19 +43,20 @@ std::vector<pid_t> ProcessesWithEnvEntry(const std::string& needle) {
 
 }  // namespace
 
-int KillOrphanedTrainers(const std::string& spec_dir, double wait_s) {
-  const std::string needle = "XV_SPEC_DIR=" + spec_dir;
+int KillOrphanedTrainers(const std::string& work_dir, double wait_s) {
+  const std::string needle = "XV_SPEC_DIR=" + work_dir + "/";
   std::vector<pid_t> found = ProcessesWithEnvEntry(needle);
   for (pid_t pid : found) {
     pid_t group = ::getpgid(pid);
-    spdlog::warn("killing orphaned trainer process {} (group {}) of {}", pid, group, spec_dir);
+    spdlog::warn("killing orphaned trainer process {} (group {}) left in {} by a previous worker",
+                 pid, group, work_dir);
     if (group > 1 && group != ::getpgrp()) (void)::kill(-group, SIGKILL);
     (void)::kill(pid, SIGKILL);
   }
   const auto t0 = std::chrono::steady_clock::now();
   while (!found.empty() && !ProcessesWithEnvEntry(needle).empty()) {
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > wait_s) {
-      spdlog::warn("orphaned trainer processes of {} are still there after {:.0f} s", spec_dir,
+      spdlog::warn("orphaned trainer processes of {} are still there after {:.0f} s", work_dir,
                    wait_s);
       break;
     }

@@ -72,6 +72,12 @@ Status WorkerSession::RecoverSpool() {
   XV_RETURN_IF_ERROR(EventSpool::Open(dir, &spool));
   std::vector<SpooledAttempt> recovered;
   XV_RETURN_IF_ERROR(outbox_.AttachSpool(std::move(spool), &recovered));
+  // Trainers still running from a previous worker process (the spool's lock says no other worker
+  // uses this work dir) can never be read again: they go before any new work arrives.
+  int killed = 0;
+  if (!options_.trainer.work_dir.empty()) {
+    killed = KillOrphanedTrainers(options_.trainer.work_dir, /*wait_s=*/10);
+  }
   for (const SpooledAttempt& a : recovered) {
     const size_t events = a.messages.size() - (a.finished ? 1 : 0);
     if (a.finished) {
@@ -81,16 +87,14 @@ Status WorkerSession::RecoverSpool() {
           a.experiment_id, a.attempt, events);
       continue;
     }
-    const int killed =
-        KillOrphanedTrainers(runner_.SpecDir(a.experiment_id, a.attempt), /*wait_s=*/10);
     spdlog::warn(
-        "spool: experiment {} attempt {} was running when a previous worker process ended ({} "
-        "orphaned trainer process(es) killed); it is not reported as running, so the daemon "
-        "marks it lost and requeues it per its attempt limit; {} unacknowledged event(s) are "
-        "replayed",
-        a.experiment_id, a.attempt, killed, events);
+        "spool: experiment {} attempt {} was running when a previous worker process ended; it "
+        "is not reported as running, so the daemon marks it lost and requeues it per its "
+        "attempt limit; {} unacknowledged event(s) are replayed",
+        a.experiment_id, a.attempt, events);
     outbox_.MarkAbandoned(a.experiment_id, a.attempt);
   }
+  if (killed > 0) spdlog::warn("spool: {} orphaned trainer process(es) killed", killed);
   return Status::Ok();
 }
 
@@ -112,7 +116,8 @@ Status WorkerSession::Run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (outbox_.unsent() > 0) {
-    spdlog::warn("stopping with {} undelivered messages", outbox_.unsent());
+    spdlog::warn("stopping with {} undelivered messages (kept in the spool for the next start)",
+                 outbox_.unsent());
   }
   shutdown_ = true;
   {
@@ -205,13 +210,13 @@ bool WorkerSession::RunOneConnection() {
   *reg->mutable_capabilities() = capabilities_;
   reg->set_version(options_.version);
   for (const auto& ra : CurrentAttempts()) *reg->add_running() = ra;
-
   {
     std::lock_guard<std::mutex> lock(mu_);
     awaiting_first_ack_.clear();
     for (const auto& ra : reg->running())
       awaiting_first_ack_.insert({ra.experiment_id(), ra.attempt()});
   }
+
   v1::DaemonMessage first;
   if (!stream->Write(reg_msg) || !stream->Read(&first)) {
     grpc::Status st = stream->Finish();
@@ -251,7 +256,6 @@ bool WorkerSession::RunOneConnection() {
 }
 
 void WorkerSession::WriterLoop(Stream* stream, std::atomic<bool>* stream_alive, int heartbeat_ms) {
-  auto next_heartbeat = Clock::now();
   {
     // The daemon answers Register with an EventAck for every attempt listed: replaying starts
     // after those arrive, from the seq they carry (a daemon that sends none costs this wait).
@@ -259,6 +263,7 @@ void WorkerSession::WriterLoop(Stream* stream, std::atomic<bool>* stream_alive, 
     cv_.wait_for(lock, std::chrono::duration<double>(options_.first_ack_wait_s),
                  [&] { return awaiting_first_ack_.empty() || !*stream_alive || shutdown_; });
   }
+  auto next_heartbeat = Clock::now();
   while (*stream_alive && !shutdown_) {
     if (Clock::now() >= next_heartbeat) {
       v1::WorkerMessage hb;
@@ -339,12 +344,12 @@ void WorkerSession::HandleDaemonMessage(const v1::DaemonMessage& msg) {
     case v1::DaemonMessage::kAck: {
       const auto& a = msg.ack();
       outbox_.Ack(a.experiment_id(), a.attempt(), a.seq(), a.finished());
-      break;
       {
         std::lock_guard<std::mutex> lock(mu_);
         awaiting_first_ack_.erase({a.experiment_id(), a.attempt()});
       }
       cv_.notify_all();
+      break;
     }
     case v1::DaemonMessage::kDrain: {
       spdlog::info("drain requested: {}", msg.drain().reason());

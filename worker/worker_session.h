@@ -59,8 +59,8 @@ class WorkerSession {
   // Runs until RequestStop() or until a Drain from the daemon has been honoured. On stop, a running
   // attempt is cancelled (TERM, then KILL) and its Finished is delivered if the daemon is reachable
   // within stop_flush_s.
-  Status Run();
   // Fails (before any connection) only when the spool directory cannot be opened or read.
+  Status Run();
   void RequestStop();
 
   // For tests and logs.
@@ -69,9 +69,9 @@ class WorkerSession {
   int attempts_finished() const { return attempts_finished_; }
 
  private:
-  void ConnectionLoop();
   // Attaches the spool to the outbox and deals with what a previous worker process left there.
   Status RecoverSpool();
+  void ConnectionLoop();
   // One connection: register, then read until the stream breaks. Returns true if it registered.
   bool RunOneConnection();
   void WriterLoop(grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>* stream,
@@ -103,8 +103,8 @@ class WorkerSession {
   int32_t running_attempt_ = 0;
   int64_t running_seq_ = 0;
   grpc::ClientContext* live_context_ = nullptr;  // the current stream's context, for TryCancel
-};
   // Attempts listed in the last Register whose first EventAck has not arrived yet.
   std::set<std::pair<int64_t, int32_t>> awaiting_first_ack_;
+};
 
 }  // namespace xv::worker

@@ -6,12 +6,16 @@
 #include "worker/event_spool.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "worker/event_outbox.h"
+#include "worker/orphan_trainer.h"
 
 namespace xv::worker {
 namespace {
@@ -299,6 +303,18 @@ TEST_F(EventSpoolTest, OpenNamesTheDirectoryItCannotCreate) {
       << st.ToString();
 }
 
+TEST_F(EventSpoolTest, OneLiveSpoolPerDirectory) {
+  auto first = OpenSpool();
+  std::unique_ptr<EventSpool> second;
+  Status st = EventSpool::Open(dir_.string(), &second);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("pid " + std::to_string(::getpid())), std::string::npos)
+      << st.ToString();
+  EXPECT_NE(st.message().find("--work-dir"), std::string::npos) << st.ToString();
+  first.reset();
+  EXPECT_TRUE(EventSpool::Open(dir_.string(), &second).ok());
+}
+
 TEST_F(EventSpoolTest, OutboxRebuiltFromTheSpoolResendsOnlyWhatWasNotAcknowledged) {
   {
     EventOutbox box;
@@ -364,6 +380,35 @@ TEST_F(EventSpoolTest, AnAbandonedAttemptIsNotReportedAndGoesWhenItsEventsAreAck
   box.Ack(9, 1, 4, false);
   EXPECT_EQ(box.held(), 0u);
   EXPECT_FALSE(fs::exists(dir_ / "exp-9-a1.spool"));
+}
+
+// A trainer left running by a killed worker (own process group, XV_SPEC_DIR inside the work dir)
+// is killed with its group; a process of another work dir is left alone.
+TEST_F(EventSpoolTest, OrphanedTrainersOfTheWorkDirAreKilled) {
+  auto spawn = [](const std::string& spec_dir) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      ::setenv("XV_SPEC_DIR", spec_dir.c_str(), 1);
+      ::execl("/bin/sh", "sh", "-c", "sleep 30 & wait", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return pid;
+  };
+  const std::string work = (dir_ / "work").string();
+  pid_t orphan = spawn(work + "/exp-3-a1");
+  pid_t other = spawn((dir_ / "work-other").string() + "/exp-3-a1");
+  ASSERT_GT(orphan, 0);
+  ASSERT_GT(other, 0);
+  std::this_thread::sleep_for(milliseconds(200));  // the shell and its sleep are running
+  EXPECT_EQ(KillOrphanedTrainers(work, 5), 2);     // sh and its sleep
+  int status = 0;
+  ASSERT_EQ(::waitpid(orphan, &status, 0), orphan);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(::waitpid(other, &status, WNOHANG), 0) << "a process of another work dir was killed";
+  ::kill(-other, SIGKILL);
+  ::waitpid(other, &status, 0);
+  EXPECT_EQ(KillOrphanedTrainers(work, 1), 0);
 }
 
 }  // namespace
