@@ -1,9 +1,17 @@
 #include "tests/e2e/process_harness.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstring>
+#include <map>
 
 #include <chrono>
 #include <cstdlib>
@@ -35,7 +43,7 @@ pid_t Spawn(const std::vector<std::string>& argv,
     ::dup2(devnull, 0);
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
-    ::execv(args[0], args.data());
+    ::execvp(args[0], args.data());  // a name without '/' is looked up in PATH
     ::_exit(127);
   }
   return pid;
@@ -115,6 +123,16 @@ int ChildGuard::Stop(double grace_s) {
   return st;
 }
 
+int ChildGuard::Kill(int sig) {
+  if (pid_ <= 0 || !Alive()) return -1;
+  ::kill(pid_, sig);
+  if (sig != SIGKILL) return 0;
+  ::waitpid(pid_, &status_, 0);
+  reaped_ = true;
+  pid_ = -1;
+  return status_;
+}
+
 CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s,
                          const std::vector<std::pair<std::string, std::string>>& env) {
   CommandResult res;
@@ -161,6 +179,113 @@ bool WaitForPath(const std::string& path, double timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return std::filesystem::exists(path);
+}
+
+bool WaitForUnixListener(const std::string& path, double timeout_s) {
+  auto t0 = Clock::now();
+  do {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    ::close(fd);
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (Since(t0) < timeout_s);
+  return false;
+}
+
+TcpRelay::~TcpRelay() { Stop(); }
+
+bool TcpRelay::Start(const std::string& listen_host, int listen_port,
+                     const std::string& target_host, int target_port, std::string* error) {
+  target_host_ = target_host;
+  target_port_ = target_port;
+  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(listen_port));
+  if (::inet_pton(AF_INET, listen_host.c_str(), &addr.sin_addr) != 1 ||
+      ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listen_fd_, 16) != 0) {
+    *error = "relay: cannot listen on " + listen_host + ":" + std::to_string(listen_port) + ": " +
+             std::strerror(errno);
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    return false;
+  }
+  socklen_t len = sizeof(addr);
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  if (::pipe2(wake_fd_, O_CLOEXEC) != 0) {
+    *error = std::string("relay: pipe: ") + std::strerror(errno);
+    return false;
+  }
+  thread_ = std::thread([this] { Loop(); });
+  return true;
+}
+
+void TcpRelay::Stop() {
+  if (thread_.joinable()) {
+    char c = 'x';
+    (void)!::write(wake_fd_[1], &c, 1);
+    thread_.join();
+  }
+  for (int* fd : {&listen_fd_, &wake_fd_[0], &wake_fd_[1]}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
+void TcpRelay::Loop() {
+  std::map<int, int> peer;  // fd -> the fd its bytes go to (both directions are entries)
+  auto close_pair = [&](int fd) {
+    int other = peer[fd];
+    peer.erase(fd);
+    peer.erase(other);
+    ::close(fd);
+    ::close(other);
+  };
+  for (;;) {
+    std::vector<pollfd> fds = {{wake_fd_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    for (const auto& [fd, other] : peer) fds.push_back({fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 500) < 0 && errno != EINTR) break;
+    if (fds[0].revents) break;
+    if (fds[1].revents & POLLIN) {
+      int in = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (in >= 0) {
+        int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(static_cast<uint16_t>(target_port_));
+        ::inet_pton(AF_INET, target_host_.c_str(), &to.sin_addr);
+        if (::connect(out, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0) {
+          peer[in] = out;
+          peer[out] = in;
+        } else {
+          ::close(in);
+          ::close(out);
+        }
+      }
+    }
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (!fds[i].revents || !peer.count(fds[i].fd)) continue;
+      char buf[16384];
+      ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+      bool ok = n > 0;
+      // Blocking writes: the far side is a local process that reads promptly.
+      for (ssize_t off = 0; ok && off < n;) {
+        ssize_t w = ::send(peer[fds[i].fd], buf + off, n - off, MSG_NOSIGNAL);
+        if (w <= 0) ok = false;
+        off += w;
+      }
+      if (!ok) close_pair(fds[i].fd);
+    }
+  }
+  for (const auto& [fd, other] : peer) ::close(fd);
 }
 
 std::string FileTail(const std::string& path, size_t max_bytes) {
