@@ -9,8 +9,9 @@
 // controls, at confidence 0.9 without a multiple-comparison correction and a minimum effect of
 // 0.001 bpb (with Bonferroni over 3 candidates and n = 2 a real improvement could hardly ever be
 // kept). The sweep has two plausible candidates around the base 0.04 (0.02, 0.08) and one clearly
-// bad one: matrix_lr=1.0 (25 x the base) ends about 0.2 bpb above the head where the seeds spread
-// about 0.02 (a far smaller matrix_lr, 0.0005, is within the noise after so few steps).
+// bad one: matrix_lr=4.0 (100 x the base) ends 0.3-0.4 bpb above the head, after 15 steps (a
+// loaded machine) as after 50, where seeds spread the head by about 0.02 (a far smaller
+// matrix_lr, 0.0005, is within that noise after so few steps).
 //
 // Real training is noisy (the step count depends on the machine's load), so the test passes
 // whichever way the round is decided, and asserts that the decision is the one the stored
@@ -41,7 +42,7 @@ using nlohmann::json;
 
 constexpr const char* kWorkerA = "e2e-cpu-a";
 constexpr const char* kWorkerB = "e2e-cpu-b";
-constexpr const char* kBadCandidate = "matrix_lr=1.0";
+constexpr const char* kBadCandidate = "matrix_lr=4.0";
 const std::vector<std::string> kCandidates = {"matrix_lr=0.02", "matrix_lr=0.08", kBadCandidate};
 constexpr double kConfidence = 0.9;
 constexpr double kMinEffect = 0.001;
@@ -321,7 +322,7 @@ TEST_F(CampaignRealTrainerE2eTest, SweepRoundWithReplicatesAndHeadControlsOnTwoW
 
   // The sweep round from the head: 3 candidates x 2 replicates + 2 head controls.
   json sub =
-      XvctlJson({"submit", "--campaign", "lr", "--sweep", "matrix_lr=0.02,0.08,1.0", "--json"});
+      XvctlJson({"submit", "--campaign", "lr", "--sweep", "matrix_lr=0.02,0.08,4.0", "--json"});
   const int64_t round_id = sub.value("round_id", int64_t{0});
   ASSERT_GT(round_id, 0) << sub.dump();
   ASSERT_EQ(sub["experiment_ids"].size(), 8u) << sub.dump();
@@ -411,7 +412,7 @@ TEST_F(CampaignRealTrainerE2eTest, SweepRoundWithReplicatesAndHeadControlsOnTwoW
   // The bad candidate is discarded, and clearly worse than the head.
   const json* bad = FindCandidate(decision, kBadCandidate);
   EXPECT_EQ((*bad)["decision"], "discard");
-  EXPECT_GT(Mean(bpb[kBadCandidate]), Mean(bpb["head"]) + 0.02) << bad->dump(2);
+  EXPECT_GT(Mean(bpb[kBadCandidate]), Mean(bpb["head"]) + 0.05) << bad->dump(2);
   const bool kept_one = !best_passing.empty();
   std::cout << "[ round " << round_id << " ] " << round.value("decision_summary", "")
             << (kept_one ? "" : " (nothing kept)") << std::endl;
