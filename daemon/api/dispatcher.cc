@@ -75,8 +75,11 @@ void Dispatcher::Schedule() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
+    // A worker whose lease lapsed (a silent stream: a network cut) gets nothing new: the attempt
+    // just requeued from it would go straight back to it and be lost again.
+    const auto now = sched::LeaseTable::Clock::now();
     for (auto& [id, s] : sessions_) {
-      if (!s->closed()) sessions.push_back(s);
+      if (!s->closed() && !leases_.Expired(id, now)) sessions.push_back(s);
     }
   }
   if (sessions.empty()) return;
