@@ -12,8 +12,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "worker/command_trainer.h"
 #include "worker/exit_classification.h"
 #include "worker/line_tail.h"
+#include "worker/trainer_output_reader.h"
 
 namespace xv::worker {
 namespace {
@@ -41,28 +43,10 @@ Status WriteFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
-// Turns one stdout line into an event. Lines that are not JSON objects with a string `type` are
-// relayed as {"type":"log","text":...} so nothing the trainer printed is lost.
-v1::TrainerEvent MakeEvent(const v1::ExperimentSpec& spec, int64_t seq, const std::string& line,
-                           std::string* error_message) {
-  v1::TrainerEvent ev;
-  ev.set_experiment_id(spec.experiment_id());
-  ev.set_attempt(spec.attempt());
-  ev.set_seq(seq);
-  ev.set_unix_ms(UnixMillisNow());
-  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.contains("type") && j["type"].is_string()) {
-    ev.set_type(j["type"].get<std::string>());
-    ev.set_json(line);
-    if (ev.type() == "error" && j.contains("message") && j["message"].is_string()) {
-      *error_message = j["message"].get<std::string>();
-    }
-  } else {
-    ev.set_type("log");
-    nlohmann::json log = {{"type", "log"}, {"t", UnixMillisNow() / 1000.0}, {"text", line}};
-    ev.set_json(log.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  }
-  return ev;
+std::string ConfiguredNames(const std::vector<TrainerConfig>& trainers) {
+  std::string names;
+  for (const TrainerConfig& t : trainers) names += (names.empty() ? "" : ", ") + t.name;
+  return names;
 }
 
 }  // namespace
@@ -117,9 +101,18 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
   std::error_code ec;
   std::filesystem::create_directories(spec_dir, ec);
   if (ec) return fail_before_start(spec_dir + ": cannot create: " + ec.message());
+  const WorkerConfig config =
+      inv_.trainers.empty() ? DefaultWorkerConfig() : WorkerConfig{inv_.trainers};
+  const TrainerConfig* trainer = FindTrainer(config, spec.trainer());
+  if (trainer == nullptr) {
+    return fail_before_start("trainer '" + spec.trainer() +
+                             "' is not configured on this worker (configured: " +
+                             ConfiguredNames(config.trainers) + ")");
+  }
+  const bool is_command = trainer->kind == TrainerKind::kCommand;
   const std::string recipe_path = spec_dir + "/recipe.json";
   Status st = WriteFile(recipe_path, spec.recipe_json());
-  if (st.ok()) {
+  if (st.ok() && !is_command) {
     std::string spec_json;
     google::protobuf::util::JsonPrintOptions opts;
     opts.add_whitespace = true;
@@ -132,19 +125,29 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
   std::ofstream events_file(spec_dir + "/events.jsonl", std::ios::binary | std::ios::trunc);
 
   ChildSpec cs;
-  cs.argv = {inv_.trainer_bin, "train",       "--recipe-json", recipe_path,
-             "--data",         inv_.data_dir, "--device",      inv_.device_flag};
-  cs.env_overrides = {{"CUDA_VISIBLE_DEVICES", inv_.visible_devices},
-                      {"HIP_VISIBLE_DEVICES", inv_.visible_devices},
-                      {"XV_EXPERIMENT_ID", std::to_string(spec.experiment_id())},
-                      {"XV_ATTEMPT", std::to_string(spec.attempt())},
-                      {"XV_SPEC_DIR", spec_dir}};
-  cs.working_dir = spec_dir;
+  if (is_command) {
+    st = PrepareCommandTrainer(
+        *trainer, spec, {inv_.data_dir, inv_.device_flag, inv_.visible_devices}, spec_dir, &cs);
+    if (!st.ok()) return fail_before_start(st.message());
+  } else {
+    const std::string program = trainer->program.empty() ? inv_.trainer_bin : trainer->program;
+    cs.argv = {program,  "train",       "--recipe-json", recipe_path,
+               "--data", inv_.data_dir, "--device",      inv_.device_flag};
+    cs.env_overrides = trainer->env;
+    cs.env_overrides.insert(cs.env_overrides.end(),
+                            {{"CUDA_VISIBLE_DEVICES", inv_.visible_devices},
+                             {"HIP_VISIBLE_DEVICES", inv_.visible_devices},
+                             {"XV_EXPERIMENT_ID", std::to_string(spec.experiment_id())},
+                             {"XV_ATTEMPT", std::to_string(spec.attempt())},
+                             {"XV_SPEC_DIR", spec_dir}});
+    cs.working_dir = spec_dir;
+  }
   std::unique_ptr<ChildProcess> child;
   st = launcher_->Launch(cs, &child);
   if (!st.ok()) return fail_before_start("cannot start the trainer: " + st.message());
-  spdlog::info("experiment {} attempt {}: started {} (pid {}) in {}", spec.experiment_id(),
-               spec.attempt(), inv_.trainer_bin, child->pid(), spec_dir);
+  spdlog::info("experiment {} attempt {}: started trainer '{}' ({}, pid {}) in {}",
+               spec.experiment_id(), spec.attempt(), trainer->name, cs.argv[0], child->pid(),
+               spec_dir);
 
   double deadline_s = spec.hard_deadline_s();
   if (deadline_s <= 0 && spec.time_budget_s() > 0) {
@@ -152,8 +155,8 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
   }
 
   LineTail tail(inv_.stderr_tail_lines);
+  TrainerOutputReader output(trainer->output);
   std::string out_buf;
-  std::string error_message;
   int64_t seq = 0;
   KillReason kill_reason = KillReason::kNone;
   bool term_sent = false, kill_sent = false;
@@ -162,12 +165,22 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
   bool reaped = false;
   Clock::time_point reaped_at;
 
-  auto emit_line = [&](std::string line) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  auto relay = [&](const std::vector<TrainerOutputEvent>& events) {
+    for (const TrainerOutputEvent& read : events) {
+      v1::TrainerEvent ev;
+      ev.set_experiment_id(spec.experiment_id());
+      ev.set_attempt(spec.attempt());
+      ev.set_seq(++seq);
+      ev.set_unix_ms(UnixMillisNow());
+      ev.set_type(read.type);
+      ev.set_json(read.json);
+      events_file << ev.json() << '\n';
+      on_event(ev);
+    }
+  };
+  auto emit_line = [&](const std::string& line) {
     if (line.find_first_not_of(" \t") == std::string::npos) return;
-    v1::TrainerEvent ev = MakeEvent(spec, ++seq, line, &error_message);
-    events_file << ev.json() << '\n';
-    on_event(ev);
+    relay(output.ReadLine(line, UnixMillisNow() / 1000.0));
   };
   auto drain_fd = [&](int fd, bool is_stdout) -> bool {  // false at EOF or error
     char buf[65536];
@@ -176,8 +189,9 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
       if (n > 0) {
         if (is_stdout) {
           out_buf.append(buf, n);
+          // '\r' ends a line too: upstream prints its progress with end="\r".
           size_t start = 0, nl;
-          while ((nl = out_buf.find('\n', start)) != std::string::npos) {
+          while ((nl = out_buf.find_first_of("\r\n", start)) != std::string::npos) {
             emit_line(out_buf.substr(start, nl - start));
             start = nl + 1;
           }
@@ -257,13 +271,22 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
     if (reaped && SecondsSince(reaped_at) > 2.0) break;
   }
   if (!out_buf.empty()) emit_line(out_buf);
+  relay(output.Finish(UnixMillisNow() / 1000.0));
+  if (output.malformed_lines() > 0) {
+    spdlog::warn(
+        "experiment {} attempt {}: {} malformed upstream output line(s) ignored, e.g. '{}'",
+        spec.experiment_id(), spec.attempt(), output.malformed_lines(),
+        output.malformed_examples().front());
+  }
   if (!reaped) {
     (void)child->SignalGroup(SIGKILL);
     while (!child->TryReap(&exit)) ::usleep(10000);
   }
   child.reset();
 
-  AttemptOutcome outcome = ClassifyExit(exit, kill_reason, deadline_s, error_message);
+  AttemptOutcome outcome = ApplyOutputVerdict(
+      ClassifyExit(exit, kill_reason, deadline_s, output.error_message()), kill_reason, output,
+      /*require_summary=*/is_command);
   fin.set_exit_code(exit.exited ? exit.exit_code : -1);
   fin.set_signal(exit.exited ? 0 : exit.term_signal);
   fin.set_state(outcome.state);

@@ -1,10 +1,16 @@
 // AttemptRunner: runs one attempt of one experiment as a child trainer process and reports what
-// happened. It writes SPEC_DIR/recipe.json and SPEC_DIR/spec.json, starts
-// `<trainer> train --recipe-json SPEC_DIR/recipe.json --data DATA --device cpu|cuda` in its own
-// process group (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES set), turns every stdout line into a
-// TrainerEvent (seq 1, 2, 3 ...), copies stderr to SPEC_DIR/trainer.stderr.log and keeps its last
-// lines, enforces the hard deadline (TERM the group, KILL after a grace), reaps the child and
-// classifies the exit (worker/exit_classification.h).
+// happened. The spec's trainer name picks a configured trainer plugin (worker/trainer_config.h):
+//  - libtorch: writes SPEC_DIR/recipe.json and SPEC_DIR/spec.json and starts
+//    `<trainer> train --recipe-json SPEC_DIR/recipe.json --data DATA --device cpu|cuda`;
+//  - command: writes SPEC_DIR/recipe.json and the command form of SPEC_DIR/spec.json and starts the
+//    configured program with XV_* variables (worker/command_trainer.h).
+// Either runs in its own process group (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES set); every
+// stdout line ('\n' or '\r' ended) is read in the trainer's output format
+// (worker/trainer_output_reader.h) into TrainerEvents (seq 1, 2, 3 ...); stderr is copied to
+// SPEC_DIR/trainer.stderr.log and its last lines kept; the hard deadline is enforced (TERM the
+// group, KILL after a grace); the child is reaped and the exit classified
+// (worker/exit_classification.h, then ApplyOutputVerdict). A trainer name this worker does not
+// configure fails the attempt before anything starts.
 //
 // Thread-safety: Run is called by one thread at a time; Cancel may be called from any thread.
 #pragma once
@@ -13,8 +19,10 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "worker/child_process.h"
+#include "worker/trainer_config.h"
 #include "xv/v1/types.pb.h"
 #include "xv/v1/workers.pb.h"
 
@@ -31,6 +39,8 @@ struct TrainerInvocation {
   size_t stderr_tail_lines = 50;
   // Used when a spec carries no hard deadline: budget + this allowance (startup, compile, eval).
   double default_deadline_allowance_s = 600.0;
+  // The trainer plugins (xv-worker --config); empty means one `libtorch` trainer (trainer_bin).
+  std::vector<TrainerConfig> trainers;
 };
 
 class AttemptRunner {

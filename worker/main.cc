@@ -13,6 +13,7 @@
 #include "common/paths.h"
 #include "worker/child_process.h"
 #include "worker/device_discovery.h"
+#include "worker/trainer_config.h"
 #include "worker/worker_session.h"
 
 namespace {
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   CLI::App app{"xv-worker: runs xv experiments on one device for xvd"};
   std::string daemon = xv::DefaultDaemonAddress();
   std::string data_dir, name, device = "cpu", trainer_bin, work_dir, log_level = "info";
+  std::string config_path;
   double kill_grace_s = 5.0;
   app.add_option("--daemon", daemon, "xvd address: unix:PATH or HOST:PORT")->capture_default_str();
   app.add_option("--data", data_dir, "data directory made by `xvctl prepare`")->required();
@@ -58,6 +60,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu | cuda | cuda:N")->capture_default_str();
   app.add_option("--trainer-bin", trainer_bin,
                  "trainer program (default: xv-train beside this binary)");
+  app.add_option("--config", config_path,
+                 "worker config YAML: the trainer plugins this worker offers (docs/worker.md); "
+                 "default: one libtorch trainer");
   app.add_option("--work-dir", work_dir,
                  "where attempts keep recipe.json, spec.json and the trainer's logs "
                  "(default: <state dir>/workers/<name>)");
@@ -74,7 +79,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (name.empty()) name = HostName() + "-" + suffix;
-  if (trainer_bin.empty()) trainer_bin = xv::SelfExecutableDir() + "/xv-train";
+  xv::worker::WorkerConfig worker_config = xv::worker::DefaultWorkerConfig();
+  if (!config_path.empty()) {
+    xv::Status cst = xv::worker::LoadWorkerConfigFile(config_path, &worker_config);
+    if (cst.ok()) cst = xv::worker::CheckWorkerConfigPrograms(worker_config);
+    if (!cst.ok()) {
+      spdlog::error("--config: {}", cst.message());
+      return 2;
+    }
+  }
+  if (trainer_bin.empty()) {
+    const xv::worker::TrainerConfig* libtorch = xv::worker::FindTrainer(worker_config, "libtorch");
+    trainer_bin = libtorch != nullptr && !libtorch->program.empty()
+                      ? libtorch->program
+                      : xv::SelfExecutableDir() + "/xv-train";
+  }
   if (work_dir.empty()) work_dir = xv::DefaultStateDir() + "/workers/" + name;
   std::error_code ec;
   if (!std::filesystem::is_directory(data_dir, ec)) {
@@ -89,7 +108,11 @@ int main(int argc, char** argv) {
     spdlog::error("--work-dir: cannot create {}: {}", work_dir, ec.message());
     return 2;
   }
-  if (::access(trainer_bin.c_str(), X_OK) != 0) {
+  bool offers_libtorch = false;
+  for (const auto& t : worker_config.trainers) {
+    offers_libtorch |= t.kind == xv::worker::TrainerKind::kLibtorch && t.program.empty();
+  }
+  if (offers_libtorch && ::access(trainer_bin.c_str(), X_OK) != 0) {
     spdlog::warn("--trainer-bin: {} is not executable; experiments will fail until it is",
                  trainer_bin);
   }
@@ -108,6 +131,7 @@ int main(int argc, char** argv) {
   opts.daemon_address = daemon;
   opts.name = name;
   opts.trainer.trainer_bin = trainer_bin;
+  opts.trainer.trainers = worker_config.trainers;
   opts.trainer.data_dir = data_dir;
   opts.trainer.device_flag = device_flag;
   opts.trainer.visible_devices = visible;
@@ -121,7 +145,12 @@ int main(int argc, char** argv) {
   xv::v1::Device dev = xv::worker::DiscoverDevice(opts.trainer, launcher.get());
   spdlog::info("device: {} ({}/{})", dev.name(), dev.vendor(), dev.backend());
   xv::v1::Capabilities caps;
-  caps.add_trainers("libtorch");
+  for (const auto& t : worker_config.trainers) {
+    caps.add_trainers(t.name);
+    spdlog::info("trainer '{}': {}{}{}", t.name, xv::worker::TrainerKindName(t.kind),
+                 t.kind == xv::worker::TrainerKind::kCommand ? " " : "",
+                 t.kind == xv::worker::TrainerKind::kCommand ? t.program : "");
+  }
   caps.set_max_concurrent(1);
   caps.set_sliding_window(true);
   if (device_flag == "cpu") {
