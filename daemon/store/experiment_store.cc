@@ -1057,17 +1057,18 @@ Status ExperimentStore::FinishAttempt(int64_t worker_id, const xv::v1::Finished&
     XV_RETURN_IF_ERROR(at.Run());
     // The experiment moves when this attempt is its active one, or when this attempt was lost (the
     // experiment requeued but not yet reassigned, or out of attempts) and it brings a success: a
-    // late result is accepted while no other attempt has started. A cancelled experiment keeps its
-    // state but gains the attempt's log tail.
+    // late result is accepted while no other attempt is running or has finished, even when a later
+    // attempt was lost too (the experiment then takes this attempt's number and result). A
+    // cancelled experiment keeps its state but gains the attempt's log tail.
     SqliteStatement up;
     XV_RETURN_IF_ERROR(c->Prepare(
         "UPDATE experiments SET state = ?1, "
         "failure_kind = CASE WHEN ?1 = 'succeeded' THEN '' WHEN ?2 = '' THEN failure_kind ELSE ?2 "
         "END, failure_detail = CASE WHEN ?1 = 'succeeded' THEN '' WHEN ?3 = '' THEN failure_detail "
         "ELSE ?3 END, stderr_tail = ?4, progress = CASE WHEN ?1 = 'succeeded' THEN 1 ELSE "
-        "progress END, worker_id = ?7, finished_at = " XV_NOW
-        " WHERE id = ?5 AND attempt = ?6 AND (state IN ('assigned', 'running') OR "
-        "(state IN ('queued', 'lost') AND ?1 = 'succeeded'))",
+        "progress END, worker_id = ?7, attempt = ?6, finished_at = " XV_NOW
+        " WHERE id = ?5 AND ((attempt = ?6 AND state IN ('assigned', 'running')) OR "
+        "(attempt >= ?6 AND state IN ('queued', 'lost') AND ?1 = 'succeeded'))",
         &up));
     up.Bind(1, state)
         .Bind(2, kind)
