@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "worker/command_trainer.h"
+#include "worker/device_health/health_report.h"
 #include "worker/exit_classification.h"
 #include "worker/line_tail.h"
 #include "worker/trainer_output_reader.h"
@@ -142,12 +143,29 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
                              {"XV_SPEC_DIR", spec_dir}});
     cs.working_dir = spec_dir;
   }
+  // Thermal guard: a device above --max-start-temp gets time to cool before the attempt starts.
+  device_health::DeviceHealthMonitor::GuardResult guard;
+  if (inv_.health) {
+    guard = inv_.health->WaitUntilCool([this] { return cancel_requested_.load(); },
+                                       "experiment " + std::to_string(spec.experiment_id()) +
+                                           " attempt " + std::to_string(spec.attempt()));
+    if (guard.cancelled) {
+      fin.set_exit_code(-1);
+      fin.set_state("cancelled");
+      fin.set_failure_kind("cancelled");
+      fin.set_failure_detail("cancelled while waiting for the device to cool");
+      fin.set_wall_seconds(SecondsSince(t0));
+      return fin;
+    }
+  }
   std::unique_ptr<ChildProcess> child;
   st = launcher_->Launch(cs, &child);
   if (!st.ok()) return fail_before_start("cannot start the trainer: " + st.message());
   spdlog::info("experiment {} attempt {}: started trainer '{}' ({}, pid {}) in {}",
                spec.experiment_id(), spec.attempt(), trainer->name, cs.argv[0], child->pid(),
                spec_dir);
+  std::unique_ptr<device_health::Sampling> sampling;
+  if (inv_.health) sampling = inv_.health->StartSampling();
 
   double deadline_s = spec.hard_deadline_s();
   if (deadline_s <= 0 && spec.time_budget_s() > 0) {
@@ -283,6 +301,12 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
     while (!child->TryReap(&exit)) ::usleep(10000);
   }
   child.reset();
+  if (sampling) {
+    device_health::HealthSummary health = sampling->Stop();
+    health.start_temp_c = guard.start_temp_c;
+    health.start_wait_s = guard.waited_s;
+    device_health::HealthSummaryToProto(health, fin.mutable_health());
+  }
 
   AttemptOutcome outcome = ApplyOutputVerdict(
       ClassifyExit(exit, kill_reason, deadline_s, output.error_message()), kill_reason, output,

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "worker/child_process.h"
+#include "worker/device_health/device_health_monitor.h"
 #include "worker/trainer_config.h"
 #include "xv/v1/types.pb.h"
 #include "xv/v1/workers.pb.h"
@@ -39,6 +40,9 @@ struct TrainerInvocation {
   size_t stderr_tail_lines = 50;
   // Used when a spec carries no hard deadline: budget + this allowance (startup, compile, eval).
   double default_deadline_allowance_s = 600.0;
+  // Device health (worker/device_health): the thermal guard before each attempt and sampling
+  // during it, reported in Finished.health. Not owned; nullptr: neither (Finished has no health).
+  device_health::DeviceHealthMonitor* health = nullptr;
   // The trainer plugins (xv-worker --config); empty means one `libtorch` trainer (trainer_bin).
   std::vector<TrainerConfig> trainers;
 };

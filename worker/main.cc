@@ -13,6 +13,8 @@
 #include "common/paths.h"
 #include "worker/child_process.h"
 #include "worker/device_discovery.h"
+#include "worker/device_health/device_health_monitor.h"
+#include "worker/trainer_probe.h"
 #include "worker/trainer_config.h"
 #include "worker/worker_session.h"
 
@@ -70,6 +72,34 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error")
       ->capture_default_str();
+  // Device health and the probe (docs/worker.md § Device health, § Probe).
+  bool no_probe = false;
+  double probe_timeout_s = 120.0;
+  xv::worker::device_health::MonitorOptions health_opts;
+  health_opts.max_start_temp_c = 85.0;
+  xv::worker::device_health::HealthSourceOptions source_opts;
+  app.add_flag("--no-probe", no_probe,
+               "do not run `xv-train probe` at start (register without measured ceilings)");
+  app.add_option("--probe-timeout", probe_timeout_s, "seconds the start-up probe may take")
+      ->capture_default_str();
+  app.add_option("--health-interval", health_opts.interval_s,
+                 "seconds between device health samples during an attempt")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 60.0));
+  app.add_option("--health-source", source_opts.source, "auto | nvml | hwmon | none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "nvml", "hwmon", "none"}));
+  app.add_option("--sysfs-root", source_opts.sysfs_root, "where hwmon reads sysfs (AMD)")
+      ->capture_default_str();
+  app.add_option("--max-start-temp", health_opts.max_start_temp_c,
+                 "thermal guard: wait before an attempt while the device is above this many C "
+                 "(0 = off; GPUs only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 150.0));
+  app.add_option("--max-start-wait", health_opts.max_start_wait_s,
+                 "thermal guard: start anyway after waiting this many seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
   CLI11_PARSE(app, argc, argv);
 
   xv::SetupLogging("xv-worker", log_level);
@@ -144,6 +174,27 @@ int main(int argc, char** argv) {
   spdlog::info("discovering the device: {} fingerprint --device {}", trainer_bin, device_flag);
   xv::v1::Device dev = xv::worker::DiscoverDevice(opts.trainer, launcher.get());
   spdlog::info("device: {} ({}/{})", dev.name(), dev.vendor(), dev.backend());
+  source_opts.vendor = device_flag == "cpu" ? "cpu" : dev.vendor();
+  source_opts.device_index = device_flag == "cpu" ? -1 : std::stoi(visible);
+  source_opts.device_name = dev.name();
+  std::string why_none;
+  xv::worker::device_health::DeviceHealthMonitor health(
+      xv::worker::device_health::OpenHealthSource(source_opts, &why_none), health_opts);
+  if (health.source_kind() == "none") {
+    spdlog::info("device health: not sampled ({})", why_none);
+  } else {
+    spdlog::info("device health: {} every {:.2f} s; thermal guard {}", health.description(),
+                 health_opts.interval_s,
+                 health_opts.max_start_temp_c > 0
+                     ? fmt::format("at {:.0f} C (waits at most {:.0f} s)",
+                                   health_opts.max_start_temp_c, health_opts.max_start_wait_s)
+                     : std::string("off"));
+  }
+  opts.trainer.health = &health;
+  if (!no_probe) {
+    opts.probe_json =
+        xv::worker::ObtainDeviceProbe(opts.trainer, launcher.get(), dev, probe_timeout_s, nullptr);
+  }
   xv::v1::Capabilities caps;
   for (const auto& t : worker_config.trainers) {
     caps.add_trainers(t.name);

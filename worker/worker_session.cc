@@ -209,6 +209,7 @@ bool WorkerSession::RunOneConnection() {
   *reg->mutable_device() = device_;
   *reg->mutable_capabilities() = capabilities_;
   reg->set_version(options_.version);
+  reg->set_probe_json(options_.probe_json);
   for (const auto& ra : CurrentAttempts()) *reg->add_running() = ra;
   {
     std::lock_guard<std::mutex> lock(mu_);

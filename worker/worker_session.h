@@ -47,6 +47,7 @@ struct WorkerOptions {
   // How long a stopping worker keeps trying to deliver what it still holds.
   double stop_flush_s = 3.0;
   std::string version = "0.1.0";
+  std::string probe_json;  // `xv-train probe` output sent in Register ("" when not probed)
 };
 
 class WorkerSession {
