@@ -6,6 +6,6 @@ if(TARGET xv-train AND TARGET xv_trainer_data)
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/trainer_run_test.cc
     LIBS xv_trainer_data xv_tokenizer xv_common
     LABELS integration trainer
-    TIMEOUT 120)
+    TIMEOUT 240)
   add_dependencies(trainer_run_test xv-train)
 endif()

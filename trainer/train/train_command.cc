@@ -193,11 +193,9 @@ int RunTrainCommand(const TrainCommandOptions& o, EventWriter* events) {
   }
   train_batches.reset();  // stop the prefetch thread
   if (outcome.diverged) {
-    return ReportFailure(events, kExitDiverged,
-                         "loss " + outcome.diverged_value + " at step " +
-                             std::to_string(outcome.diverged_step) + ", micro-step " +
-                             std::to_string(outcome.diverged_micro_step) +
-                             " (non-finite or > 100): the run diverged");
+    return ReportFailure(
+        events, kExitDiverged,
+        DescribeDivergence(outcome.divergence, outcome.diverged_step) + ": the run diverged");
   }
   const int64_t total_tokens = outcome.steps * recipe.total_batch_size;
 

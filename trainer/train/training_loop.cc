@@ -9,6 +9,7 @@
 #include "trainer/eval/bpb_evaluator.h"
 #include "trainer/train/divergence_check.h"
 #include "trainer/train/step_event_throttle.h"
+#include "trainer/train/step_health_probe.h"
 
 namespace xv::trainer {
 
@@ -28,6 +29,7 @@ Status RunTrainingLoop(GPT& model, MuonAdamW& optimizer, BatchSource* train_batc
   const bool stderr_tty = isatty(STDERR_FILENO) != 0;
   StepEventThrottle throttle(s.event_interval_s);
   SteadyTrainingClock wall;  // for throttling only; timing goes through `budget`
+  StepHealthProbe health_probe(model->NamedParameters());
 
   TokenBatch batch;
   XV_RETURN_IF_ERROR(train_batches->Next(&batch));
@@ -53,33 +55,35 @@ Status RunTrainingLoop(GPT& model, MuonAdamW& optimizer, BatchSource* train_batc
       std::tie(x, y) = BatchToTensors(batch, s.device);
       epoch = batch.epoch;
     }
+    health_probe.MeasureGradients();
     const double progress = budget->Progress();
     const double lrm = LrMultiplier(progress, s.schedules);
     const double momentum = MuonMomentum(step, s.schedules);
     optimizer.SetSchedule(lrm, momentum, /*weight_decay_multiplier=*/1.0 - progress);
     optimizer.Step();
+    health_probe.MeasureParameters();
     optimizer.ZeroGrad();
 
-    // The one host read of the step: every micro-step loss at once.
-    auto host = torch::stack(micro_losses).to(torch::kFloat).cpu();
-    std::vector<float> losses(host.data_ptr<float>(), host.data_ptr<float>() + host.numel());
-    if (auto bad = FirstDivergedLoss(losses)) {
+    // The one host read of the step: every micro-step loss, the gradient norm and the parameter
+    // norms at once.
+    const StepHealth health = health_probe.Read(micro_losses);
+    if (auto bad = FirstDivergence(health, health_probe.parameter_names())) {
       budget->EndStep();
       outcome->diverged = true;
       outcome->diverged_step = step;
-      outcome->diverged_micro_step = bad->micro_step;
-      outcome->diverged_value = bad->value_text;
+      outcome->divergence = *bad;
       outcome->steps = step + 1;
-      events->Emit("nan", {{"step", step},
-                           {"micro_step", bad->micro_step},
-                           {"what", "loss"},
-                           {"value", bad->value_text}});
-      std::fprintf(stderr, "\nstep %05lld: loss %s at micro-step %lld: diverged\n",
-                   static_cast<long long>(step), bad->value_text.c_str(),
-                   static_cast<long long>(bad->micro_step));
+      nlohmann::json fields = {
+          {"step", step},
+          {"micro_step", bad->micro_step >= 0 ? nlohmann::json(bad->micro_step) : nullptr},
+          {"what", bad->what},
+          {"value", bad->value_text}};
+      if (!bad->parameter.empty()) fields["parameter"] = bad->parameter;
+      events->Emit("nan", fields);
+      std::fprintf(stderr, "\n%s: diverged\n", DescribeDivergence(*bad, step).c_str());
       return Status::Ok();
     }
-    const double train_loss = losses.back();
+    const double train_loss = health.micro_step_losses.back();
 
     SynchronizeIfGpu(s.device);
     const double dt = budget->EndStep();

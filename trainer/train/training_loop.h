@@ -2,8 +2,13 @@
 // (forward under autocast on GPUs, loss / grad_accum_steps backward, next batch), sets the
 // schedules from the progress of the time budget (LrMultiplier, MuonMomentum, weight decay x (1 -
 // progress)), steps the optimizer and drops the gradients. The micro-step losses stay on the device
-// and are read once per step: a non-finite loss or one above 100 writes a `nan` event and ends the
-// loop at once (outcome.diverged). Steps 0..10 are not timed; the loop stops after the first later
+// together with the global gradient norm (taken before the optimizer step) and every parameter's
+// norm (after it) in one host read per step (StepHealthProbe): a non-finite loss or one above 100,
+// a non-finite gradient norm or a non-finite parameter writes a `nan` event naming what went
+// non-finite and ends the loop at once (outcome.diverged). The read comes after the optimizer step
+// is queued, where the loop synchronises for its step timing anyway, so it adds no stall; the two
+// norms cost one extra read pass over the gradients and one over the parameters (CPU figure in
+// step_health_probe.h). Steps 0..10 are not timed; the loop stops after the first later
 // step whose timed total reaches the budget. `step` events go out a few per second (always the
 // last); stderr gets upstream's progress line at the same rate. Thread-safety: runs on the calling
 // thread; model, optimizer and batches are used only by it.
@@ -20,6 +25,7 @@
 #include "trainer/model/gpt.h"
 #include "trainer/optim/muon_adamw.h"
 #include "trainer/train/batch_source.h"
+#include "trainer/train/divergence_check.h"
 #include "trainer/train/schedules.h"
 #include "trainer/train/time_budget.h"
 
@@ -44,8 +50,7 @@ struct TrainingOutcome {
   int64_t last_epoch = 0;
   bool diverged = false;
   int64_t diverged_step = -1;
-  int64_t diverged_micro_step = -1;
-  std::string diverged_value;
+  Divergence divergence;  // what went non-finite (valid when diverged)
 };
 
 // `budget` measures steps with its clock; `events` gets `step` (and `nan`) events.
