@@ -10,6 +10,11 @@
 #ifdef XV_TORCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #endif
+// CUDA and ROCm LibTorch builds ship this generated header; its AT_ROCM_ENABLED() says which one
+// this is (Debian's CPU LibTorch has none).
+#if __has_include(<ATen/cuda/CUDAConfig.h>)
+#include <ATen/cuda/CUDAConfig.h>
+#endif
 
 namespace xv::trainer {
 
@@ -25,6 +30,9 @@ const char* BackendName(Backend b) {
 }
 
 Backend CompiledGpuBackend() {
+#if defined(AT_ROCM_ENABLED)
+  if (AT_ROCM_ENABLED()) return Backend::kRocm;
+#endif
 #if defined(USE_ROCM) || defined(__HIP_PLATFORM_AMD__) || defined(TORCH_HIP_VERSION)
   return Backend::kRocm;
 #else

@@ -2,20 +2,60 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "trainer/torch_compat.h"
 
 namespace xv::trainer {
 
+bool FlashAttentionHonoursWindows(const torch::Tensor& x) {
+  if (!compat::FlashAttentionUsable(x)) return false;
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, bool> verdicts;  // (device index, dtype) -> verdict
+  const std::pair<int, int> key(x.device().index(), static_cast<int>(x.scalar_type()));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = verdicts.find(key);
+  if (it != verdicts.end()) return it->second;
+  bool honoured = false;
+  try {
+    torch::NoGradGuard no_grad;
+    // Deterministic data (no RNG draw, so seeded runs are unchanged): 64 positions, 2 heads of 64,
+    // values that drift with the position so a 7-token window and full causal attention differ.
+    const int64_t t = 64, h = 2, d = 64, window = 7;
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
+    torch::Tensor pos = torch::arange(t, f32).reshape({1, t, 1, 1});
+    torch::Tensor lane = torch::arange(h * d, f32).reshape({1, 1, h, d});
+    torch::Tensor q = torch::sin(pos * 0.37 + lane * 0.11).to(x.scalar_type());
+    torch::Tensor k = torch::cos(pos * 0.23 - lane * 0.07).to(x.scalar_type());
+    torch::Tensor v = torch::sin(pos * 0.05 + lane * 0.03).to(x.scalar_type());
+    torch::Tensor flash = compat::FlashAttention(q, k, v, window).to(torch::kFloat);
+    torch::Tensor windowed = CausalAttention(q, k, v, window, "math").to(torch::kFloat);
+    torch::Tensor full = CausalAttention(q, k, v, t, "math").to(torch::kFloat);
+    const double err_windowed = (flash - windowed).abs().max().item<double>();
+    const double err_full = (flash - full).abs().max().item<double>();
+    honoured = err_windowed < 0.05 && err_windowed < 0.25 * err_full;
+  } catch (const c10::Error&) {
+    honoured = false;  // the kernel refused the window (or the device): not usable with windows
+  }
+  verdicts[key] = honoured;
+  return honoured;
+}
+
 std::string ResolveAttentionBackend(const std::string& requested, const torch::Tensor& x) {
-  if (requested == "auto") return compat::FlashAttentionUsable(x) ? "flash" : "sdpa";
+  if (requested == "auto") return FlashAttentionHonoursWindows(x) ? "flash" : "sdpa";
   if (requested == "flash") {
     TORCH_CHECK(
         compat::FlashAttentionUsable(x),
-        "attention_backend: flash needs CUDA bf16/fp16 tensors and LibTorch >= 2.5 built with "
-        "CUDA (this build: LibTorch ",
+        "attention_backend: flash needs CUDA/ROCm bf16/fp16 tensors and LibTorch >= 2.5 built "
+        "with CUDA or ROCm (this build: LibTorch ",
         compat::TorchVersionString(), ", tensors on ", x.device().str(), " in ",
         c10::toString(x.scalar_type()), "); use auto, sdpa or math");
+    TORCH_CHECK(FlashAttentionHonoursWindows(x),
+                "attention_backend: flash on this device (LibTorch ", compat::TorchVersionString(),
+                ") ignores or refuses sliding windows (checked against the math backend); use "
+                "auto or sdpa");
     return requested;
   }
   TORCH_CHECK(requested == "sdpa" || requested == "math",

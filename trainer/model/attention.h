@@ -2,9 +2,10 @@
 //  - "math": explicit scores, band mask, softmax (fp32 softmax for half inputs); runs everywhere.
 //  - "sdpa": scaled dot-product attention with an explicit band mask (torch_compat picks the public
 //    SDPA on LibTorch 2.x or the private 1.13 one).
-//  - "flash": ATen's flash attention with a native window (CUDA, bf16/fp16, LibTorch >= 2.5).
+//  - "flash": ATen's flash attention with a native window (CUDA or ROCm, bf16/fp16, LibTorch >=
+//    2.5), where it honours windows.
 // Window convention (flash): query i sees key j when j <= i and i - j <= window_left.
-// Thread-safety: stateless functions.
+// Thread-safety: stateless functions, but for FlashAttentionHonoursWindows' guarded cache.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +16,16 @@
 namespace xv::trainer {
 
 // Resolves a requested backend ("auto" | "flash" | "sdpa" | "math") for tensors like `x`: auto
-// picks flash when usable, else sdpa. A forced "flash" that cannot run throws c10::Error saying
-// why.
+// picks flash when it runs here and honours windows (FlashAttentionHonoursWindows), else sdpa. A
+// forced "flash" that cannot run, or ignores windows, throws c10::Error saying why.
 std::string ResolveAttentionBackend(const std::string& requested, const torch::Tensor& x);
+
+// True when flash attention runs for tensors like `x` (compat::FlashAttentionUsable) and honours a
+// sliding window: checked once per device and dtype by comparing a windowed flash call with the
+// math backend on a small deterministic problem (ROCm's flash kernels honour windows only in some
+// PyTorch/AOTriton versions; CUDA's do from LibTorch 2.5). Thread-safe (the verdict cache is
+// guarded); draws no random numbers.
+bool FlashAttentionHonoursWindows(const torch::Tensor& x);
 
 // q: [B, T, H, D]; k, v: [B, T, Hkv, D] with Hkv dividing H (GQA: k/v heads are repeated for the
 // math and sdpa backends). Scale 1/sqrt(D). Returns [B, T, H, D] (contiguous).

@@ -46,6 +46,14 @@ TEST(AttentionBackendsTest, SdpaMatchesMathOnCpuWithWindowAndGqa) {
   EXPECT_GT(RelativeError(narrow.y, full.y), 1e-2);
 }
 
+TEST(AttentionBackendsTest, AutoFallsBackToSdpaWhereFlashCannotRun) {
+  auto cpu = torch::zeros({1, 4, 1, 32}, torch::TensorOptions().dtype(torch::kBFloat16));
+  EXPECT_FALSE(FlashAttentionHonoursWindows(cpu));
+  EXPECT_EQ(ResolveAttentionBackend("auto", cpu), "sdpa");
+  EXPECT_THROW(ResolveAttentionBackend("flash", cpu), c10::Error);
+  EXPECT_EQ(ResolveAttentionBackend("math", cpu), "math");
+}
+
 TEST(AttentionBackendsTest, FlashMatchesMathOnCudaInBf16) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::manual_seed(0);
@@ -54,7 +62,11 @@ TEST(AttentionBackendsTest, FlashMatchesMathOnCudaInBf16) {
   auto q = torch::randn({b, t, h, d}, opts), k = torch::randn({b, t, kv, d}, opts);
   auto v = torch::randn({b, t, kv, d}, opts), dy = torch::randn({b, t, h, d}, opts);
   ASSERT_TRUE(compat::FlashAttentionUsable(q)) << "LibTorch " << compat::TorchVersionString();
+  // The one-off window check (flash against math on a small problem) passes on CUDA, so auto
+  // picks flash; a ROCm flash that ignored windows would fall back to sdpa here.
+  EXPECT_TRUE(FlashAttentionHonoursWindows(q));
   EXPECT_EQ(ResolveAttentionBackend("auto", q), "flash");
+  EXPECT_EQ(ResolveAttentionBackend("flash", q), "flash");
   for (int64_t window : {64, 128, 256}) {
     Grads f = RunBackend(q, k, v, window, "flash", dy);
     Grads m = RunBackend(q, k, v, window, "math", dy);
