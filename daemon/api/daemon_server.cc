@@ -40,11 +40,17 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
 
   d->dispatcher_ = std::make_unique<Dispatcher>(d->store_.get(), options.dispatcher);
   d->closer_ = std::make_unique<RoundCloser>(d->store_.get());
+  d->plan_runner_ = std::make_unique<PlanRunner>(d->store_.get(), d->dispatcher_.get(),
+                                                 d->closer_.get(), options.limits);
   {
     RoundCloser* closer = d->closer_.get();
-    d->dispatcher_->SetTickHook([closer] {
+    PlanRunner* plans = d->plan_runner_.get();
+    d->dispatcher_->SetTickHook([closer, plans] {
       Status s = closer->DecideReadyRounds(nullptr);
       if (!s.ok()) spdlog::error("deciding rounds: {}", s.ToString());
+      // Plans continue from the rounds just decided (and, after a restart, where they were).
+      s = plans->AdvanceAll();
+      if (!s.ok()) spdlog::error("advancing plans: {}", s.ToString());
     });
   }
   d->experiments_ = std::make_unique<ExperimentsService>(
@@ -52,6 +58,8 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   d->campaigns_ = std::make_unique<CampaignsService>(d->store_.get(), d->dispatcher_.get(),
                                                      d->closer_.get(), options.limits);
   d->workers_ = std::make_unique<WorkersService>(d->store_.get(), d->dispatcher_.get());
+  d->plans_ = std::make_unique<PlansService>(d->store_.get(), d->dispatcher_.get(),
+                                             d->campaigns_.get(), d->plan_runner_.get());
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + d->socket_path_, grpc::InsecureServerCredentials());
@@ -63,6 +71,7 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   builder.RegisterService(d->experiments_.get());
   builder.RegisterService(d->campaigns_.get());
   builder.RegisterService(d->workers_.get());
+  builder.RegisterService(d->plans_.get());
   d->server_ = builder.BuildAndStart();
   if (!d->server_) {
     return Status::Unavailable("cannot listen on unix:" + d->socket_path_ +

@@ -13,6 +13,8 @@
 #include "daemon/api/campaigns_service.h"
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/experiments_service.h"
+#include "daemon/api/plan_runner.h"
+#include "daemon/api/plans_service.h"
 #include "daemon/api/round_closer.h"
 #include "daemon/api/submission_builder.h"
 #include "daemon/api/workers_service.h"
@@ -53,6 +55,8 @@ class DaemonServer {
   std::unique_ptr<RoundCloser> closer_;
   std::unique_ptr<ExperimentsService> experiments_;
   std::unique_ptr<CampaignsService> campaigns_;
+  std::unique_ptr<PlanRunner> plan_runner_;
+  std::unique_ptr<PlansService> plans_;
   std::unique_ptr<WorkersService> workers_;
   std::unique_ptr<grpc::Server> server_;
   std::string socket_path_;

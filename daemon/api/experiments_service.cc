@@ -25,46 +25,7 @@ ExperimentsService::ExperimentsService(store::ExperimentStore* store, Dispatcher
 
 xv::Status ExperimentsService::BuildCampaignSubmission(const xv::v1::SubmitRequest& req,
                                                        store::NewSubmission* sub) {
-  const std::string name = req.campaign().empty() ? "default" : req.campaign();
-  bool found = false;
-  store::CampaignHead head;
-  XV_RETURN_IF_ERROR(store_->FindCampaignHead(name, &found, &head));
-  CampaignPolicy policy;
-  if (found) XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(head.policy_json, &policy));
-  RoundPlan plan;
-  if (policy.set) {
-    // The policy's replicates are the minimum; asking for more (e.g. a confirm round) runs more,
-    // and the seeds already run in this campaign are reused.
-    plan.replicates = std::max(policy.acceptance.replicates, req.replicates());
-    plan.head_controls = policy.acceptance.head_controls;
-  }
-  xv::v1::SubmitRequest effective = req;
-  if (found && req.trainer().empty()) effective.set_trainer(head.trainer);
-  Recipe base;
-  if (!req.recipe_yaml().empty()) {
-    if (req.recipe_yaml().size() > limits_.max_recipe_bytes) {
-      return xv::Status::InvalidArgument(
-          "recipe_yaml: " + std::to_string(req.recipe_yaml().size()) +
-          " bytes, more than the limit of " + std::to_string(limits_.max_recipe_bytes));
-    }
-    XV_RETURN_IF_ERROR(ParseRecipeYaml(req.recipe_yaml(), &base).WithContext("recipe: "));
-  } else {
-    if (!found) {
-      return xv::Status::InvalidArgument(
-          "recipe_yaml: empty and campaign '" + name +
-          "' does not exist (create it with CreateCampaign, or send a recipe)");
-    }
-    nlohmann::json j = nlohmann::json::parse(head.head_recipe_json, nullptr, false);
-    XV_RETURN_IF_ERROR(
-        ParseRecipeJson(j, &base).WithContext("campaign '" + name + "' head recipe: "));
-    if (req.candidates_size() == 0) {
-      return xv::Status::InvalidArgument(
-          "candidates: none given (a round built from the campaign head needs overrides)");
-    }
-  }
-  XV_RETURN_IF_ERROR(BuildSubmissionFromBase(effective, base, plan, limits_, sub));
-  sub->campaign = name;
-  return xv::Status::Ok();
+  return BuildCampaignRound(store_, req, limits_, CampaignRoundOptions{}, sub);
 }
 
 grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,

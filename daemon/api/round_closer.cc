@@ -1,5 +1,7 @@
 #include "daemon/api/round_closer.h"
 
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <vector>
@@ -9,6 +11,7 @@
 
 #include "daemon/api/campaign_policy.h"
 #include "daemon/sched/round_decider.h"
+#include "daemon/sched/welch_test.h"
 
 namespace xv::daemon {
 namespace {
@@ -27,6 +30,34 @@ bool ToRunOutcome(const store::RoundRun& run, sched::RunOutcome* out) {
     return true;
   }
   return false;
+}
+
+// Summary of the finite val_bpb of `runs` and how many were not finite.
+sched::SampleSummary FiniteSummary(const std::vector<sched::RunOutcome>& runs, int* non_finite) {
+  std::vector<double> values;
+  int bad = 0;
+  for (const auto& r : runs) {
+    if (!r.diverged && std::isfinite(r.val_bpb)) {
+      values.push_back(r.val_bpb);
+    } else {
+      ++bad;
+    }
+  }
+  if (non_finite) *non_finite = bad;
+  return sched::Summarize(values);
+}
+
+nlohmann::json SummaryJson(const sched::SampleSummary& s, int non_finite) {
+  nlohmann::json j = {{"n", s.n}, {"non_finite", non_finite}};
+  j["mean"] = s.n >= 1 ? nlohmann::json(s.mean) : nlohmann::json();
+  j["sd"] = s.n >= 2 ? nlohmann::json(s.sd) : nlohmann::json();
+  return j;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
 }
 
 // The run a row stands for: reuse rows count as the run they copy.
@@ -125,12 +156,103 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
   nlohmann::json j = decision.ToJson();
   j["mode"] = "auto";
   j["head_runs"] = head_runs.size();
-  record.decision_json = j.dump();
   for (const auto& c : decision.candidates) {
     record.candidates[c.name] = {
         c.keep ? "keep" : "discard",
         std::string(sched::DecisionReasonName(c.reason)) + ": " + c.reason_text};
   }
+  // keep_rule none (failure maps): the round records; nothing is kept whatever the test says.
+  if (round.keep_rule == "none" && decision.kept_index) {
+    const size_t idx = *decision.kept_index;
+    const std::string& name = decision.candidates[idx].name;
+    record.candidates[name] = {"discard", "record_only: passed, but this round keeps nothing"};
+    j["candidates"][idx]["decision"] = "discard";
+    j["candidates"][idx]["reason"] = "record_only";
+    decision.kept_index.reset();
+    j["kept"] = nullptr;
+    record.summary = "record only: " + record.summary;
+  }
+  if (round.kind == "confirm") {
+    // The fresh runs of this round alone: the head's controls and each candidate's replicates.
+    std::vector<sched::RunOutcome> fresh_head;
+    std::set<int64_t> seen;
+    for (const auto& run : runs) {
+      sched::RunOutcome outcome;
+      if (run.role == "control" && ToRunOutcome(run, &outcome) &&
+          seen.insert(OriginalRun(run)).second) {
+        fresh_head.push_back(outcome);
+      }
+    }
+    int bad = 0;
+    const sched::SampleSummary hs = FiniteSummary(fresh_head, &bad);
+    nlohmann::json confirm = {{"head", SummaryJson(hs, bad)}};
+    std::string line = "confirm: head " + (hs.n >= 1 ? Fixed(hs.mean, 5) : std::string("-")) +
+                       (hs.n >= 2 ? " sd " + Fixed(hs.sd, 5) : std::string()) +
+                       " (n=" + std::to_string(hs.n) + " fresh seeds" +
+                       (bad > 0 ? ", " + std::to_string(bad) + " not finite" : "") + ")";
+    for (const auto& c : candidates) {
+      int cbad = 0;
+      const sched::SampleSummary cs = FiniteSummary(c.runs, &cbad);
+      confirm["candidates"][c.name] = SummaryJson(cs, cbad);
+      line += "; " + c.name + " " + (cs.n >= 1 ? Fixed(cs.mean, 5) : std::string("-")) +
+              (cs.n >= 2 ? " sd " + Fixed(cs.sd, 5) : std::string()) +
+              " (n=" + std::to_string(cs.n) + ")";
+    }
+    j["confirm"] = confirm;
+    record.summary = line + (candidates.empty() ? "" : "; " + record.summary);
+  }
+  if (round.kind == "ablation") {
+    // Which of the head's changes matter: dropping knob k ("-k") matters when the candidate is
+    // worse than the head by a one-sided Welch test at the policy's confidence (no correction:
+    // calling a change "matters" errs on keeping it) and by at least min_effect, or when it made
+    // a run non-finite. Otherwise the change shows no effect and may be dropped (simplification);
+    // the head only moves when dropping a knob is significantly better (the usual keep rule).
+    int head_bad = 0;
+    const sched::SampleSummary hs = FiniteSummary(head_runs, &head_bad);
+    const double alpha = 1.0 - policy.acceptance.confidence;
+    nlohmann::json effects = nlohmann::json::array();
+    std::string matters, no_effect, unknown;
+    for (const auto& c : candidates) {
+      int cbad = 0;
+      const sched::SampleSummary cs = FiniteSummary(c.runs, &cbad);
+      const std::string knob = c.name.size() > 1 && c.name[0] == '-' ? c.name.substr(1) : c.name;
+      nlohmann::json e = {{"candidate", c.name}, {"knob", knob}};
+      std::string effect, why;
+      if (cbad > 0) {
+        effect = "matters";
+        why = "dropping it gave " + std::to_string(cbad) + " non-finite run(s)";
+      } else if (cs.n < 2 || hs.n < 2) {
+        effect = "unknown";
+        why = "fewer than 2 finite runs";
+      } else {
+        // Worse = the head is lower than the candidate: the test with the roles swapped.
+        const auto w = sched::WelchOneSidedLower(hs, cs);
+        const double worse = cs.mean - hs.mean;
+        e["worse_by"] = worse;
+        e["p"] = w->p_one_sided;
+        if (w->p_one_sided < alpha && worse >= policy.acceptance.min_effect) {
+          effect = "matters";
+          why = "dropping it is worse by " + Fixed(worse, 5) + " (p=" + Fixed(w->p_one_sided, 4) +
+                ")";
+        } else {
+          effect = "no_effect";
+          why = "dropping it is not significantly worse (" + Fixed(worse, 5) +
+                ", p=" + Fixed(w->p_one_sided, 4) + "): may be dropped";
+        }
+      }
+      e["effect"] = effect;
+      effects.push_back(e);
+      std::string& list = effect == "matters" ? matters : effect == "no_effect" ? no_effect : unknown;
+      list += (list.empty() ? "" : ", ") + knob;
+      auto& d = record.candidates[c.name];
+      d.second = d.second + "; ablation: " + effect + ": " + why;
+    }
+    j["ablation"] = effects;
+    record.summary = "ablation: matters: " + (matters.empty() ? "none" : matters) +
+                     "; no effect (may be dropped): " + (no_effect.empty() ? "none" : no_effect) +
+                     (unknown.empty() ? "" : "; unknown: " + unknown) + "; " + record.summary;
+  }
+  record.decision_json = j.dump();
   if (decision.kept_index) {
     const std::string& name = decision.candidates[*decision.kept_index].name;
     record.kept_candidate = name;

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
+#include "common/recipe_knobs.h"
+#include "daemon/api/campaign_policy.h"
 
 namespace xv::daemon {
 namespace {
@@ -97,7 +99,7 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
   sub.kind = kind;
 
   std::vector<xv::v1::Candidate> candidates(req.candidates().begin(), req.candidates().end());
-  if (candidates.empty()) candidates.emplace_back();
+  if (candidates.empty() && !plan.controls_only) candidates.emplace_back();
   bool base_is_candidate = false;
   for (const auto& c : candidates) base_is_candidate |= c.overrides_size() == 0;
 
@@ -141,7 +143,7 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
     if (plan.head_controls > 0 && name == "head") {
       return Status::InvalidArgument(label + "name: 'head' is reserved for the head controls");
     }
-    const int64_t seed0 = r.seed;
+    const int64_t seed0 = r.seed + plan.seed_offset;
     for (int rep = 0; rep < replicates; ++rep) {
       Recipe rr = r;
       rr.seed = seed0 + rep;
@@ -166,7 +168,7 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
   // Head controls: the base config itself, measured beside the candidates in the same round.
   for (int rep = 0; rep < plan.head_controls; ++rep) {
     Recipe rr = base;
-    rr.seed = base.seed + rep;
+    rr.seed = base.seed + plan.seed_offset + rep;
     ResolvedSizes rs;
     XV_RETURN_IF_ERROR(ResolveSizes(rr, &rs).WithContext("head control: "));
     store::NewExperiment e;
@@ -185,6 +187,134 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
     sub.experiments.push_back(std::move(e));
   }
   *out = std::move(sub);
+  return Status::Ok();
+}
+
+}  // namespace xv::daemon
+
+namespace xv::daemon {
+
+void BuildAblationCandidates(const Recipe& head, const Recipe& base,
+                             std::vector<xv::v1::Candidate>* out,
+                             std::vector<std::string>* skipped) {
+  for (const RecipeKnob& knob : RecipeKnobTable()) {
+    if (std::string(knob.name) == "seed") continue;
+    const nlohmann::json head_value = RecipeKnobToJson(knob, head);
+    const nlohmann::json base_value = RecipeKnobToJson(knob, base);
+    if (head_value == base_value) continue;
+    const std::string name = std::string("-") + knob.name;
+    Recipe r = head;
+    Status s = ApplyOverrides({{knob.name, base_value.dump()}}, &r);
+    ResolvedSizes sizes;
+    if (s.ok()) s = ResolveSizes(r, &sizes);
+    if (!s.ok()) {
+      if (skipped) skipped->push_back(name + ": " + s.message());
+      continue;
+    }
+    xv::v1::Candidate c;
+    c.set_name(name);
+    auto* o = c.add_overrides();
+    o->set_key(knob.name);
+    o->set_value(base_value.dump());
+    out->push_back(std::move(c));
+  }
+}
+
+Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitRequest& req,
+                          const SubmissionLimits& limits, const CampaignRoundOptions& options,
+                          store::NewSubmission* sub) {
+  const std::string name = req.campaign().empty() ? "default" : req.campaign();
+  bool found = false;
+  store::CampaignHead head;
+  XV_RETURN_IF_ERROR(store->FindCampaignHead(name, &found, &head));
+  CampaignPolicy policy;
+  if (found) XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(head.policy_json, &policy));
+  RoundPlan plan;
+  if (policy.set) {
+    // The policy's replicates are the minimum; asking for more runs more, and the seeds already
+    // run in this campaign are reused.
+    plan.replicates = std::max(policy.acceptance.replicates, req.replicates());
+    plan.head_controls = policy.acceptance.head_controls;
+  }
+  xv::v1::SubmitRequest effective = req;
+  if (found && req.trainer().empty()) effective.set_trainer(head.trainer);
+  const std::string kind = req.kind().empty() ? "candidates" : req.kind();
+  const bool daemon_built = kind == "ablation" || kind == "confirm";
+  if (daemon_built && !req.recipe_yaml().empty()) {
+    return Status::InvalidArgument("recipe_yaml: a " + kind +
+                                   " round is built from the campaign's head; send no recipe");
+  }
+  Recipe base;
+  if (!req.recipe_yaml().empty()) {
+    if (req.recipe_yaml().size() > limits.max_recipe_bytes) {
+      return Status::InvalidArgument("recipe_yaml: " + std::to_string(req.recipe_yaml().size()) +
+                                     " bytes, more than the limit of " +
+                                     std::to_string(limits.max_recipe_bytes));
+    }
+    XV_RETURN_IF_ERROR(ParseRecipeYaml(req.recipe_yaml(), &base).WithContext("recipe: "));
+  } else {
+    if (!found) {
+      return Status::InvalidArgument(
+          "recipe_yaml: empty and campaign '" + name +
+          "' does not exist (create it with CreateCampaign, or send a recipe)");
+    }
+    nlohmann::json j = nlohmann::json::parse(head.head_recipe_json, nullptr, false);
+    XV_RETURN_IF_ERROR(
+        ParseRecipeJson(j, &base).WithContext("campaign '" + name + "' head recipe: "));
+    if (req.candidates_size() == 0 && !daemon_built) {
+      return Status::InvalidArgument(
+          "candidates: none given (a round built from the campaign head needs overrides)");
+    }
+  }
+  if (kind == "ablation") {
+    if (req.candidates_size() > 0) {
+      return Status::InvalidArgument(
+          "candidates: an ablation round is built by the daemon (one candidate per knob where "
+          "the head differs from the base); send none");
+    }
+    Recipe campaign_base;
+    nlohmann::json j = nlohmann::json::parse(head.base_recipe_json, nullptr, false);
+    XV_RETURN_IF_ERROR(
+        ParseRecipeJson(j, &campaign_base).WithContext("campaign '" + name + "' base recipe: "));
+    std::vector<xv::v1::Candidate> drops;
+    std::vector<std::string> skipped;
+    BuildAblationCandidates(base, campaign_base, &drops, &skipped);
+    if (drops.empty()) {
+      std::string why = "kind: ablation: the head of campaign '" + name +
+                        "' equals its base recipe in every knob (nothing to ablate; keep a "
+                        "candidate first)";
+      if (!skipped.empty()) {
+        why = "kind: ablation: no knob of campaign '" + name + "' can be reset alone (" +
+              skipped.front() + ")";
+      }
+      return Status::InvalidArgument(why);
+    }
+    for (auto& c : drops) *effective.add_candidates() = std::move(c);
+    if (!policy.set) plan.head_controls = std::max(1, req.replicates());
+  }
+  if (kind == "confirm") {
+    if (req.replicates() < 1) {
+      return Status::InvalidArgument(
+          "replicates: a confirm round needs the number of fresh seeds (>= 1; xvctl confirm "
+          "--seeds K)");
+    }
+    plan.replicates = req.replicates();
+    plan.head_controls = req.replicates();
+    plan.controls_only = req.candidates_size() == 0;
+    bool any = false;
+    int64_t max_seed = 0;
+    XV_RETURN_IF_ERROR(store->MaxCampaignSeed(head.id, &any, &max_seed));
+    if (any && max_seed >= base.seed) plan.seed_offset = max_seed + 1 - base.seed;
+  }
+  if (options.failure_map) {
+    plan.replicates = 1;
+    plan.head_controls = 0;
+  }
+  XV_RETURN_IF_ERROR(BuildSubmissionFromBase(effective, base, plan, limits, sub));
+  sub->campaign = name;
+  sub->plan_id = options.plan_id;
+  sub->plan_phase = options.plan_phase;
+  if (options.failure_map) sub->keep_rule = "none";
   return Status::Ok();
 }
 

@@ -34,7 +34,40 @@ struct SubmissionLimits {
 struct RoundPlan {
   int replicates = 0;     // > 0 overrides req.replicates
   int head_controls = 0;  // runs of the base (the head) config, seeds seed, seed+1, ...
+  int64_t seed_offset = 0;     // added to every seed (confirm rounds: fresh seeds)
+  bool controls_only = false;  // no candidates in the request: only the head controls run
 };
+
+// What a round built from a campaign needs beyond the request.
+struct CampaignRoundOptions {
+  int64_t plan_id = 0;  // the plan phase the round is built for (0: none)
+  int plan_phase = 0;
+  // A failure-map phase: one run per candidate, no head controls, nothing kept (keep_rule none).
+  bool failure_map = false;
+};
+
+// Builds the rows of a Submit: candidates from req.recipe_yaml, or (when empty) from the named
+// campaign's head; a campaign with a policy adds its replicates (a minimum) and head controls.
+// Kinds built by the daemon from the campaign (recipe_yaml must be empty):
+//  - ablation (req.candidates empty): one candidate per knob where the head differs from the
+//    campaign's base recipe, the head with that knob reset to its base value, named "-knob";
+//    head controls as the policy says. InvalidArgument when the head equals the base.
+//  - confirm: req.replicates = k >= 1 fresh seeds (larger than any seed the campaign has run):
+//    k head controls plus, when candidates are given, k runs of each. With no policy the round
+//    is stored but not decided.
+// Used by ExperimentsService::Submit and by plans (PlanRunner), so both validate, reuse results
+// and refuse no-ops the same way. `store` is read only.
+Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitRequest& req,
+                          const SubmissionLimits& limits, const CampaignRoundOptions& options,
+                          store::NewSubmission* out);
+
+// Drop-one ablation of `head` against `base`: for every knob but seed whose value differs, a
+// candidate that resets it to the base value (name "-knob", one override knob=<base value>).
+// A reset that makes the recipe invalid (knobs that must move together) is left out and
+// described in *skipped ("-n_kv_head: ..."). Knob table order.
+void BuildAblationCandidates(const Recipe& head, const Recipe& base,
+                             std::vector<xv::v1::Candidate>* out,
+                             std::vector<std::string>* skipped);
 
 // Validates `req` against an already parsed base recipe (the campaign head, or the request's
 // recipe) and fills `out` as BuildSubmission does, plus `plan.head_controls` control runs of the

@@ -239,8 +239,10 @@ Status ExperimentStore::FindCampaignHead(const std::string& name, bool* found, C
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement st;
   XV_RETURN_IF_ERROR(conn_->Prepare(
-      "SELECT c.id, c.state, c.policy_json, c.trainer, COALESCE(h.recipe_json, '') "
-      "FROM campaigns c LEFT JOIN recipes h ON h.id = c.head_recipe_id WHERE c.name = ?",
+      "SELECT c.id, c.state, c.policy_json, c.trainer, COALESCE(h.recipe_json, ''), "
+      "COALESCE(b.recipe_json, ''), c.name FROM campaigns c "
+      "LEFT JOIN recipes h ON h.id = c.head_recipe_id "
+      "LEFT JOIN recipes b ON b.id = c.base_recipe_id WHERE c.name = ?",
       &st));
   st.Bind(1, name);
   bool row = false;
@@ -252,6 +254,8 @@ Status ExperimentStore::FindCampaignHead(const std::string& name, bool* found, C
   out->policy_json = st.ColumnText(2);
   out->trainer = st.ColumnText(3);
   out->head_recipe_json = st.ColumnText(4);
+  out->base_recipe_json = st.ColumnText(5);
+  out->name = st.ColumnText(6);
   return Status::Ok();
 }
 
@@ -259,8 +263,8 @@ Status ExperimentStore::ListRoundsToDecide(std::vector<RoundToDecide>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement st;
   XV_RETURN_IF_ERROR(conn_->Prepare(
-      "SELECT rd.id, rd.campaign_id, c.policy_json, rd.head_config_hash FROM rounds rd "
-      "JOIN campaigns c ON c.id = rd.campaign_id "
+      "SELECT rd.id, rd.campaign_id, c.policy_json, rd.head_config_hash, rd.kind, rd.keep_rule "
+      "FROM rounds rd JOIN campaigns c ON c.id = rd.campaign_id "
       "WHERE rd.state = 'open' AND c.policy_json <> '{}' "
       "AND EXISTS (SELECT 1 FROM experiments x WHERE x.round_id = rd.id) "
       "AND NOT EXISTS (SELECT 1 FROM experiments x WHERE x.round_id = rd.id AND x.state NOT IN " +
@@ -275,6 +279,8 @@ Status ExperimentStore::ListRoundsToDecide(std::vector<RoundToDecide>* out) {
     r.campaign_id = st.ColumnInt(1);
     r.policy_json = st.ColumnText(2);
     r.head_config_hash = st.ColumnText(3);
+    r.kind = st.ColumnText(4);
+    r.keep_rule = st.ColumnText(5);
     out->push_back(std::move(r));
   }
 }
@@ -287,7 +293,8 @@ Status ExperimentStore::GetRoundState(int64_t round_id, RoundToDecide* round, st
       "SELECT rd.campaign_id, c.policy_json, rd.head_config_hash, rd.state, "
       "(SELECT COUNT(*) FROM experiments x WHERE x.round_id = rd.id AND x.state NOT IN " +
           std::string(kTerminalStatesSql) +
-          ") FROM rounds rd JOIN campaigns c ON c.id = rd.campaign_id WHERE rd.id = ?",
+          "), rd.kind, rd.keep_rule FROM rounds rd JOIN campaigns c ON c.id = rd.campaign_id "
+          "WHERE rd.id = ?",
       &st));
   st.Bind(1, round_id);
   bool row = false;
@@ -299,6 +306,8 @@ Status ExperimentStore::GetRoundState(int64_t round_id, RoundToDecide* round, st
   round->head_config_hash = st.ColumnText(2);
   *state = st.ColumnText(3);
   *unfinished = static_cast<int>(st.ColumnInt(4));
+  round->kind = st.ColumnText(5);
+  round->keep_rule = st.ColumnText(6);
   return Status::Ok();
 }
 
@@ -393,6 +402,19 @@ Status ExperimentStore::StoreRoundDecision(const RoundDecisionRecord& rec) {
         .Bind(6, rec.head_reason);
     return hist.Run();
   });
+}
+
+Status ExperimentStore::MaxCampaignSeed(int64_t campaign_id, bool* any, int64_t* max_seed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      conn_->Prepare("SELECT MAX(seed) FROM experiments WHERE campaign_id = ?", &st));
+  st.Bind(1, campaign_id);
+  bool row = false;
+  XV_RETURN_IF_ERROR(st.Step(&row));
+  *any = row && !st.IsNull(0);
+  *max_seed = *any ? st.ColumnInt(0) : 0;
+  return Status::Ok();
 }
 
 Status ExperimentStore::FailureSummary(int64_t campaign_id, const std::string& name,

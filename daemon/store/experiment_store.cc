@@ -312,8 +312,8 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
       SqliteStatement st;
       XV_RETURN_IF_ERROR(
           c->Prepare("INSERT INTO rounds(campaign_id, kind, base_recipe_id, recipe_name, "
-                     "recipe_yaml, submitter, head_config_hash) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                     "recipe_yaml, submitter, head_config_hash, plan_id, plan_phase, keep_rule) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      &st));
       st.Bind(1, result.campaign_id)
           .Bind(2, sub.kind)
@@ -322,6 +322,24 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
           .Bind(5, sub.recipe_yaml)
           .Bind(6, sub.submitter)
           .Bind(7, sub.base_config_hash);
+      if (sub.plan_id != 0) {
+        st.Bind(8, sub.plan_id).Bind(9, static_cast<int64_t>(sub.plan_phase));
+        // One round per plan phase (unique index): say so instead of a constraint error.
+        SqliteStatement dup;
+        XV_RETURN_IF_ERROR(c->Prepare(
+            "SELECT id FROM rounds WHERE plan_id = ? AND plan_phase = ?", &dup));
+        dup.Bind(1, sub.plan_id).Bind(2, static_cast<int64_t>(sub.plan_phase));
+        bool exists = false;
+        XV_RETURN_IF_ERROR(dup.Step(&exists));
+        if (exists) {
+          return Status::AlreadyExists("plan " + std::to_string(sub.plan_id) + " phase " +
+                                       std::to_string(sub.plan_phase) + " already has round " +
+                                       std::to_string(dup.ColumnInt(0)));
+        }
+      } else {
+        st.Bind(8, std::optional<int64_t>()).Bind(9, std::optional<int64_t>());
+      }
+      st.Bind(10, sub.keep_rule);
       XV_RETURN_IF_ERROR(st.Run());
       result.round_id = c->LastInsertRowId();
     }

@@ -54,6 +54,11 @@ struct NewSubmission {
   std::string base_hash, base_recipe_json, base_resolved_json;
   std::string base_config_hash;  // the head the round compares with, seed 0
   std::vector<NewExperiment> experiments;
+  // Plans (migrations/0003_plans.sql): the plan phase this round is built for (0: none). At most
+  // one round per (plan_id, plan_phase): a second insert fails with AlreadyExists.
+  int64_t plan_id = 0;
+  int plan_phase = 0;
+  std::string keep_rule = "best";  // best | none (the round only records; nothing is kept)
 };
 
 struct SubmissionIds {
@@ -108,6 +113,8 @@ struct CampaignHead {
   std::string policy_json;  // "{}": no policy
   std::string trainer;
   std::string head_recipe_json;
+  std::string base_recipe_json;  // the recipe the campaign was created with (ablations)
+  std::string name;
 };
 
 // A round every experiment of which is terminal, still open, in a campaign with a policy.
@@ -116,6 +123,8 @@ struct RoundToDecide {
   int64_t campaign_id = 0;
   std::string policy_json;
   std::string head_config_hash;
+  std::string kind = "candidates";  // rounds.kind
+  std::string keep_rule = "best";   // rounds.keep_rule
 };
 
 // One experiment as the decision sees it.
@@ -144,6 +153,32 @@ struct RoundDecisionRecord {
   std::string head_reason;         // head_history.reason when the head moves
   // Per candidate name: decision (keep | discard) and reason, applied to its experiments.
   std::map<std::string, std::pair<std::string, std::string>> candidates;
+};
+
+// A stored plan (migrations/0003_plans.sql).
+struct StoredPlan {
+  int64_t id = 0;
+  int64_t campaign_id = 0;
+  std::string campaign;
+  std::string name;
+  std::string yaml;
+  std::string state;  // running | paused | done | failed | cancelled
+  int current_phase = 0;
+  std::string outcomes_json = "[]";
+  std::string reason;
+  std::string submitter;
+  std::string created_at, updated_at;
+};
+
+// A round built for a plan phase.
+struct PlanRound {
+  int64_t round_id = 0;
+  int phase = 0;
+  std::string state;  // open | decided | cancelled
+  std::string decision_summary;
+  std::string decision_json;
+  std::string kept_candidate;  // "" when nothing was kept
+  int unfinished = 0;
 };
 
 // What the daemon must tell a worker after an event batch or a Finished was stored.
@@ -257,6 +292,25 @@ class ExperimentStore {
   // the NaN rate. campaign_id 0 and name "" = every campaign.
   Status FailureSummary(int64_t campaign_id, const std::string& name,
                         std::vector<xv::v1::KnobFailure>* out);
+
+  // The largest seed of any experiment of the campaign (*any = false when it has none), so that
+  // confirm rounds can run fresh seeds.
+  Status MaxCampaignSeed(int64_t campaign_id, bool* any, int64_t* max_seed);
+
+  // ---- Plans (plan_store.cc) ----
+  // Stores a new plan (state running, phase 0) of an existing campaign; *id receives its id.
+  Status InsertPlan(const StoredPlan& plan, int64_t* id);
+  // By id, or the newest plan of that name when id is 0. NotFound names what was asked.
+  Status GetPlan(int64_t id, const std::string& name, StoredPlan* out);
+  // Every plan (state "" = all), oldest first.
+  Status ListPlans(const std::string& state, std::vector<StoredPlan>* out);
+  // The rounds built for the plan, by phase.
+  Status ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* out);
+  // Records progress when the plan is still in `expected_state` (*updated = false otherwise, e.g.
+  // cancelled meanwhile): state, current phase, outcomes and reason in one write.
+  Status UpdatePlan(int64_t plan_id, const std::string& expected_state, const std::string& state,
+                    int current_phase, const std::string& outcomes_json, const std::string& reason,
+                    bool* updated);
 
   // Appends an audit/daemon event (not a trainer event).
   Status AppendAudit(const std::string& type, const std::string& json);

@@ -326,8 +326,8 @@ TEST_F(DaemonCampaign, ClearlyBetterCandidateIsKeptAndHeadAdvancesThenZeroEffect
   ASSERT_EQ(final_campaign.rounds_size(), 2);
   EXPECT_EQ(final_campaign.rounds(1).state(), "decided");
 
-  // Round 3 confirms the same candidate with 5 replicates: seeds 42-44 reuse round 2's runs,
-  // 45-46 run; the controls reuse again. The decision counts the reused runs.
+  // Round 3 confirms the same candidate with 5 fresh seeds: 45-49, after every seed the campaign
+  // has run (42-44), for the head controls and the candidate alike; nothing is reused.
   xv::v1::SubmitResponse r3;
   {
     xv::v1::SubmitRequest req;
@@ -341,9 +341,9 @@ TEST_F(DaemonCampaign, ClearlyBetterCandidateIsKeptAndHeadAdvancesThenZeroEffect
     gs = experiments_->Submit(&ctx, req, &r3);
     ASSERT_TRUE(gs.ok()) << gs.error_message();
   }
-  ASSERT_EQ(r3.experiment_ids_size(), 8);
-  std::vector<int64_t> ran = RunScripted("host:cpu2", 2);
-  ASSERT_EQ(ran.size(), 2u);
+  ASSERT_EQ(r3.experiment_ids_size(), 10);
+  std::vector<int64_t> ran = RunScripted("host:cpu2", 10);
+  ASSERT_EQ(ran.size(), 10u);
   for (int64_t id : ran) {
     xv::v1::GetExperimentRequest greq;
     greq.set_id(id);
@@ -358,6 +358,8 @@ TEST_F(DaemonCampaign, ClearlyBetterCandidateIsKeptAndHeadAdvancesThenZeroEffect
   const json d3 = json::parse(round3.decision_json());
   EXPECT_EQ(d3.at("candidates")[0].at("stats").at("n"), 5);
   EXPECT_EQ(d3.at("candidates")[0].at("decision"), "discard");
+  EXPECT_EQ(d3.at("confirm").at("head").at("n"), 5);  // the fresh controls alone
+  EXPECT_EQ(round3.decision_summary().rfind("confirm: head ", 0), 0u) << round3.decision_summary();
 }
 
 TEST_F(DaemonCampaign, CandidateWithANanReplicateIsNeverKept) {

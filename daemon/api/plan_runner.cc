@@ -1,0 +1,322 @@
+#include "daemon/api/plan_runner.h"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "common/recipe.h"
+#include "daemon/sched/plan_spec.h"
+
+namespace xv::daemon {
+namespace {
+
+using nlohmann::json;
+using sched::PlanPhase;
+using sched::PlanPhaseKind;
+
+// The round kind a phase's round is stored as (failure maps are sweeps that keep nothing).
+const char* RoundKind(PlanPhaseKind kind) {
+  switch (kind) {
+    case PlanPhaseKind::kSweep:
+    case PlanPhaseKind::kFailureMap:
+      return "sweep";
+    case PlanPhaseKind::kCandidates:
+      return "candidates";
+    case PlanPhaseKind::kAblation:
+      return "ablation";
+    case PlanPhaseKind::kConfirm:
+      return "confirm";
+  }
+  return "candidates";
+}
+
+Status LoadRecipe(const std::string& recipe_json, const std::string& what, Recipe* out) {
+  const json j = json::parse(recipe_json, nullptr, false);
+  return ParseRecipeJson(j, out).WithContext(what + ": ");
+}
+
+// Builds the phase's round; *skip receives a reason instead when there is nothing to run.
+Status BuildPhaseRound(store::ExperimentStore* store, const SubmissionLimits& limits,
+                       const store::StoredPlan& plan, const PlanPhase& phase, int index,
+                       store::NewSubmission* sub, std::string* skip) {
+  bool found = false;
+  store::CampaignHead head;
+  XV_RETURN_IF_ERROR(store->FindCampaignHead(plan.campaign, &found, &head));
+  if (!found) return Status::NotFound("campaign '" + plan.campaign + "': no such campaign");
+  Recipe head_recipe;
+  XV_RETURN_IF_ERROR(LoadRecipe(head.head_recipe_json, "head recipe", &head_recipe));
+  const std::string head_hash = CanonicalHash(head_recipe);
+
+  xv::v1::SubmitRequest req;
+  req.set_campaign(plan.campaign);
+  req.set_kind(RoundKind(phase.kind));
+  req.set_submitter("plan " + plan.name + " #" + std::to_string(plan.id) + " phase " +
+                    std::to_string(index) + " (" + phase.name + ")");
+  req.set_replicates(phase.kind == PlanPhaseKind::kConfirm ? phase.seeds : phase.replicates);
+
+  std::string no_ops;
+  for (const auto& overrides : sched::ExpandPhaseCandidates(phase)) {
+    const std::string name = sched::JoinPlanOverrides(overrides);
+    Recipe r = head_recipe;
+    if (ApplyOverrides(overrides, &r).ok() && CanonicalHash(r) == head_hash) {
+      no_ops += (no_ops.empty() ? "" : ", ") + name;
+      continue;
+    }
+    auto* c = req.add_candidates();
+    c->set_name(name);
+    for (const auto& [k, v] : overrides) {
+      auto* o = c->add_overrides();
+      o->set_key(k);
+      o->set_value(v);
+    }
+  }
+  const bool needs_candidates = phase.kind == PlanPhaseKind::kSweep ||
+                                phase.kind == PlanPhaseKind::kCandidates ||
+                                phase.kind == PlanPhaseKind::kFailureMap;
+  if (needs_candidates && req.candidates_size() == 0) {
+    *skip = "skipped: every candidate equals the head (no-op): " + no_ops;
+    return Status::Ok();
+  }
+  if (phase.kind == PlanPhaseKind::kAblation) {
+    Recipe base;
+    XV_RETURN_IF_ERROR(LoadRecipe(head.base_recipe_json, "base recipe", &base));
+    std::vector<xv::v1::Candidate> drops;
+    std::vector<std::string> skipped;
+    BuildAblationCandidates(head_recipe, base, &drops, &skipped);
+    if (drops.empty()) {
+      *skip = skipped.empty() ? "skipped: the head equals the base recipe (nothing to ablate)"
+                              : "skipped: no knob can be reset alone (" + skipped.front() + ")";
+      return Status::Ok();
+    }
+  }
+  CampaignRoundOptions options;
+  options.plan_id = plan.id;
+  options.plan_phase = index;
+  options.failure_map = phase.kind == PlanPhaseKind::kFailureMap;
+  XV_RETURN_IF_ERROR(BuildCampaignRound(store, req, limits, options, sub));
+  if (!no_ops.empty()) sub->submitter += "; left out as no-ops: " + no_ops;
+  return Status::Ok();
+}
+
+// A failure map's outcome: where the runs, in ascending knob order, start to fail.
+Status FailureBoundary(store::ExperimentStore* store, const PlanPhase& phase, int64_t round_id,
+                       std::string* line, json* detail) {
+  std::vector<store::RoundRun> runs;
+  XV_RETURN_IF_ERROR(store->ListRoundRuns(round_id, &runs));
+  std::map<std::string, std::string> by_value;  // value text -> how it ended
+  for (const auto& r : runs) {
+    if (r.role != "candidate") continue;
+    const auto eq = r.name.find('=');
+    const std::string value = eq == std::string::npos ? r.name : r.name.substr(eq + 1);
+    std::string how = r.state;
+    if (r.state == "succeeded" && (!r.has_val_bpb || !std::isfinite(r.val_bpb))) how = "nan";
+    by_value[value] = how;
+  }
+  std::string last_ok, first_bad, first_bad_how, after;
+  json values = json::array();
+  for (const auto& v : phase.failure_values) {
+    auto it = by_value.find(v);
+    const std::string how = it == by_value.end() ? "not run (no-op)" : it->second;
+    values.push_back({{"value", v}, {"ended", how}});
+    const bool ok = how == "succeeded" || how == "not run (no-op)";
+    if (first_bad.empty()) {
+      if (ok) {
+        last_ok = v;
+      } else {
+        first_bad = v;
+        first_bad_how = how;
+      }
+    } else {
+      after += (after.empty() ? "" : ", ") + v + " " + how;
+    }
+  }
+  (*detail)["values"] = values;
+  (*detail)["boundary"] = first_bad.empty() ? json() : json(first_bad);
+  if (first_bad.empty()) {
+    *line = phase.failure_knob + ": every value ran (" + phase.failure_values.front() + " .. " +
+            phase.failure_values.back() + "); no failure boundary in this range";
+  } else {
+    *line = phase.failure_knob + ": " +
+            (last_ok.empty() ? std::string("fails from the first value ")
+                             : "fine up to " + last_ok + "; fails from ") +
+            first_bad + " (" + first_bad_how + ")" + (after.empty() ? "" : "; then " + after);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+PlanRunner::PlanRunner(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
+                       SubmissionLimits limits)
+    : store_(store), dispatcher_(dispatcher), closer_(closer), limits_(limits) {}
+
+Status PlanRunner::AdvanceAll() {
+  std::vector<store::StoredPlan> running;
+  XV_RETURN_IF_ERROR(store_->ListPlans("running", &running));
+  for (const auto& p : running) {
+    Status s = Advance(p.id);
+    if (!s.ok()) spdlog::error("plan {} ({}): {}", p.id, p.name, s.ToString());
+  }
+  return Status::Ok();
+}
+
+Status PlanRunner::Advance(int64_t plan_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return AdvanceLocked(plan_id);
+}
+
+Status PlanRunner::AdvanceLocked(int64_t plan_id) {
+  store::StoredPlan plan;
+  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
+  if (plan.state != "running") return Status::Ok();
+  json outcomes = json::parse(plan.outcomes_json, nullptr, false);
+  if (!outcomes.is_array()) outcomes = json::array();
+  bool updated = false;
+  sched::PlanSpec spec;
+  Status parsed = sched::ParsePlanYaml(plan.yaml, &spec);
+  if (!parsed.ok()) {
+    return store_->UpdatePlan(plan.id, "running", "failed", plan.current_phase, outcomes.dump(),
+                              "plan: " + parsed.message(), &updated);
+  }
+  while (outcomes.size() < spec.phases.size()) outcomes.push_back({{"state", "pending"}});
+  int phase = plan.current_phase;
+  // Each pass either waits (returns) or moves one phase on; bounded by the number of phases.
+  for (size_t pass = 0; pass <= spec.phases.size() + 1; ++pass) {
+    if (phase >= static_cast<int>(spec.phases.size())) {
+      XV_RETURN_IF_ERROR(store_->UpdatePlan(
+          plan.id, "running", "done", phase, outcomes.dump(),
+          "all " + std::to_string(spec.phases.size()) + " phases finished", &updated));
+      if (updated) spdlog::info("plan {} ({}): done", plan.id, plan.name);
+      return Status::Ok();
+    }
+    const PlanPhase& ph = spec.phases[phase];
+    const std::string where = "phases[" + std::to_string(phase) + "] (" + ph.name + ", " +
+                              PlanPhaseKindName(ph.kind) + ")";
+    std::vector<store::PlanRound> rounds;
+    XV_RETURN_IF_ERROR(store_->ListPlanRounds(plan.id, &rounds));
+    const store::PlanRound* round = nullptr;
+    for (const auto& r : rounds) {
+      if (r.phase == phase) round = &r;
+    }
+    json& out = outcomes[phase];
+    if (round == nullptr) {
+      store::NewSubmission sub;
+      std::string skip;
+      Status s = BuildPhaseRound(store_, limits_, plan, ph, phase, &sub, &skip);
+      if (!s.ok()) {
+        out = {{"state", "failed"}, {"outcome", s.message()}};
+        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "failed", phase, outcomes.dump(),
+                                              where + ": " + s.message(), &updated));
+        spdlog::warn("plan {} ({}): failed at {}: {}", plan.id, plan.name, where, s.message());
+        return Status::Ok();
+      }
+      if (!skip.empty()) {
+        out = {{"state", "skipped"}, {"outcome", skip}};
+        ++phase;
+        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase, outcomes.dump(),
+                                              "", &updated));
+        if (!updated) return Status::Ok();
+        spdlog::info("plan {} ({}): {} {}", plan.id, plan.name, where, skip);
+        continue;
+      }
+      store::SubmissionIds ids;
+      s = store_->InsertSubmission(sub, &ids);
+      if (s.code() == Status::Code::kAlreadyExists) continue;  // built meanwhile: look again
+      XV_RETURN_IF_ERROR(s);
+      out = {{"state", "running"}, {"round_id", ids.round_id}};
+      XV_RETURN_IF_ERROR(
+          store_->UpdatePlan(plan.id, "running", "running", phase, outcomes.dump(), "", &updated));
+      spdlog::info("plan {} ({}): {} round {} with {} experiment(s)", plan.id, plan.name, where,
+                   ids.round_id, ids.experiment_ids.size());
+      if (closer_ != nullptr) closer_->DecideReadyRounds(nullptr);  // all reused: decided now
+      if (dispatcher_ != nullptr) dispatcher_->Schedule();
+      continue;  // a round decided at once moves on in the next pass
+    }
+    if (round->state == "open") {
+      if (out.value("round_id", int64_t{0}) != round->round_id) {
+        // Stored before a restart, not yet recorded in the plan.
+        out = {{"state", "running"}, {"round_id", round->round_id}};
+        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase, outcomes.dump(),
+                                              "", &updated));
+      }
+      return Status::Ok();
+    }
+    // Decided (or cancelled by hand): record the outcome and move on.
+    std::string line = round->state == "cancelled" ? "round cancelled" : round->decision_summary;
+    out = {{"state", "decided"},
+           {"round_id", round->round_id},
+           {"kept", round->kept_candidate.empty() ? json() : json(round->kept_candidate)}};
+    if (ph.kind == PlanPhaseKind::kFailureMap) {
+      json detail;
+      XV_RETURN_IF_ERROR(FailureBoundary(store_, ph, round->round_id, &line, &detail));
+      out["failure_map"] = detail;
+    }
+    out["outcome"] = line;
+    ++phase;
+    std::string state = "running", reason;
+    if (ph.stop_if_no_keep && round->kept_candidate.empty()) {
+      state = "done";
+      reason = "stopped after " + where + ": stop_if no_keep and nothing was kept";
+      for (size_t i = phase; i < outcomes.size(); ++i) outcomes[i] = {{"state", "stopped"}};
+    }
+    XV_RETURN_IF_ERROR(
+        store_->UpdatePlan(plan.id, "running", state, phase, outcomes.dump(), reason, &updated));
+    if (!updated || state != "running") {
+      if (updated) spdlog::info("plan {} ({}): {}", plan.id, plan.name, reason);
+      return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+Status PlanRunner::Describe(const store::StoredPlan& plan, bool with_yaml, xv::v1::Plan* out) {
+  out->set_id(plan.id);
+  out->set_name(plan.name);
+  out->set_campaign(plan.campaign);
+  out->set_state(plan.state);
+  out->set_current_phase(plan.current_phase);
+  out->set_reason(plan.reason);
+  out->set_created_at(plan.created_at);
+  out->set_updated_at(plan.updated_at);
+  if (with_yaml) out->set_yaml(plan.yaml);
+  const json outcomes = json::parse(plan.outcomes_json, nullptr, false);
+  std::vector<store::PlanRound> rounds;
+  XV_RETURN_IF_ERROR(store_->ListPlanRounds(plan.id, &rounds));
+  sched::PlanSpec spec;
+  if (!sched::ParsePlanYaml(plan.yaml, &spec).ok()) return Status::Ok();
+  for (size_t i = 0; i < spec.phases.size(); ++i) {
+    xv::v1::PlanPhaseInfo* p = out->add_phases();
+    p->set_index(static_cast<int32_t>(i));
+    p->set_name(spec.phases[i].name);
+    p->set_kind(PlanPhaseKindName(spec.phases[i].kind));
+    p->set_state("pending");
+    if (outcomes.is_array() && i < outcomes.size() && outcomes[i].is_object()) {
+      const json& o = outcomes[i];
+      p->set_state(o.value("state", "pending"));
+      p->set_round_id(o.value("round_id", int64_t{0}));
+      p->set_outcome(o.value("outcome", ""));
+      if (o.contains("kept") && o["kept"].is_string()) p->set_kept_candidate(o["kept"]);
+    }
+    for (const auto& r : rounds) {
+      if (r.phase != static_cast<int>(i)) continue;
+      p->set_round_id(r.round_id);
+      if (p->state() == "pending" || p->state() == "running") {
+        // Not recorded by the plan yet (it ended, or the next step has not run).
+        if (r.state == "open") {
+          p->set_state("running");
+          p->set_outcome(std::to_string(r.unfinished) + " experiment(s) unfinished");
+        } else {
+          p->set_state(r.state == "decided" ? "decided" : "cancelled");
+          p->set_outcome(r.decision_summary);
+          p->set_kept_candidate(r.kept_candidate);
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace xv::daemon

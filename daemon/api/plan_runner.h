@@ -1,0 +1,58 @@
+// PlanRunner: runs stored plans (daemon/sched/plan_spec.h, docs/plans.md). A running plan has a
+// current phase; when that phase has no round yet, the runner builds one from the campaign's
+// head now, through BuildCampaignRound (the Submit path: validation, reuse of identical configs),
+// and stores it linked to (plan, phase). When the phase's round is decided, the runner records
+// the phase's outcome (the decision summary, or a failure map's boundary) and moves on; the plan
+// is done after the last phase, or earlier when a phase with stop_if: no_keep kept nothing.
+//
+// Skips and failures: candidates equal to the head (no-ops) are left out; a phase with nothing
+// left (or an ablation of a head equal to its base) is skipped with the reason recorded. Any
+// other refusal (e.g. a candidate whose batch does not divide on the new head) fails the plan,
+// naming the phase.
+//
+// Restarts: all state is in the store. The round of a phase is looked up by (plan, phase) before
+// one is built, and the store refuses a second round for the same phase, so a daemon stopped at
+// any point continues where it was without losing or duplicating a phase round.
+//
+// Thread-safety: AdvanceAll/Advance may be called from any thread (the dispatcher's tick and the
+// Plans service); mu_ serialises them.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+#include "daemon/api/dispatcher.h"
+#include "daemon/api/round_closer.h"
+#include "daemon/api/submission_builder.h"
+#include "daemon/store/experiment_store.h"
+#include "xv/v1/experiments.pb.h"
+
+namespace xv::daemon {
+
+class PlanRunner {
+ public:
+  // `store`, `dispatcher` and `closer` must outlive the runner; dispatcher may be null (tests).
+  PlanRunner(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
+             SubmissionLimits limits);
+
+  // Moves every running plan as far as it can go now.
+  Status AdvanceAll();
+  // Moves one plan (no-op unless it is running).
+  Status Advance(int64_t plan_id);
+
+  // The API form of a stored plan: its phases with their states, rounds and outcomes.
+  Status Describe(const store::StoredPlan& plan, bool with_yaml, xv::v1::Plan* out);
+
+ private:
+  Status AdvanceLocked(int64_t plan_id);
+
+  store::ExperimentStore* const store_;
+  Dispatcher* const dispatcher_;
+  RoundCloser* const closer_;
+  const SubmissionLimits limits_;
+  std::mutex mu_;  // one plan step at a time
+};
+
+}  // namespace xv::daemon

@@ -1,0 +1,40 @@
+// PlansService: the xv.v1.Plans gRPC service (SubmitPlan, GetPlan, ListPlans, CancelPlan), a thin
+// layer over the store, the campaigns service (a plan's `create:` section) and the PlanRunner.
+// Thread-safety: gRPC calls the methods concurrently; all state lives in the store.
+#pragma once
+
+#include "daemon/api/campaigns_service.h"
+#include "daemon/api/dispatcher.h"
+#include "daemon/api/plan_runner.h"
+#include "daemon/store/experiment_store.h"
+#include "xv/v1/experiments.grpc.pb.h"
+
+namespace xv::daemon {
+
+class PlansService final : public xv::v1::Plans::Service {
+ public:
+  // Every pointer must outlive the service.
+  PlansService(store::ExperimentStore* store, Dispatcher* dispatcher, CampaignsService* campaigns,
+               PlanRunner* runner);
+
+  // Validates the YAML (errors name the YAML path), checks every candidate of every phase against
+  // the campaign's current head (the combination rules), creates the campaign from `create:` when
+  // it does not exist, stores the plan and starts its first phase. The campaign needs a policy
+  // that decides automatically.
+  grpc::Status SubmitPlan(grpc::ServerContext* ctx, const xv::v1::SubmitPlanRequest* req,
+                          xv::v1::Plan* resp) override;
+  grpc::Status GetPlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
+                       xv::v1::Plan* resp) override;
+  grpc::Status ListPlans(grpc::ServerContext* ctx, const xv::v1::ListPlansRequest* req,
+                         xv::v1::ListPlansResponse* resp) override;
+  grpc::Status CancelPlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
+                          xv::v1::Plan* resp) override;
+
+ private:
+  store::ExperimentStore* const store_;
+  Dispatcher* const dispatcher_;
+  CampaignsService* const campaigns_;
+  PlanRunner* const runner_;
+};
+
+}  // namespace xv::daemon

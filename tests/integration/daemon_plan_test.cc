@@ -1,0 +1,413 @@
+// Plans (docs/plans.md) end to end in one process: a real DaemonServer (SQLite file, gRPC over a
+// unix socket), real Plans/Campaigns/Experiments clients and a scripted fake worker on a real
+// Session stream. The scripted trainer: val_bpb = 2.0 + noise (sd 0.0005, seeded by the seed and
+// config), 0.01 better with matrix_lr 0.05; matrix_lr >= 0.5 diverges.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/api/daemon_server.h"
+#include "tests/integration/daemon_fake_worker.h"
+#include "xv/v1/experiments.grpc.pb.h"
+#include "xv/v1/workers.grpc.pb.h"
+
+namespace xv::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using fake::FakeWorker;
+using nlohmann::json;
+
+std::string ReadSource(const std::string& rel) {
+  const char* src = std::getenv("XV_SOURCE_DIR");
+  std::ifstream f(std::string(src ? src : ".") + "/" + rel);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+double ScriptedValBpb(const json& recipe) {
+  const double lr = recipe.at("matrix_lr").get<double>();
+  const double effect = std::abs(lr - 0.05) < 1e-12 ? -0.01 : 0.0;
+  std::seed_seq seq{static_cast<unsigned>(recipe.at("seed").get<int64_t>()),
+                    static_cast<unsigned>(std::hash<std::string>()(recipe.dump()) & 0xffffffff)};
+  std::mt19937 rng(seq);
+  std::normal_distribution<double> noise(0.0, 0.0005);
+  return 2.0 + effect + noise(rng);
+}
+
+bool Diverges(const json& recipe) { return recipe.at("matrix_lr").get<double>() >= 0.5; }
+
+std::string SummaryJson(double val_bpb) {
+  return json{{"type", "summary"},     {"t", 30.0},
+              {"val_bpb", val_bpb},    {"training_seconds", 25},
+              {"total_seconds", 31},   {"num_steps", 30},
+              {"total_tokens", 61440}, {"num_params", 100},
+              {"tok_per_sec", 2000.0}, {"mfu_percent", nullptr},
+              {"peak_flops", nullptr}, {"metric_version", "1"}}
+      .dump();
+}
+
+const char* kThreePhasePlan = R"(
+name: night
+campaign: tiny
+create:
+  recipe: recipes/cpu-tiny.yaml
+  policy: {mode: welch, replicates: 2, head_controls: 2, confidence: 0.95, correction: none}
+phases:
+  - name: lr
+    kind: sweep
+    sweep: {matrix_lr: [0.03, 0.05]}
+  - name: drop
+    kind: ablation
+  - name: confirm
+    kind: confirm
+    seeds: 3
+)";
+
+class DaemonPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    dir_ = std::filesystem::temp_directory_path() / ("xvd-plan-" + std::to_string(rd()));
+    StartDaemon();
+  }
+  void TearDown() override {
+    StopDaemon();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  void StartDaemon() {
+    DaemonOptions options;
+    options.state_dir = dir_.string();
+    options.listen = "none";
+    options.dispatcher.heartbeat_interval_ms = 100;
+    options.dispatcher.lease_ms = 1500;
+    options.dispatcher.tick_ms = 50;
+    Status s = DaemonServer::Start(options, &server_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    channel_ =
+        grpc::CreateChannel("unix:" + server_->socket_path(), grpc::InsecureChannelCredentials());
+    experiments_ = xv::v1::Experiments::NewStub(channel_);
+    campaigns_ = xv::v1::Campaigns::NewStub(channel_);
+    plans_ = xv::v1::Plans::NewStub(channel_);
+  }
+  void StopDaemon() {
+    if (server_) server_->Shutdown();
+    server_.reset();
+  }
+
+  grpc::Status SubmitPlan(const std::string& yaml, xv::v1::Plan* out) {
+    xv::v1::SubmitPlanRequest req;
+    req.set_yaml(yaml);
+    req.set_base_recipe_yaml(ReadSource("recipes/cpu-tiny.yaml"));
+    grpc::ClientContext ctx;
+    return plans_->SubmitPlan(&ctx, req, out);
+  }
+
+  xv::v1::Plan GetPlan(int64_t id) {
+    xv::v1::GetPlanRequest req;
+    req.set_id(id);
+    xv::v1::Plan p;
+    grpc::ClientContext ctx;
+    grpc::Status s = plans_->GetPlan(&ctx, req, &p);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return p;
+  }
+
+  xv::v1::Campaign GetCampaign(const std::string& name) {
+    xv::v1::GetCampaignRequest req;
+    req.set_name(name);
+    xv::v1::Campaign c;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(campaigns_->GetCampaign(&ctx, req, &c).ok());
+    return c;
+  }
+
+  std::vector<xv::v1::Experiment> RoundExperiments(int64_t round_id) {
+    xv::v1::ListExperimentsRequest req;
+    req.set_round_id(round_id);
+    xv::v1::ListExperimentsResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(experiments_->ListExperiments(&ctx, req, &resp).ok());
+    return {resp.experiments().begin(), resp.experiments().end()};
+  }
+
+  // Polls until `pred(plan)` holds (or 20 s pass).
+  template <typename Pred>
+  xv::v1::Plan WaitPlan(int64_t id, Pred pred, const std::string& what) {
+    xv::v1::Plan p;
+    for (int i = 0; i < 400; ++i) {
+      p = GetPlan(id);
+      if (pred(p)) return p;
+      std::this_thread::sleep_for(50ms);
+    }
+    ADD_FAILURE() << "plan " << id << ": " << what << " did not happen; last: " << p.DebugString();
+    return p;
+  }
+
+  // A scripted worker that finishes `n` assignments; returns the experiment ids it ran.
+  std::vector<int64_t> RunScripted(const std::string& worker_name, int n) {
+    FakeWorker worker(channel_, worker_name);
+    xv::v1::DaemonMessage msg;
+    EXPECT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
+    worker.StartHeartbeats(100ms);
+    std::vector<int64_t> ran;
+    for (int i = 0; i < n; ++i) {
+      if (!worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg)) break;
+      const auto& spec = msg.assign().spec();
+      const json recipe = json::parse(spec.recipe_json());
+      ran.push_back(spec.experiment_id());
+      xv::v1::WorkerMessage fin;
+      fin.mutable_finished()->set_experiment_id(spec.experiment_id());
+      fin.mutable_finished()->set_attempt(spec.attempt());
+      if (Diverges(recipe)) {
+        fin.mutable_finished()->set_state("diverged");
+        fin.mutable_finished()->set_failure_kind("diverged");
+      } else {
+        worker.SendEvent(spec.experiment_id(), spec.attempt(), 1,
+                         SummaryJson(ScriptedValBpb(recipe)));
+        fin.mutable_finished()->set_state("succeeded");
+        fin.mutable_finished()->set_last_seq(1);
+      }
+      worker.Send(fin);
+      const int64_t id = spec.experiment_id();
+      EXPECT_TRUE(worker.ReadUntil(
+          [&](auto& m) {
+            return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id;
+          },
+          &msg));
+    }
+    worker.Close();
+    return ran;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<DaemonServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<xv::v1::Experiments::Stub> experiments_;
+  std::unique_ptr<xv::v1::Campaigns::Stub> campaigns_;
+  std::unique_ptr<xv::v1::Plans::Stub> plans_;
+};
+
+// sweep -> ablation -> confirm to done, with a daemon restart in the middle of the first phase:
+// the phase's round is neither lost nor built twice, and each later phase starts from the head
+// the previous one left.
+TEST_F(DaemonPlan, ThreePhasePlanRunsToDoneAcrossARestart) {
+  xv::v1::Plan plan;
+  grpc::Status gs = SubmitPlan(kThreePhasePlan, &plan);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  EXPECT_EQ(plan.state(), "running");
+  ASSERT_EQ(plan.phases_size(), 3);
+  EXPECT_EQ(plan.phases(0).kind(), "sweep");
+  EXPECT_EQ(plan.phases(1).kind(), "ablation");
+  EXPECT_EQ(plan.phases(2).kind(), "confirm");
+  const int64_t round1 = plan.phases(0).round_id();
+  ASSERT_NE(round1, 0) << "the first phase's round is built at submit";
+  EXPECT_EQ(plan.phases(0).state(), "running");
+  // 2 candidates x 2 replicates + 2 head controls.
+  ASSERT_EQ(RoundExperiments(round1).size(), 6u);
+  const std::string base_hash = GetCampaign("tiny").head_recipe_hash();
+
+  // Half of phase 1, then the daemon goes away and comes back.
+  EXPECT_EQ(RunScripted("host:cpu0", 3).size(), 3u);
+  StopDaemon();
+  StartDaemon();
+  // A second round for the same (plan, phase) is refused by the store itself.
+  {
+    store::NewSubmission dup;
+    dup.campaign = "tiny";
+    dup.plan_id = plan.id();
+    dup.plan_phase = 0;
+    store::SubmissionIds ids;
+    Status s = server_->store()->InsertSubmission(dup, &ids);
+    EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  }
+  xv::v1::Plan after = GetPlan(plan.id());
+  EXPECT_EQ(after.state(), "running");
+  EXPECT_EQ(after.current_phase(), 0);
+  EXPECT_EQ(after.phases(0).round_id(), round1);
+  EXPECT_EQ(GetCampaign("tiny").rounds_size(), 1);
+
+  // The rest of phase 1 (an attempt in flight at the restart is lost and requeued). The
+  // ablation then reuses phase 1's runs entirely (the head is matrix_lr=0.05's config and the
+  // dropped knob gives the base's), so the confirm round follows at once: 3 fresh seeds.
+  RunScripted("host:cpu1", 3);
+  xv::v1::Plan at_confirm = WaitPlan(
+      plan.id(), [](const xv::v1::Plan& p) { return p.phases(2).round_id() != 0; },
+      "the confirm round");
+  EXPECT_EQ(at_confirm.phases(0).state(), "decided");
+  EXPECT_EQ(at_confirm.phases(0).kept_candidate(), "matrix_lr=0.05");
+  EXPECT_EQ(at_confirm.phases(1).state(), "decided");
+  EXPECT_NE(at_confirm.phases(1).outcome().find("matters: matrix_lr"), std::string::npos)
+      << at_confirm.phases(1).outcome();
+  EXPECT_TRUE(at_confirm.phases(1).kept_candidate().empty());
+  std::set<int64_t> seen_seeds;
+  for (const auto& e : RoundExperiments(at_confirm.phases(0).round_id()))
+    seen_seeds.insert(e.seed());
+  const auto confirm_runs = RoundExperiments(at_confirm.phases(2).round_id());
+  ASSERT_EQ(confirm_runs.size(), 3u);
+  for (const auto& e : confirm_runs) {
+    EXPECT_EQ(e.role(), "control");
+    EXPECT_EQ(seen_seeds.count(e.seed()), 0u) << "seed " << e.seed() << " is not fresh";
+    EXPECT_EQ(e.reused_from_id(), 0);
+  }
+  EXPECT_EQ(RunScripted("host:cpu2", 3).size(), 3u);
+  xv::v1::Plan done = WaitPlan(
+      plan.id(), [](const xv::v1::Plan& p) { return p.state() != "running"; }, "the end");
+  EXPECT_EQ(done.state(), "done") << done.reason();
+  EXPECT_EQ(done.current_phase(), 3);
+  EXPECT_EQ(done.phases(2).state(), "decided");
+  EXPECT_NE(done.phases(2).outcome().find("confirm: head 1.99"), std::string::npos)
+      << done.phases(2).outcome();
+  EXPECT_NE(done.phases(2).outcome().find("n=3 fresh seeds"), std::string::npos);
+
+  // Exactly one round per phase; the head moved once (phase 1) and the confirm stored its stats.
+  const xv::v1::Campaign c = GetCampaign("tiny");
+  ASSERT_EQ(c.rounds_size(), 3);
+  EXPECT_EQ(c.rounds(0).kind(), "sweep");
+  EXPECT_EQ(c.rounds(1).kind(), "ablation");
+  EXPECT_EQ(c.rounds(2).kind(), "confirm");
+  EXPECT_NE(c.head_recipe_hash(), base_hash);
+  EXPECT_EQ(c.head_history_size(), 2);
+  const json confirm = json::parse(c.rounds(2).decision_json()).at("confirm");
+  EXPECT_EQ(confirm.at("head").at("n"), 3);
+  EXPECT_NEAR(confirm.at("head").at("mean").get<double>(), 1.99, 0.003);
+  EXPECT_GT(confirm.at("head").at("sd").get<double>(), 0.0);
+  const json ablation = json::parse(c.rounds(1).decision_json()).at("ablation");
+  ASSERT_EQ(ablation.size(), 1u);
+  EXPECT_EQ(ablation[0].at("knob"), "matrix_lr");
+  EXPECT_EQ(ablation[0].at("effect"), "matters");
+  std::printf("plan %s: %s; phases: %s | %s | %s\n", done.name().c_str(), done.reason().c_str(),
+              done.phases(0).outcome().c_str(), done.phases(1).outcome().c_str(),
+              done.phases(2).outcome().c_str());
+}
+
+// A phase whose candidates all equal the head is skipped with the reason; a failure map runs each
+// value once, keeps nothing and records where the runs start to diverge.
+TEST_F(DaemonPlan, NoOpPhaseIsSkippedAndFailureMapRecordsTheBoundary) {
+  const std::string yaml = R"(
+name: fmap
+campaign: fm
+create:
+  recipe: recipes/cpu-tiny.yaml
+  policy: {mode: noise_band, replicates: 1, head_controls: 2}
+phases:
+  - name: same
+    kind: sweep
+    sweep: {matrix_lr: [0.04]}
+  - name: boundary
+    kind: failure_map
+    failure_map: {knob: matrix_lr, values: [0.05, 0.5, 0.9]}
+    stop_if: no_keep
+  - name: never
+    kind: ablation
+)";
+  xv::v1::Plan plan;
+  grpc::Status gs = SubmitPlan(yaml, &plan);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  EXPECT_EQ(plan.phases(0).state(), "skipped");
+  EXPECT_NE(plan.phases(0).outcome().find("no-op"), std::string::npos) << plan.phases(0).outcome();
+  EXPECT_EQ(plan.phases(0).round_id(), 0);
+  const int64_t fmap_round = plan.phases(1).round_id();
+  ASSERT_NE(fmap_round, 0);
+  const auto runs = RoundExperiments(fmap_round);
+  ASSERT_EQ(runs.size(), 3u);  // one run per value, no head controls
+  for (const auto& e : runs) EXPECT_EQ(e.role(), "candidate");
+  EXPECT_EQ(RunScripted("host:cpu0", 3).size(), 3u);
+  xv::v1::Plan done = WaitPlan(
+      plan.id(), [](const xv::v1::Plan& p) { return p.state() != "running"; }, "the end");
+  EXPECT_EQ(done.state(), "done");
+  EXPECT_NE(done.reason().find("stop_if no_keep"), std::string::npos) << done.reason();
+  EXPECT_EQ(done.phases(1).outcome(),
+            "matrix_lr: fine up to 0.05; fails from 0.5 (diverged); then 0.9 diverged");
+  EXPECT_TRUE(done.phases(1).kept_candidate().empty());
+  EXPECT_EQ(done.phases(2).state(), "stopped");
+  // matrix_lr 0.05 is 20 sigma better, yet a failure map keeps nothing.
+  EXPECT_EQ(GetCampaign("fm").head_history_size(), 1);
+}
+
+TEST_F(DaemonPlan, BadPlansAreRefusedNamingTheYamlPathAndCancelEndsAPlan) {
+  xv::v1::Plan plan;
+  grpc::Status gs = SubmitPlan(
+      "name: p\ncampaign: x\ncreate: {recipe: r.yaml}\nphases:\n  - {kind: ablation}\n"
+      "  - {kind: sweep, sweep: {matrix_lr: [0.03, 0.04]}}\n"
+      "  - {kind: sweep, sweep: {matrix_lr: [0.03, fast]}}\n",
+      &plan);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(gs.error_message().rfind("phases[2].sweep.matrix_lr[1]: ", 0), 0u)
+      << gs.error_message();
+  // A combination that cannot work on the head: refused at submit, nothing created.
+  gs = SubmitPlan(
+      "name: p\ncampaign: x\ncreate: {recipe: r.yaml}\nphases:\n"
+      "  - {kind: candidates, candidates: [{device_batch_size: 3}]}\n",
+      &plan);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(gs.error_message().find("phases[0]"), std::string::npos) << gs.error_message();
+  EXPECT_NE(gs.error_message().find("device_batch_size"), std::string::npos);
+  xv::v1::ListCampaignsResponse campaigns;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(campaigns_->ListCampaigns(&ctx, {}, &campaigns).ok());
+  }
+  EXPECT_EQ(campaigns.campaigns_size(), 0);
+  // No campaign and no create section.
+  gs = SubmitPlan("name: p\ncampaign: nope\nphases: [{kind: ablation}]\n", &plan);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(gs.error_message().rfind("campaign: 'nope' does not exist", 0), 0u);
+
+  // A drop-one ablation of a head equal to its base is refused by Submit with the reason.
+  gs = SubmitPlan(kThreePhasePlan, &plan);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  {
+    xv::v1::SubmitRequest req;
+    req.set_campaign("tiny");
+    req.set_kind("ablation");
+    xv::v1::SubmitResponse resp;
+    grpc::ClientContext ctx;
+    gs = experiments_->Submit(&ctx, req, &resp);
+    EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(gs.error_message().find("equals its base recipe"), std::string::npos)
+        << gs.error_message();
+  }
+  // Cancel: the plan ends, its open round's queued runs are cancelled, no later phase starts.
+  xv::v1::GetPlanRequest creq;
+  creq.set_name("night");
+  xv::v1::Plan cancelled;
+  {
+    grpc::ClientContext ctx;
+    gs = plans_->CancelPlan(&ctx, creq, &cancelled);
+  }
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  EXPECT_EQ(cancelled.state(), "cancelled");
+  for (const auto& e : RoundExperiments(plan.phases(0).round_id())) {
+    EXPECT_EQ(e.state(), "cancelled");
+  }
+  std::this_thread::sleep_for(300ms);  // a few ticks: nothing more is built
+  EXPECT_EQ(GetCampaign("tiny").rounds_size(), 1);
+  {
+    grpc::ClientContext ctx;
+    gs = plans_->CancelPlan(&ctx, creq, &cancelled);
+  }
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  xv::v1::ListPlansResponse list;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(plans_->ListPlans(&ctx, {}, &list).ok());
+  }
+  ASSERT_EQ(list.plans_size(), 1);
+  EXPECT_EQ(list.plans(0).state(), "cancelled");
+}
+
+}  // namespace
+}  // namespace xv::daemon
