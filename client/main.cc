@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   xv::client::AddWaitCommand(&app, &options);
   xv::client::AddCampaignCommand(&app, &options);
   xv::client::AddDecideCommand(&app, &options);
+  xv::client::AddAblateCommand(&app, &options);
+  xv::client::AddConfirmCommand(&app, &options);
+  xv::client::AddPlanCommand(&app, &options);
   xv::tok::AddPrepareCommand(&app);
   xv::tok::AddTokenizeCommand(&app);
   CLI11_PARSE(app, argc, argv);
