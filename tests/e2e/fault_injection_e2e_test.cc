@@ -768,9 +768,11 @@ TEST_F(FaultInjectionTest, RealTrainerSurvivesDaemonKill) {
   // thread keeps the trainer fast on a loaded 2-core CI machine.
   StartDaemon(/*lease_ms=*/8000);
   StartWorker("real", {{"OMP_NUM_THREADS", "1"}}, BinaryPath("xv-train"));
-  auto ids = Submit({SourcePath("recipes/cpu-tiny.yaml"), "--set", "vocab_size=512", "--set",
-                     "time_budget_s=4", "--set", "device_batch_size=4", "--set",
-                     "total_batch_size=1024", "--set", "eval_tokens=4096", "--campaign", "real"});
+  // 256-token steps (4 rows of 64): the 11 untimed warm-up steps stay short on a busy machine.
+  auto ids =
+      Submit({SourcePath("recipes/cpu-tiny.yaml"), "--set", "vocab_size=512", "--set",
+              "time_budget_s=3", "--set", "sequence_len=64", "--set", "device_batch_size=4",
+              "--set", "total_batch_size=256", "--set", "eval_tokens=1024", "--campaign", "real"});
   ASSERT_EQ(ids.size(), 1u);
   const std::string sid = std::to_string(ids[0]);
   // Kill xvd once the trainer reports steps; bring it back 1 s later.
