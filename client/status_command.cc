@@ -27,20 +27,32 @@ int RunStatus(bool json, const ClientOptions& options) {
                          {"device", w.device().name()},
                          {"backend", w.device().backend()},
                          {"current_experiment_id", w.current_experiment_id()},
-                         {"last_heartbeat", w.last_heartbeat()}});
+                         {"last_heartbeat", w.last_heartbeat()},
+                         {"trainers", std::vector<std::string>(w.trainers().begin(),
+                                                               w.trainers().end())}});
+    }
+    nlohmann::json unserved = nlohmann::json::array();
+    for (const auto& u : resp.unserved_trainers()) {
+      unserved.push_back({{"trainer", u.trainer()}, {"queued", u.queued()}});
     }
     for (const auto& e : resp.active()) active.push_back(ExperimentJson(e));
     nlohmann::json j = {{"address", client.address()}, {"version", resp.version()},
                         {"database", resp.database()}, {"queued", resp.queued()},
                         {"running", resp.running()},   {"finished", resp.finished()},
                         {"workers", workers},          {"active", active}};
+    j["unserved_trainers"] = unserved;
     std::cout << j.dump(2) << std::endl;
     return kExitOk;
   }
   std::cout << "xvd " << resp.version() << " at " << client.address() << " (database "
             << resp.database() << ")\n";
   std::cout << "experiments: " << resp.queued() << " queued, " << resp.running() << " running, "
-            << resp.finished() << " finished\n\n";
+            << resp.finished() << " finished\n";
+  for (const auto& u : resp.unserved_trainers()) {
+    std::cout << "waiting: " << u.queued() << " queued experiment(s) need trainer '" << u.trainer()
+              << "', which no connected worker offers (xv-worker --config: docs/worker.md)\n";
+  }
+  std::cout << "\n";
   using A = TextTable::Align;
   TextTable workers({{"worker", A::kLeft},
                      {"state", A::kLeft},

@@ -63,6 +63,13 @@ void Dispatcher::Touch(int64_t worker_id) {
 
 bool Dispatcher::IsConnected(int64_t worker_id) const { return SessionOf(worker_id) != nullptr; }
 
+std::vector<std::string> Dispatcher::TrainersOf(int64_t worker_id) const {
+  std::shared_ptr<WorkerSession> session = SessionOf(worker_id);
+  if (session == nullptr) return {};
+  if (session->trainers().empty()) return {"libtorch"};
+  return session->trainers();
+}
+
 std::shared_ptr<WorkerSession> Dispatcher::SessionOf(int64_t worker_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(worker_id);

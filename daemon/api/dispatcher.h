@@ -57,6 +57,9 @@ class Dispatcher {
   // Any message from the worker renews its lease.
   void Touch(int64_t worker_id);
   bool IsConnected(int64_t worker_id) const;
+  // The trainer names a connected worker offers ({"libtorch"} when it listed none; empty when it
+  // is not connected).
+  std::vector<std::string> TrainersOf(int64_t worker_id) const;
 
   // One scheduling pass: assigns queued experiments to connected workers with free slots and pushes
   // the Assign messages. Errors are logged; the next pass retries.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -87,6 +88,7 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   std::vector<xv::v1::WorkerInfo> workers;
   s = store_->ListWorkers(&workers);
   if (!s.ok()) return ToGrpcStatus(s);
+  std::set<std::string> offered;  // trainers of the connected workers
   for (auto& w : workers) {
     // Connection and current work decide what a person wants to see; the stored state lags both.
     if (!dispatcher_->IsConnected(w.id())) {
@@ -94,7 +96,30 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
     } else if (w.state() != "draining") {
       w.set_state(w.current_experiment_id() != 0 ? "busy" : "idle");
     }
+    for (const std::string& t : dispatcher_->TrainersOf(w.id())) {
+      w.add_trainers(t);
+      offered.insert(t);
+    }
     *resp->add_workers() = std::move(w);
+  }
+  if (counts["queued"] > 0) {
+    // Queued experiments wait for a worker offering their trainer; say which trainers none offers.
+    xv::v1::ListExperimentsRequest req;
+    req.set_state("queued");
+    req.set_limit(100000);
+    std::vector<xv::v1::Experiment> queued;
+    s = store_->ListExperiments(req, &queued);
+    if (!s.ok()) return ToGrpcStatus(s);
+    std::map<std::string, int64_t> unserved;
+    for (const auto& e : queued) {
+      const std::string trainer = e.trainer().empty() ? "libtorch" : e.trainer();
+      if (offered.count(trainer) == 0) ++unserved[trainer];
+    }
+    for (const auto& [trainer, n] : unserved) {
+      xv::v1::UnservedTrainer* u = resp->add_unserved_trainers();
+      u->set_trainer(trainer);
+      u->set_queued(n);
+    }
   }
   for (const char* state : {"assigned", "running"}) {
     xv::v1::ListExperimentsRequest req;
