@@ -1,5 +1,6 @@
 // MuonAdamW against upstream: parameter groups, two optimizer steps, polar express.
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include "tests/unit/trainer_model/reference_fixture.h"
 #include "trainer/model/gpt.h"
@@ -23,19 +24,29 @@ class OptimizerReferenceTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(model_->LoadParameters(ref_, "param/").ok());
   }
   // Worst relative error of the model's parameters against `prefix`/<name>, split into Muon
-  // matrices (transformer.h.*) and the rest, and expects the given tolerances.
-  void ExpectParams(const std::string& prefix, double muon_tolerance, double adamw_tolerance) {
-    double worst_muon = 0, worst_adam = 0;
+  // matrices (transformer.h.*), AdamW embedding tables (transformer.wte, value_embeds.*) and the
+  // other AdamW parameters (lm_head, resid_lambdas, x0_lambdas); expects the given tolerances.
+  void ExpectParams(const std::string& prefix, double muon_tolerance, double adamw_tolerance,
+                    double embedding_tolerance) {
+    double worst_muon = 0, worst_adam = 0, worst_embedding = 0;
     for (auto& [name, p] : model_->NamedParameters()) {
       auto it = ref_.find(prefix + name);
       ASSERT_NE(it, ref_.end()) << prefix << name;
       double rel = RelativeError(p, it->second);
-      bool muon = name.rfind("transformer.h.", 0) == 0;
-      EXPECT_LE(rel, muon ? muon_tolerance : adamw_tolerance) << prefix << name;
-      (muon ? worst_muon : worst_adam) = std::max(muon ? worst_muon : worst_adam, rel);
+      const bool muon = name.rfind("transformer.h.", 0) == 0;
+      const bool embedding =
+          name == "transformer.wte.weight" || name.rfind("value_embeds.", 0) == 0;
+      double& worst = muon ? worst_muon : embedding ? worst_embedding : worst_adam;
+      EXPECT_LE(rel, muon        ? muon_tolerance
+                     : embedding ? embedding_tolerance
+                                 : adamw_tolerance)
+          << prefix << name;
+      worst = std::max(worst, rel);
     }
-    std::printf("[%s] %s worst relative error: muon matrices %.3e, adamw params %.3e\n",
-                GetParam().c_str(), prefix.c_str(), worst_muon, worst_adam);
+    std::printf(
+        "[%s] %s worst relative error: muon matrices %.3e, adamw embedding tables %.3e, other "
+        "adamw params %.3e\n",
+        GetParam().c_str(), prefix.c_str(), worst_muon, worst_embedding, worst_adam);
   }
   nlohmann::json manifest_;
   std::map<std::string, torch::Tensor> ref_;
@@ -86,7 +97,7 @@ TEST_P(OptimizerReferenceTest, TwoStepsAndLossAfterStep1) {
   MuonAdamW opt(model_, MuonAdamWOptionsFromJson(manifest_["optimizer_kwargs"]));
   model_->forward(idx, targets).backward();
   opt.Step();
-  ExpectParams("step1/", 1e-2, 1e-5);
+  ExpectParams("step1/", 1e-2, 1e-5, 1e-5);
   opt.ZeroGrad();
   for (auto& [name, p] : model_->NamedParameters()) EXPECT_FALSE(p.grad().defined()) << name;
   ASSERT_TRUE(model_->LoadParameters(ref_, "step1/").ok());
@@ -98,10 +109,23 @@ TEST_P(OptimizerReferenceTest, TwoStepsAndLossAfterStep1) {
   EXPECT_LE(rel, 1e-5);
   loss1.backward();
   opt.Step();
-  // Step 2 of AdamW divides by each element's running gradient RMS built from two gradients, so an
-  // element whose gradient nearly cancels turns ~1e-6 gradient noise (LibTorch version, threads)
-  // into ~1e-5 parameter differences: 5e-5 here, as `xv-train verify` uses.
-  ExpectParams("step2/", 1e-2, 5e-5);
+  // Step 2 runs on the reference's own step-1 parameters, so its gradient is ours at those
+  // parameters. Gradients agree to <= 6.4e-7 (max-normalised; x0_lambdas 2.2e-6): fp32 summation
+  // order, LibTorch 1.13 against PyTorch 2.11. AdamW's second step divides each element's first
+  // moment by the RMS of its two gradients, so an element whose gradients are ~1% of the tensor's
+  // largest turns their few-% relative noise into an lr-sized error, and the embedding tables run
+  // at lr 0.69. Measured on the CPU (max|a-b| / max|b|): gpt_tiny_sl value_embeds.0.weight
+  // 1.015e-5 (element 4431: g1 = -1.46e-5, g2 = 6.05e-6 against max|g| 1.5e-3; |dp| = 1.6e-5 on
+  // max|p| = 1.59), transformer.wte.weight 5.4e-6, value_embeds.2.weight 4.0e-6; gpt_tiny_gqa
+  // <= 2.0e-6; lm_head and the scalars <= 1.9e-6. The optimizer's arithmetic is not the source:
+  // step 1 fed the reference's own gradients agrees to 2.0e-7, and step 2 after it still gives
+  // 9.85e-6 for value_embeds.0.weight. Built against LibTorch 2.11 (the reference's version; its
+  // CPU SDPA kernel gives gradients within 8e-8) the same test gives 7.2e-7 for the embedding
+  // tables and 1.8e-6 for the rest on the CPU, and `xv-train verify --device cuda` 2.3e-5 for
+  // value_embeds.0.weight. So on LibTorch 2.x every non-Muon parameter is held to the issue's
+  // 1e-5; on 1.13 the embedding tables get 5e-5 (as `xv-train verify`), the rest 1e-5.
+  const double embedding_tolerance = TORCH_VERSION_MAJOR >= 2 ? 1e-5 : 5e-5;
+  ExpectParams("step2/", 1e-2, 1e-5, embedding_tolerance);
 }
 
 // Free-running: both steps from this optimizer. The bound is loose on purpose (see above) and only
@@ -115,7 +139,7 @@ TEST_P(OptimizerReferenceTest, FreeRunningTwoStepsStayClose) {
     model_->forward(idx, targets).backward();
     opt.Step();
   }
-  ExpectParams("step2/", 5e-2, 1e-1);
+  ExpectParams("step2/", 5e-2, 1e-1, 1e-1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, OptimizerReferenceTest,
