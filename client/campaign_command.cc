@@ -1,5 +1,5 @@
 // xvctl campaign create NAME --recipe FILE.yaml [--policy FILE.yaml] [--device-filter F]
-//                       [--trainer NAME] [--budget JSON] [--json]
+//                       [--trainer NAME] [--budget JSON] [--max-attempts N] [--json]
 // xvctl campaign show NAME|ID [--json]
 // xvctl campaign list [--json]
 //   (show and list read <state dir>/xv.db read-only when no daemon answers)
@@ -25,6 +25,7 @@ struct CampaignArgs {
   std::string device_filter;
   std::string trainer;
   std::string budget_json;
+  int max_attempts = 0;  // 0: the daemon's default (2)
   bool json = false;
 };
 
@@ -68,6 +69,11 @@ int RunCreate(const CampaignArgs& a, const ClientOptions& options) {
     }
     req.set_budget_json(a.budget_json);
   }
+  if (a.max_attempts != 0 && (a.max_attempts < 1 || a.max_attempts > 10)) {
+    return ReportError(Status::InvalidArgument("--max-attempts: must be 1..10, got " +
+                                               std::to_string(a.max_attempts)));
+  }
+  req.set_max_attempts(a.max_attempts);
   req.set_device_filter(a.device_filter);
   req.set_trainer(a.trainer);
   DaemonClient client(options);
@@ -172,6 +178,9 @@ void AddCampaignCommand(CLI::App* app, const ClientOptions* options) {
     sub->add_option("--device-filter", a->device_filter, "which devices run it (default: any)");
     sub->add_option("--trainer", a->trainer, "trainer name (default: libtorch)");
     sub->add_option("--budget", a->budget_json, "budget contract as a JSON object");
+    sub->add_option("--max-attempts", a->max_attempts,
+                    "attempts per experiment when workers are lost: a lost attempt is requeued "
+                    "while fewer were made (1..10, default 2)");
     sub->add_flag("--json", a->json, "print the campaign as JSON");
     SetCallback(sub, [a, options] { return RunCreate(*a, *options); });
   }

@@ -59,6 +59,7 @@ nlohmann::json CampaignJson(const v1::Campaign& c) {
                       {"objective", c.objective()},
                       {"device_filter", c.device_filter()},
                       {"trainer", c.trainer()},
+                      {"max_attempts", c.max_attempts()},
                       {"base_recipe_hash", c.base_recipe_hash()},
                       {"head_recipe_hash", c.head_recipe_hash()},
                       {"created_at", c.created_at()}};
@@ -107,7 +108,8 @@ std::string RenderCampaign(const v1::Campaign& c) {
   out << "base:      " << c.base_recipe_hash() << "\n";
   out << "policy:    " << (c.policy_json().empty() ? "{}" : c.policy_json()) << "\n";
   out << "trainer:   " << (c.trainer().empty() ? "libtorch" : c.trainer())
-      << "; devices: " << (c.device_filter().empty() ? "any" : c.device_filter()) << "\n";
+      << "; devices: " << (c.device_filter().empty() ? "any" : c.device_filter())
+      << "; max attempts: " << c.max_attempts() << "\n";
   if (c.head_history_size() > 0) {
     out << "\nhead history:\n";
     TextTable h({{"round", A::kRight},

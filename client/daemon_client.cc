@@ -75,6 +75,18 @@ Status DaemonClient::GetExperiment(int64_t id, v1::Experiment* resp) {
   return FromGrpc(stub_->GetExperiment(&ctx, req, resp));
 }
 
+std::unique_ptr<grpc::ClientReader<v1::WatchEvent>> DaemonClient::Watch(
+    grpc::ClientContext* ctx, const v1::WatchRequest& req) {
+  return stub_->Watch(ctx, req);
+}
+
+Status DaemonClient::DrainWorker(const v1::DrainWorkerRequest& req,
+                                 v1::DrainWorkerResponse* resp) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  return FromGrpc(stub_->DrainWorker(&ctx, req, resp));
+}
+
 Status DaemonClient::GetStatus(v1::StatusResponse* resp) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 30);

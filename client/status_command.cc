@@ -39,13 +39,17 @@ int RunStatus(bool json, const ClientOptions& options) {
     nlohmann::json j = {{"address", client.address()}, {"version", resp.version()},
                         {"database", resp.database()}, {"queued", resp.queued()},
                         {"running", resp.running()},   {"finished", resp.finished()},
-                        {"workers", workers},          {"active", active}};
+                        {"workers", workers},          {"active", active},
+                        {"write_mode", resp.write_mode().empty() ? "read-write" : resp.write_mode()}};
     j["unserved_trainers"] = unserved;
     std::cout << j.dump(2) << std::endl;
     return kExitOk;
   }
   std::cout << "xvd " << resp.version() << " at " << client.address() << " (database "
             << resp.database() << ")\n";
+  if (!resp.write_mode().empty()) {
+    std::cout << "mode: " << resp.write_mode() << " -- new work is refused until writes work\n";
+  }
   std::cout << "experiments: " << resp.queued() << " queued, " << resp.running() << " running, "
             << resp.finished() << " finished\n";
   for (const auto& u : resp.unserved_trainers()) {

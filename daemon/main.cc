@@ -33,13 +33,30 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_option("--lease-ms", options.dispatcher.lease_ms,
-                 "a worker silent this long loses its attempts (requeued once)")
+                 "a worker silent this long loses its attempts (requeued up to the campaign's "
+                 "max attempts)")
       ->capture_default_str()
       ->check(CLI::Range(100, 3600 * 1000));
   app.add_option("--heartbeat-ms", options.dispatcher.heartbeat_interval_ms,
                  "heartbeat interval asked of workers")
       ->capture_default_str()
       ->check(CLI::Range(50, 600 * 1000));
+  app.add_option("--write-retry-ms", options.write_retry_ms,
+                 "in read-only mode (disk full, read-only file), retry a write this often")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 3600 * 1000));
+  app.add_option("--wal-checkpoint-ms", options.wal_checkpoint_ms,
+                 "checkpoint the SQLite WAL (PASSIVE) this often")
+      ->capture_default_str()
+      ->check(CLI::Range(100, 24 * 3600 * 1000));
+  app.add_option("--wal-idle-ms", options.wal_idle_ms,
+                 "after this long without writes, checkpoint with TRUNCATE (empties the -wal file)")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 24 * 3600 * 1000));
+  app.add_option("--watch-queue", options.watch_queue_capacity,
+                 "events queued per `xvctl watch` client before a slow one gets a dropped marker")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   CLI11_PARSE(app, argc, argv);
   xv::SetupLogging("xvd", log_level);
 

@@ -49,8 +49,14 @@ grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext*,
     budget = nlohmann::json::parse(req->budget_json(), nullptr, false);
     if (!budget.is_object()) s = Status::InvalidArgument("budget_json: not a JSON object");
   }
+  if (s.ok() && req->max_attempts() != 0 &&
+      (req->max_attempts() < 1 || req->max_attempts() > 10)) {
+    s = Status::InvalidArgument("max_attempts: must be 1..10, got " +
+                                std::to_string(req->max_attempts()));
+  }
   if (!s.ok()) return ToGrpcStatus(s);
   store::NewCampaign nc;
+  nc.max_attempts = req->max_attempts() == 0 ? 2 : req->max_attempts();
   nc.name = req->name();
   nc.recipe_name = req->recipe_name();
   nc.trainer = req->trainer().empty() ? "libtorch" : req->trainer();

@@ -33,6 +33,16 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   XV_RETURN_IF_ERROR(store::ExperimentStore::Open(db_path, &d->store_));
   spdlog::info("database {} (schema version {})", db_path, d->store_->schema_version());
   XV_RETURN_IF_ERROR(d->store_->MarkAllWorkersOffline());
+  {
+    WatchHubOptions hub_options;
+    hub_options.queue_capacity = static_cast<size_t>(options.watch_queue_capacity);
+    d->watch_hub_ = std::make_unique<WatchHub>(d->store_.get(), hub_options);
+  }
+  {
+    WatchHub* hub = d->watch_hub_.get();
+    d->store_->SetCommitListener([hub] { hub->Notify(); }, options.wal_checkpoint_pages);
+  }
+  XV_RETURN_IF_ERROR(d->watch_hub_->Start());
 
   d->socket_path_ =
       options.socket_path.empty() ? options.state_dir + "/xvd.sock" : options.socket_path;
@@ -45,12 +55,40 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   {
     RoundCloser* closer = d->closer_.get();
     PlanRunner* plans = d->plan_runner_.get();
-    d->dispatcher_->SetTickHook([closer, plans] {
+    store::ExperimentStore* st = d->store_.get();
+    auto fault_seen = std::make_shared<std::string>();
+    auto next_retry = std::make_shared<std::chrono::steady_clock::time_point>();
+    d->dispatcher_->SetTickHook([closer, plans, st, options, fault_seen, next_retry] {
       Status s = closer->DecideReadyRounds(nullptr);
       if (!s.ok()) spdlog::error("deciding rounds: {}", s.ToString());
       // Plans continue from the rounds just decided (and, after a restart, where they were).
       s = plans->AdvanceAll();
       if (!s.ok()) spdlog::error("advancing plans: {}", s.ToString());
+      // Read-only mode: entered when a write failed for lack of space or permission; left when
+      // a retried write commits.
+      const auto now = std::chrono::steady_clock::now();
+      std::string fault = st->WriteFault();
+      if (!fault.empty() && now >= *next_retry) {
+        *next_retry = now + std::chrono::milliseconds(options.write_retry_ms);
+        bool writable = false;
+        s = st->RetryWrites(&writable);
+        if (writable) fault.clear();
+      }
+      if (fault != *fault_seen) {
+        if (!fault.empty()) {
+          spdlog::error("read-only mode: {} cannot take writes ({}); refusing new work, retrying "
+                        "every {} ms",
+                        st->path(), fault, options.write_retry_ms);
+        } else {
+          spdlog::info("read-only mode over: {} takes writes again", st->path());
+        }
+        *fault_seen = fault;
+      }
+      if (fault.empty()) {
+        s = st->MaintainWal(std::chrono::milliseconds(options.wal_checkpoint_ms),
+                            std::chrono::milliseconds(options.wal_idle_ms));
+        if (!s.ok()) spdlog::warn("WAL checkpoint: {}", s.ToString());
+      }
     });
   }
   d->experiments_ = std::make_unique<ExperimentsService>(
@@ -58,6 +96,7 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   d->campaigns_ = std::make_unique<CampaignsService>(d->store_.get(), d->dispatcher_.get(),
                                                      d->closer_.get(), options.limits);
   d->workers_ = std::make_unique<WorkersService>(d->store_.get(), d->dispatcher_.get());
+  d->experiments_->SetWatchHub(d->watch_hub_.get());
   d->plans_ = std::make_unique<PlansService>(d->store_.get(), d->dispatcher_.get(),
                                              d->campaigns_.get(), d->plan_runner_.get());
 
@@ -104,6 +143,7 @@ void DaemonServer::Shutdown() {
   shut_down_ = true;
   // Sessions first: their handlers block on reads until cancelled.
   if (dispatcher_) dispatcher_->Stop();
+  if (watch_hub_) watch_hub_->Stop();  // open Watch streams end
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   if (server_) server_->Wait();
   if (!socket_path_.empty()) ::unlink(socket_path_.c_str());

@@ -17,6 +17,7 @@
 #include "daemon/api/plans_service.h"
 #include "daemon/api/round_closer.h"
 #include "daemon/api/submission_builder.h"
+#include "daemon/api/watch_hub.h"
 #include "daemon/api/workers_service.h"
 #include "daemon/store/experiment_store.h"
 
@@ -29,6 +30,15 @@ struct DaemonOptions {
   DispatcherOptions dispatcher;
   SubmissionLimits limits;
   int max_message_bytes = 8 * 1024 * 1024;
+  // While the database refuses writes (read-only mode), a write is retried this often.
+  int write_retry_ms = 5000;
+  // WAL upkeep: a PASSIVE checkpoint this often, a TRUNCATE one after this long without commits
+  // (and a PASSIVE one whenever the WAL reaches wal_checkpoint_pages pages).
+  int wal_checkpoint_ms = 60000;
+  int wal_idle_ms = 10000;
+  int wal_checkpoint_pages = 1000;
+  // Watch: events queued per watcher before a slow one is sent a `dropped` marker instead.
+  int watch_queue_capacity = 4096;
 };
 
 class DaemonServer {
@@ -42,6 +52,7 @@ class DaemonServer {
   int tcp_port() const { return tcp_port_; }  // 0 when TCP is off
   store::ExperimentStore* store() { return store_.get(); }
   Dispatcher* dispatcher() { return dispatcher_.get(); }
+  WatchHub* watch_hub() { return watch_hub_.get(); }
 
   // Stops accepting calls, ends worker sessions, lets in-flight writes finish, removes the socket
   // and port files. Idempotent.
@@ -50,6 +61,7 @@ class DaemonServer {
  private:
   DaemonServer() = default;
 
+  std::unique_ptr<WatchHub> watch_hub_;  // outlives store_ (its commit listener signals the hub)
   std::unique_ptr<store::ExperimentStore> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<RoundCloser> closer_;

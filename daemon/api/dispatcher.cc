@@ -54,7 +54,77 @@ void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session,
 void Dispatcher::Detach(const std::shared_ptr<WorkerSession>& session) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(session->worker_id());
-  if (it != sessions_.end() && it->second == session) sessions_.erase(it);
+  if (it != sessions_.end() && it->second == session) {
+    sessions_.erase(it);
+    auto d = drains_.find(session->worker_id());
+    if (d != drains_.end()) d->second = true;
+  }
+}
+
+Status Dispatcher::Drain(const std::string& worker, bool all, const std::string& reason,
+                         std::vector<int64_t>* told) {
+  std::vector<std::shared_ptr<WorkerSession>> targets;
+  {
+    // No scheduling pass in flight: none can assign to a worker after it is marked draining.
+    std::lock_guard<std::mutex> pass(schedule_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, s] : sessions_) {
+      if (s->closed()) continue;
+      if (all || s->name() == worker || std::to_string(id) == worker) targets.push_back(s);
+    }
+    for (const auto& s : targets) {
+      drains_[s->worker_id()] = false;
+      drain_reasons_[s->worker_id()] = reason;
+    }
+  }
+  if (targets.empty()) {
+    if (all) return Status::FailedPrecondition("no worker is connected");
+    std::vector<xv::v1::WorkerInfo> known;
+    XV_RETURN_IF_ERROR(store_->ListWorkers(&known));
+    for (const auto& w : known) {
+      if (w.name() == worker || std::to_string(w.id()) == worker) {
+        return Status::FailedPrecondition("worker '" + worker +
+                                          "' is not connected (nothing to drain)");
+      }
+    }
+    return Status::NotFound("worker '" + worker + "': no such worker (see xvctl status)");
+  }
+  for (const auto& s : targets) {
+    Status st = store_->SetWorkerState(s->worker_id(), "draining");
+    if (!st.ok()) spdlog::warn("drain: worker {}: {}", s->name(), st.ToString());
+    xv::v1::DaemonMessage msg;
+    msg.mutable_drain()->set_reason(reason);
+    s->Push(std::move(msg));
+    spdlog::info("worker {} draining: {}", s->name(), reason);
+    told->push_back(s->worker_id());
+  }
+  return Status::Ok();
+}
+
+std::string Dispatcher::DrainState(int64_t worker_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = drains_.find(worker_id);
+  if (it == drains_.end()) return "";
+  return it->second ? "drained" : "draining";
+}
+
+void Dispatcher::OnRegistered(const std::shared_ptr<WorkerSession>& session, bool holds_attempts) {
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = drains_.find(session->worker_id());
+    if (it == drains_.end()) return;
+    if (!holds_attempts) {
+      drains_.erase(it);
+      drain_reasons_.erase(session->worker_id());
+      return;
+    }
+    it->second = false;
+    reason = drain_reasons_[session->worker_id()];
+  }
+  xv::v1::DaemonMessage msg;
+  msg.mutable_drain()->set_reason(reason);
+  session->Push(std::move(msg));
 }
 
 void Dispatcher::Touch(int64_t worker_id) {
@@ -86,10 +156,12 @@ void Dispatcher::Schedule() {
     // just requeued from it would go straight back to it and be lost again.
     const auto now = sched::LeaseTable::Clock::now();
     for (auto& [id, s] : sessions_) {
-      if (!s->closed() && !leases_.Expired(id, now)) sessions.push_back(s);
+      if (!s->closed() && !drains_.count(id) && !leases_.Expired(id, now)) sessions.push_back(s);
     }
   }
   if (sessions.empty()) return;
+  // Read-only mode (the database refuses writes): no new assignments until writes work again.
+  if (!store_->WriteFault().empty()) return;
   std::vector<store::QueuedExperiment> queued;
   Status s = store_->ListQueued(&queued);
   if (!s.ok()) {

@@ -27,7 +27,9 @@ namespace xv::daemon {
 struct DispatcherOptions {
   int heartbeat_interval_ms = 2000;
   int lease_ms = 15000;  // no contact for this long: the worker's attempts are lost
-  int max_attempts = 2;  // a lost attempt is requeued while attempt < max_attempts
+  // A lost attempt is requeued while attempt < max_attempts; 0 = each campaign's own
+  // max_attempts (default 2, `campaign create --max-attempts`).
+  int max_attempts = 0;
   int tick_ms = 250;     // lease checks and a scheduling pass this often
 };
 
@@ -74,6 +76,19 @@ class Dispatcher {
   // policy).
   void CheckLeases(sched::LeaseTable::Clock::time_point now);
 
+  // Drain: the worker named `worker` (its name, or its id as text), or every connected worker when
+  // `all`, is sent Drain (finish the running attempt, take no new work, exit) and given no new
+  // work from now on. *told receives their ids. NotFound for an unknown worker,
+  // FailedPrecondition for one that is not connected (or, with all, when none is).
+  Status Drain(const std::string& worker, bool all, const std::string& reason,
+               std::vector<int64_t>* told);
+  // "draining" from Drain until the worker's session ends, "drained" after, "" otherwise.
+  std::string DrainState(int64_t worker_id) const;
+  // A worker registered. Holding no attempts it is a fresh process: a finished drain is forgotten
+  // and it takes work again. Still holding attempts in the middle of a drain (it reconnected), it
+  // is told to drain again.
+  void OnRegistered(const std::shared_ptr<WorkerSession>& session, bool holds_attempts);
+
  private:
   void MonitorLoop();
   std::shared_ptr<WorkerSession> SessionOf(int64_t worker_id) const;
@@ -84,6 +99,8 @@ class Dispatcher {
 
   mutable std::mutex mu_;
   std::map<int64_t, std::shared_ptr<WorkerSession>> sessions_;  // by worker id; guarded by mu_
+  std::map<int64_t, bool> drains_;  // worker id -> its session ended (drained); guarded by mu_
+  std::map<int64_t, std::string> drain_reasons_;  // guarded by mu_
   bool stopping_ = false;                                       // guarded by mu_
   std::condition_variable stop_cv_;
   std::thread monitor_;

@@ -12,6 +12,7 @@
 #include "common/recipe.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/watch_stream.h"
 
 namespace xv::daemon {
 
@@ -42,6 +43,9 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
   s = store_->InsertSubmission(sub, &ids);
   if (!s.ok()) {
     spdlog::error("submit: {}", s.ToString());
+    if (s.code() != xv::Status::Code::kFailedPrecondition && !store_->WriteFault().empty()) {
+      s = xv::Status::FailedPrecondition("the daemon is in read-only mode: " + s.message());
+    }
     return ToGrpcStatus(s);
   }
   resp->set_campaign_id(ids.campaign_id);
@@ -89,11 +93,17 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   s = store_->ListWorkers(&workers);
   if (!s.ok()) return ToGrpcStatus(s);
   std::set<std::string> offered;  // trainers of the connected workers
+  const std::string fault = store_->WriteFault();
+  if (!fault.empty()) resp->set_write_mode("read-only: " + fault + " (" + store_->path() + ")");
   for (auto& w : workers) {
-    // Connection and current work decide what a person wants to see; the stored state lags both.
+    // Connection, drains and current work decide what a person wants to see; the stored state
+    // lags them.
+    const std::string drain = dispatcher_->DrainState(w.id());
     if (!dispatcher_->IsConnected(w.id())) {
-      w.set_state("offline");
-    } else if (w.state() != "draining") {
+      w.set_state(drain == "drained" ? "drained" : "offline");
+    } else if (!drain.empty()) {
+      w.set_state("draining");
+    } else {
       w.set_state(w.current_experiment_id() != 0 ? "busy" : "idle");
     }
     for (const std::string& t : dispatcher_->TrainersOf(w.id())) {
@@ -144,6 +154,35 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext*, const xv::v1::Canc
     dispatcher_->SendCancel(worker_id, req->experiment_id(), attempt, "cancelled by request");
   }
   resp->set_state(state);
+  return grpc::Status::OK;
+}
+
+grpc::Status ExperimentsService::Watch(grpc::ServerContext* ctx, const xv::v1::WatchRequest* req,
+                                       grpc::ServerWriter<xv::v1::WatchEvent>* writer) {
+  return ServeWatch(store_, watch_hub_, ctx, *req, writer);
+}
+
+grpc::Status ExperimentsService::DrainWorker(grpc::ServerContext* ctx,
+                                             const xv::v1::DrainWorkerRequest* req,
+                                             xv::v1::DrainWorkerResponse* resp) {
+  if (req->worker().empty() == !req->all()) {
+    return ToGrpcStatus(xv::Status::InvalidArgument(
+        "worker: give a worker name or id, or all (not both)"));
+  }
+  std::vector<int64_t> told;
+  xv::Status s = dispatcher_->Drain(req->worker(), req->all(),
+                                    req->reason().empty() ? "drain requested" : req->reason(),
+                                    &told);
+  if (!s.ok()) return ToGrpcStatus(s);
+  spdlog::info("drain ({}): {} worker(s)", ctx->peer(), told.size());
+  std::vector<xv::v1::WorkerInfo> workers;
+  s = store_->ListWorkers(&workers);
+  if (!s.ok()) return ToGrpcStatus(s);
+  for (auto& w : workers) {
+    if (std::find(told.begin(), told.end(), w.id()) == told.end()) continue;
+    w.set_state("draining");
+    *resp->add_workers() = std::move(w);
+  }
   return grpc::Status::OK;
 }
 

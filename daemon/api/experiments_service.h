@@ -11,6 +11,7 @@
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/round_closer.h"
 #include "daemon/api/submission_builder.h"
+#include "daemon/api/watch_hub.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.grpc.pb.h"
 
@@ -33,6 +34,14 @@ class ExperimentsService final : public xv::v1::Experiments::Service {
                       xv::v1::StatusResponse* resp) override;
   grpc::Status Cancel(grpc::ServerContext* ctx, const xv::v1::CancelRequest* req,
                       xv::v1::CancelResponse* resp) override;
+  // daemon/api/watch_stream.h; UNAVAILABLE until SetWatchHub.
+  grpc::Status Watch(grpc::ServerContext* ctx, const xv::v1::WatchRequest* req,
+                     grpc::ServerWriter<xv::v1::WatchEvent>* writer) override;
+  grpc::Status DrainWorker(grpc::ServerContext* ctx, const xv::v1::DrainWorkerRequest* req,
+                           xv::v1::DrainWorkerResponse* resp) override;
+
+  // The event broadcast Watch subscribes to; call before the server starts. Must outlive it.
+  void SetWatchHub(WatchHub* hub) { watch_hub_ = hub; }
 
  private:
   // Submit's rows: candidates from req.recipe_yaml, or (when empty) from the campaign's head; when
@@ -44,6 +53,7 @@ class ExperimentsService final : public xv::v1::Experiments::Service {
   RoundCloser* const closer_;
   const SubmissionLimits limits_;
   const std::string version_;
+  WatchHub* watch_hub_ = nullptr;
 };
 
 }  // namespace xv::daemon

@@ -100,6 +100,7 @@ grpc::Status WorkersService::Session(
     session->Close(/*cancel_rpc=*/false);
     return reconcile_status;
   }
+  dispatcher_->OnRegistered(session, reg.running_size() > 0);
   EventBatcher batcher(store_, session);
   std::thread writer([&] {
     auto next_flush = std::chrono::steady_clock::now() + kFlushInterval;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/store/experiment_store.h"
+#include "daemon/store/event_log.h"
 
 namespace xv::store {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 constexpr const char* kCampaignColumns =
     "SELECT c.id, c.name, c.state, c.objective, c.policy_json, c.device_filter, c.trainer, "
     "c.budget_json, COALESCE(b.hash, ''), COALESCE(h.hash, ''), COALESCE(h.recipe_json, ''), "
-    "c.created_at FROM campaigns c LEFT JOIN recipes b ON b.id = c.base_recipe_id "
+    "c.created_at, c.max_attempts FROM campaigns c LEFT JOIN recipes b ON b.id = c.base_recipe_id "
     "LEFT JOIN recipes h ON h.id = c.head_recipe_id ";
 
 void RowToCampaign(const SqliteStatement& st, xv::v1::Campaign* c) {
@@ -33,6 +34,7 @@ void RowToCampaign(const SqliteStatement& st, xv::v1::Campaign* c) {
   c->set_head_recipe_hash(st.ColumnText(9));
   c->set_head_recipe_json(st.ColumnText(10));
   c->set_created_at(st.ColumnText(11));
+  c->set_max_attempts(static_cast<int32_t>(st.ColumnInt(12)));
 }
 
 constexpr const char* kTerminalStatesSql =
@@ -90,6 +92,7 @@ Status LookupCampaignId(SqliteConnection* c, int64_t id, const std::string& name
 Status ExperimentStore::CreateCampaign(const NewCampaign& nc, int64_t* id) {
   XV_RETURN_IF_ERROR(CheckWritable());
   std::lock_guard<std::mutex> lock(mu_);
+  XV_RETURN_IF_ERROR(CheckAcceptsNewWorkLocked());
   SqliteConnection* c = conn_.get();
   return InWriteTransaction(c, [&]() -> Status {
     SqliteStatement exists;
@@ -116,7 +119,7 @@ Status ExperimentStore::CreateCampaign(const NewCampaign& nc, int64_t* id) {
     SqliteStatement ins;
     XV_RETURN_IF_ERROR(c->Prepare(
         "INSERT INTO campaigns(name, base_recipe_id, head_recipe_id, budget_json, policy_json, "
-        "device_filter, trainer, recipe_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "device_filter, trainer, recipe_name, max_attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &ins));
     ins.Bind(1, nc.name)
         .Bind(2, recipe_id)
@@ -125,7 +128,8 @@ Status ExperimentStore::CreateCampaign(const NewCampaign& nc, int64_t* id) {
         .Bind(5, nc.policy_json)
         .Bind(6, nc.device_filter)
         .Bind(7, nc.trainer)
-        .Bind(8, nc.recipe_name);
+        .Bind(8, nc.recipe_name)
+        .Bind(9, nc.max_attempts);
     XV_RETURN_IF_ERROR(ins.Run());
     *id = c->LastInsertRowId();
     SqliteStatement hist;
@@ -363,6 +367,14 @@ Status ExperimentStore::StoreRoundDecision(const RoundDecisionRecord& rec) {
     }
     up.Bind(4, rec.round_id);
     XV_RETURN_IF_ERROR(up.Run());
+    XV_RETURN_IF_ERROR(InsertDaemonEvent(
+        c, 0, 0, "decision",
+        nlohmann::json{{"campaign_id", campaign_id},
+                       {"round_id", rec.round_id},
+                       {"summary", rec.summary},
+                       {"kept_candidate", rec.kept_candidate},
+                       {"kept_experiment_id", rec.kept_experiment_id}}
+            .dump()));
     SqliteStatement dec;
     XV_RETURN_IF_ERROR(
         c->Prepare("UPDATE experiments SET decision = ?, decision_reason = ? "
@@ -400,7 +412,14 @@ Status ExperimentStore::StoreRoundDecision(const RoundDecisionRecord& rec) {
         .Bind(4, rec.kept_experiment_id)
         .Bind(5, rec.kept_candidate)
         .Bind(6, rec.head_reason);
-    return hist.Run();
+    XV_RETURN_IF_ERROR(hist.Run());
+    return InsertDaemonEvent(c, 0, 0, "head",
+                             nlohmann::json{{"campaign_id", campaign_id},
+                                            {"round_id", rec.round_id},
+                                            {"candidate", rec.kept_candidate},
+                                            {"experiment_id", rec.kept_experiment_id},
+                                            {"reason", rec.head_reason}}
+                                 .dump());
   });
 }
 

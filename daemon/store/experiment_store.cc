@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/store/event_log.h"
 #include "daemon/store/migration_runner.h"
 
 namespace xv::store {
@@ -273,6 +274,7 @@ Status ExperimentStore::IntegrityCheck(std::string* result) {
 Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds* ids) {
   XV_RETURN_IF_ERROR(CheckWritable());
   std::lock_guard<std::mutex> lock(mu_);
+  XV_RETURN_IF_ERROR(CheckAcceptsNewWorkLocked());
   SqliteConnection* c = conn_.get();
   SubmissionIds result;
   XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
@@ -375,6 +377,7 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
       const int64_t new_id = c->LastInsertRowId();
       result.experiment_ids.push_back(new_id);
       XV_RETURN_IF_ERROR(ReuseEarlierResult(c, result.campaign_id, recipe_id, new_id));
+      XV_RETURN_IF_ERROR(InsertStateEvent(c, new_id, ""));
     }
     json audit = {{"campaign", sub.campaign},       {"round_id", result.round_id},
                   {"recipe_name", sub.recipe_name}, {"submitter", sub.submitter},
@@ -566,6 +569,7 @@ Status ExperimentStore::AssignExperiment(int64_t experiment_id, int64_t worker_i
                                          xv::v1::ExperimentSpec* spec) {
   XV_RETURN_IF_ERROR(CheckWritable());
   std::lock_guard<std::mutex> lock(mu_);
+  XV_RETURN_IF_ERROR(CheckAcceptsNewWorkLocked());
   SqliteConnection* c = conn_.get();
   return InWriteTransaction(c, [&]() -> Status {
     SqliteStatement sel;
@@ -608,6 +612,7 @@ Status ExperimentStore::AssignExperiment(int64_t experiment_id, int64_t worker_i
                    &ins));
     ins.Bind(1, experiment_id).Bind(2, attempt).Bind(3, worker_id);
     XV_RETURN_IF_ERROR(ins.Run());
+    XV_RETURN_IF_ERROR(InsertStateEvent(c, experiment_id, "worker " + std::to_string(worker_id)));
     SqliteStatement ws;
     XV_RETURN_IF_ERROR(c->Prepare("UPDATE workers SET state = 'busy' WHERE id = ?", &ws));
     ws.Bind(1, worker_id);
@@ -624,12 +629,16 @@ Status ExperimentStore::MarkAttemptLost(int64_t experiment_id, int attempt,
   SqliteConnection* c = conn_.get();
   return InWriteTransaction(c, [&]() -> Status {
     SqliteStatement sel;
-    XV_RETURN_IF_ERROR(c->Prepare("SELECT state, attempt FROM experiments WHERE id = ?", &sel));
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "SELECT x.state, x.attempt, c.max_attempts FROM experiments x "
+        "JOIN campaigns c ON c.id = x.campaign_id WHERE x.id = ?",
+        &sel));
     sel.Bind(1, experiment_id);
     bool row = false;
     XV_RETURN_IF_ERROR(sel.Step(&row));
     if (!row) return Status::NotFound("experiment " + std::to_string(experiment_id));
     std::string state = sel.ColumnText(0);
+    if (max_attempts <= 0) max_attempts = static_cast<int>(sel.ColumnInt(2));
     if (sel.ColumnInt(1) != attempt || (state != "assigned" && state != "running")) {
       return Status::Ok();
     }
@@ -1096,6 +1105,10 @@ Status ExperimentStore::FinishAttempt(int64_t worker_id, const xv::v1::Finished&
         .Bind(6, attempt)
         .Bind(7, worker_id);
     XV_RETURN_IF_ERROR(up.Run());
+    if (c->Changes() > 0) {
+      XV_RETURN_IF_ERROR(InsertStateEvent(
+          c, exp, kind.empty() ? detail : kind + (detail.empty() ? "" : ": " + detail)));
+    }
     SqliteStatement tail_only;
     XV_RETURN_IF_ERROR(c->Prepare(
         "UPDATE experiments SET stderr_tail = ? WHERE id = ? AND attempt = ? AND state = "

@@ -11,7 +11,10 @@
 // Trainer events are applied exactly once per (experiment_id, attempt, seq).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -104,6 +107,7 @@ struct NewCampaign {
   std::string device_filter;
   std::string budget_json = "{}";
   std::string base_hash, base_recipe_json, base_resolved_json;
+  int max_attempts = 2;  // 1..10: a lost attempt is requeued while attempt < max_attempts
 };
 
 // What Submit needs to know about an existing campaign.
@@ -181,6 +185,22 @@ struct PlanRound {
   int unfinished = 0;
 };
 
+// One row of the events table as Watch sees it: the stored event plus the experiment's campaign,
+// round and name (decision and head events carry campaign_id and round_id in their JSON).
+struct StoredEvent {
+  int64_t id = 0;
+  std::string created_at;
+  std::string source;  // trainer | daemon | audit
+  int64_t experiment_id = 0;
+  int attempt = 0;
+  std::string type;
+  std::string json;
+  int64_t campaign_id = 0;
+  std::string campaign;
+  int64_t round_id = 0;
+  std::string name;  // the experiment's name
+};
+
 // What the daemon must tell a worker after an event batch or a Finished was stored.
 struct AppliedEvents {
   std::vector<xv::v1::EventAck> acks;  // one per (experiment, attempt) touched
@@ -227,7 +247,8 @@ class ExperimentStore {
   // queued -> assigned: attempt + 1, an attempts row, the spec to send. FailedPrecondition when the
   // experiment is no longer queued (cancelled meanwhile).
   Status AssignExperiment(int64_t experiment_id, int64_t worker_id, xv::v1::ExperimentSpec* spec);
-  // An attempt lost its worker (no contact within the lease). When attempt < max_attempts the
+  // An attempt lost its worker (no contact within the lease). max_attempts <= 0: the campaign's
+  // own limit (campaigns.max_attempts, default 2). When attempt < max_attempts the
   // experiment goes back to the queue (*requeued = true), else it ends in state lost. No-op (ok,
   // *requeued = false) when the attempt is no longer the active one.
   Status MarkAttemptLost(int64_t experiment_id, int attempt, const std::string& detail,
@@ -312,6 +333,31 @@ class ExperimentStore {
                     int current_phase, const std::string& outcomes_json, const std::string& reason,
                     bool* updated);
 
+  // ---- Event log, WAL upkeep and write faults (event_log_store.cc) ----
+  // Events with after_id < id (and id <= up_to_id unless it is 0), oldest first, at most `limit`.
+  Status ListEventsAfter(int64_t after_id, int64_t up_to_id, int limit,
+                         std::vector<StoredEvent>* out);
+  // The newest event id (0 when there is none).
+  Status MaxEventId(int64_t* id);
+  // True when the campaign (0 = every campaign) has no experiment queued, assigned or running and
+  // no open round that the daemon decides automatically once its experiments are terminal.
+  Status ScopeIdle(int64_t campaign_id, bool* idle);
+  // After every commit `on_commit` runs on the writing thread (it must only signal); the WAL is
+  // checkpointed (PASSIVE) whenever it reaches `checkpoint_pages` pages. Call once, before use.
+  void SetCommitListener(std::function<void()> on_commit, int checkpoint_pages = 1000);
+  // Periodic WAL upkeep, called often (e.g. every scheduling tick): a PASSIVE checkpoint when
+  // `interval` passed since the last one, a TRUNCATE one once nothing was committed for `idle`.
+  Status MaintainWal(std::chrono::milliseconds interval, std::chrono::milliseconds idle);
+  // Checkpoints now; see SqliteConnection::CheckpointWal.
+  Status CheckpointWal(bool truncate, int* wal_pages, int* checkpointed);
+  // "" while the database takes writes; else the cause of the last failed write (disk full,
+  // read-only file, I/O error). While set, new work (submissions, campaigns, assignments) is
+  // refused with FailedPrecondition naming the cause and the path; reads keep working.
+  std::string WriteFault();
+  // While a write fault is set: tries one small write (a 'writable' daemon event); when it commits
+  // the fault is cleared and *writable = true.
+  Status RetryWrites(bool* writable);
+
   // Appends an audit/daemon event (not a trainer event).
   Status AppendAudit(const std::string& type, const std::string& json);
 
@@ -326,6 +372,12 @@ class ExperimentStore {
   const bool read_only_;
   const int schema_version_;
   const std::string path_;
+  // New work (submissions, campaigns, assignments) is refused while the connection has a write
+  // fault. Call with mu_ held.
+  Status CheckAcceptsNewWorkLocked() const;
+  std::atomic<int64_t> last_commit_ms_{0};      // steady clock, set by the commit listener
+  std::atomic<int64_t> last_checkpoint_ms_{0};  // steady clock of the last periodic checkpoint
+  std::atomic<bool> truncated_since_commit_{true};
 };
 
 }  // namespace xv::store

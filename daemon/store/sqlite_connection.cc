@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <spdlog/spdlog.h>
+
 #include <utility>
 
 namespace xv::store {
@@ -64,19 +66,63 @@ Status SqliteConnection::Open(const std::string& path, Mode mode,
 
 SqliteConnection::~SqliteConnection() { sqlite3_close_v2(db_); }
 
+void SqliteConnection::NoteFault(int rc, const std::string& msg) const {
+  switch (rc & 0xff) {
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN:
+      if (mode_ == Mode::kReadWrite) write_fault_ = msg;
+      break;
+    default:
+      break;
+  }
+}
+
 Status SqliteConnection::LastError(const std::string& what) const {
-  return CodeToStatus(sqlite3_extended_errcode(db_),
-                      path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+  const int rc = sqlite3_extended_errcode(db_);
+  NoteFault(rc, sqlite3_errmsg(db_));
+  return CodeToStatus(rc, path_ + ": " + what + ": " + sqlite3_errmsg(db_));
 }
 
 Status SqliteConnection::Exec(const std::string& sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
-    std::string msg = path_ + ": " + (err ? err : sqlite3_errstr(rc));
+    std::string cause = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
-    return CodeToStatus(rc, msg);
+    NoteFault(sqlite3_extended_errcode(db_), cause);
+    return CodeToStatus(rc, path_ + ": " + cause);
   }
+  return Status::Ok();
+}
+
+void SqliteConnection::SetCommitHook(std::function<void()> on_commit, int checkpoint_pages) {
+  on_commit_ = std::move(on_commit);
+  checkpoint_pages_ = checkpoint_pages;
+  sqlite3_wal_hook(db_, &SqliteConnection::WalHook, this);
+}
+
+int SqliteConnection::WalHook(void* self, sqlite3* db, const char* name, int pages) {
+  auto* conn = static_cast<SqliteConnection*>(self);
+  if (conn->on_commit_) conn->on_commit_();
+  if (conn->checkpoint_pages_ > 0 && pages >= conn->checkpoint_pages_) {
+    int log = 0, done = 0;
+    int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    spdlog::debug("{}: WAL at {} pages: checkpoint(PASSIVE) copied {} ({})", conn->path_, pages,
+                  done, sqlite3_errstr(rc));
+  }
+  return SQLITE_OK;
+}
+
+Status SqliteConnection::CheckpointWal(bool truncate, int* wal_pages, int* checkpointed) {
+  int log = 0, done = 0;
+  int rc = sqlite3_wal_checkpoint_v2(
+      db_, nullptr, truncate ? SQLITE_CHECKPOINT_TRUNCATE : SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+  if (wal_pages) *wal_pages = log;
+  if (checkpointed) *checkpointed = done;
+  // SQLITE_BUSY: a reader or writer kept it from finishing; the next one catches up.
+  if (rc != SQLITE_OK && rc != SQLITE_BUSY) return LastError("wal_checkpoint");
   return Status::Ok();
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,15 +48,34 @@ class SqliteConnection {
   const std::string& path() const { return path_; }
   sqlite3* raw() { return db_; }
 
-  // A Status for the connection's last error, prefixed with `what`.
+  // A Status for the connection's last error, prefixed with `what`. An error that says the file
+  // cannot take writes (SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN) is also
+  // remembered as the write fault until ClearWriteFault().
   Status LastError(const std::string& what) const;
+  // "" while writes work; else the cause of the last write failure, e.g. "database or disk is full".
+  const std::string& write_fault() const { return write_fault_; }
+  void ClearWriteFault() { write_fault_.clear(); }
+
+  // After every commit: `on_commit` runs (it must not block or use this connection), then when the
+  // WAL holds at least `checkpoint_pages` pages a PASSIVE checkpoint copies it back into the
+  // database (SQLite's own auto-checkpoint does the same at 1000 pages; this hook replaces it).
+  void SetCommitHook(std::function<void()> on_commit, int checkpoint_pages);
+  // PRAGMA wal_checkpoint(PASSIVE or TRUNCATE): *wal_pages receives the WAL's size in pages before,
+  // *checkpointed how many were copied. TRUNCATE also empties the -wal file when no reader holds it.
+  Status CheckpointWal(bool truncate, int* wal_pages, int* checkpointed);
 
  private:
   SqliteConnection(sqlite3* db, std::string path, Mode mode)
       : db_(db), path_(std::move(path)), mode_(mode) {}
+  static int WalHook(void* self, sqlite3* db, const char* name, int pages);
+  void NoteFault(int rc, const std::string& msg) const;
+
   sqlite3* db_;
   std::string path_;
   Mode mode_;
+  mutable std::string write_fault_;
+  std::function<void()> on_commit_;
+  int checkpoint_pages_ = 1000;
 };
 
 // One compiled statement. Bind indexes are 1-based (sqlite convention). Step() returns true while a

@@ -1,0 +1,174 @@
+// xvctl watch [--campaign NAME] [--experiment ID] [--kind K ...] [--since CURSOR] [--until-idle]
+//             [--json]
+// Streams what the daemon applies: experiment states, trainer events (start, step, eval, nan,
+// summary, error), round decisions and head changes. Human lines by default, one JSON object per
+// line with --json (for agents). Ends on Ctrl-C (exit 0), or with --until-idle once the campaign
+// (or everything) has nothing queued or running and its last round is decided.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "client/commands.h"
+#include "client/daemon_client.h"
+#include "client/number_format.h"
+
+namespace xv::client {
+namespace {
+
+struct WatchArgs {
+  std::string campaign;
+  int64_t experiment = 0;
+  std::vector<std::string> kinds;
+  int64_t since = -1;
+  bool until_idle = false;
+  bool json = false;
+};
+
+nlohmann::json WatchEventJson(const v1::WatchEvent& ev) {
+  nlohmann::json j = {{"cursor", ev.cursor()},
+                      {"time", ev.time()},
+                      {"kind", ev.kind()},
+                      {"campaign", ev.campaign()},
+                      {"campaign_id", ev.campaign_id()},
+                      {"round_id", ev.round_id()},
+                      {"experiment_id", ev.experiment_id()},
+                      {"attempt", ev.attempt()},
+                      {"name", ev.name()}};
+  if (!ev.state().empty()) j["state"] = ev.state();
+  if (!ev.detail().empty()) j["detail"] = ev.detail();
+  if (ev.kind() == "dropped") j["dropped"] = ev.dropped();
+  if (ev.kind() == "step" || ev.kind() == "eval" || ev.kind() == "nan") j["step"] = ev.step();
+  if (ev.kind() == "step") {
+    j["loss"] = ev.loss();
+    j["tok_per_sec"] = ev.tok_per_sec();
+  }
+  if (ev.kind() == "summary" || ev.kind() == "eval") j["val_bpb"] = ev.val_bpb();
+  nlohmann::json event = nlohmann::json::parse(ev.json(), nullptr, /*allow_exceptions=*/false);
+  if (!event.is_discarded() && !ev.json().empty()) j["event"] = event;
+  return j;
+}
+
+// "2026-11-30T09:00:11.123Z" -> "09:00:11.123".
+std::string ClockTime(const std::string& t) {
+  const auto pos = t.find('T');
+  if (pos == std::string::npos) return t;
+  std::string c = t.substr(pos + 1);
+  if (!c.empty() && c.back() == 'Z') c.pop_back();
+  return c;
+}
+
+std::string HumanLine(const v1::WatchEvent& ev) {
+  std::string who;
+  if (ev.experiment_id() != 0) {
+    who = "#" + std::to_string(ev.experiment_id()) + " " + ev.name();
+  } else {
+    who = "round " + std::to_string(ev.round_id());
+  }
+  if (!ev.campaign().empty()) who += " [" + ev.campaign() + "]";
+  std::string what;
+  const std::string& k = ev.kind();
+  if (k == "state" || k == "start") {
+    what = ev.state();
+    if (ev.attempt() > 0 && (ev.state() == "assigned" || ev.state() == "running")) {
+      what += " (attempt " + std::to_string(ev.attempt()) + ")";
+    }
+    if (!ev.detail().empty()) what += ": " + ev.detail();
+  } else if (k == "step") {
+    what = "step " + std::to_string(ev.step()) + "  loss " + FormatFixed(ev.loss(), 4) +
+           "  tok/s " + FormatThousands(ev.tok_per_sec());
+  } else if (k == "eval" || k == "summary") {
+    what = k + "  val_bpb " + FormatFixed(ev.val_bpb(), 6);
+  } else if (k == "nan") {
+    what = "nan at step " + std::to_string(ev.step()) + ": " + ev.detail();
+  } else if (k == "error") {
+    what = "error: " + ev.detail();
+  } else if (k == "decision") {
+    what = "decided: " + ev.detail();
+  } else if (k == "head") {
+    what = "head -> " + ev.name() + (ev.detail().empty() ? "" : " (" + ev.detail() + ")");
+  } else if (k == "dropped") {
+    return ClockTime(ev.time()) + "  " + ev.detail();
+  } else {
+    what = k;
+  }
+  return ClockTime(ev.time()) + "  " + who + "  " + what;
+}
+
+int RunWatch(const WatchArgs& a, const ClientOptions& options) {
+  v1::WatchRequest req;
+  req.set_campaign(a.campaign);
+  req.set_experiment_id(a.experiment);
+  for (const auto& k : a.kinds) req.add_kinds(k);
+  if (a.since >= 0) req.set_since(a.since);
+  req.set_until_idle(a.until_idle);
+
+  // Ctrl-C (or SIGTERM) cancels the stream; the signals are taken by one thread, so block them
+  // before gRPC starts its own threads.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  DaemonClient client(options);
+  grpc::ClientContext ctx;
+  std::atomic<bool> interrupted{false};
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    if (!done) {
+      interrupted = true;
+      ctx.TryCancel();
+    }
+  });
+  auto reader = client.Watch(&ctx, req);
+  v1::WatchEvent ev;
+  while (reader->Read(&ev)) {
+    if (a.json) {
+      std::cout << WatchEventJson(ev).dump() << std::endl;
+    } else {
+      std::cout << HumanLine(ev) << std::endl;
+    }
+  }
+  grpc::Status st = reader->Finish();
+  done = true;
+  pthread_kill(watcher.native_handle(), SIGTERM);
+  watcher.join();
+  if (interrupted) return kExitOk;
+  if (!st.ok()) return ReportError(client.FromGrpc(st));
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddWatchCommand(CLI::App* app, const ClientOptions* options) {
+  auto args = std::make_shared<WatchArgs>();
+  CLI::App* sub = app->add_subcommand(
+      "watch", "stream experiment states, trainer events and round decisions as they happen");
+  sub->add_option("--campaign", args->campaign, "only this campaign");
+  sub->add_option("--experiment", args->experiment, "only this experiment id")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--kind", args->kinds,
+                  "only these kinds: state, start, step, eval, nan, summary, error, decision, "
+                  "head (repeatable)")
+      ->allow_extra_args(false);
+  sub->add_option("--since", args->since,
+                  "first replay the stored events after this cursor (0: all; see --json's "
+                  "\"cursor\"), then follow")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--until-idle", args->until_idle,
+                "exit once nothing is queued or running (and the last round is decided)");
+  sub->add_flag("--json", args->json, "one JSON object per line");
+  sub->callback([args, options] {
+    int rc = RunWatch(*args, *options);
+    if (rc != kExitOk) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace xv::client

@@ -1,0 +1,125 @@
+// WatchHub: the in-process broadcast behind Experiments.Watch. One feed thread reads the events
+// table (the daemon's durable event log: trainer events, the daemon's state/decision/head events)
+// after every commit, turns each new row into a WatchEvent and offers it to every subscriber.
+//
+// A subscriber has a bounded queue: when it is full, events are counted as dropped instead of
+// queued, and the subscriber later receives one `dropped` marker (count, and the cursor to
+// re-watch from) before the next event. Publishing never waits for a subscriber, so a slow or
+// stuck watcher cannot stall the writer or the other watchers.
+//
+// Thread-safety: every method is safe to call concurrently. Notify() is cheap and never blocks on
+// the feed (the store's commit listener calls it with the store's mutex held). The store must
+// outlive the hub.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/store/experiment_store.h"
+#include "xv/v1/experiments.pb.h"
+
+namespace xv::daemon {
+
+// Which events a watcher wants. Empty fields match everything.
+struct WatchFilter {
+  int64_t campaign_id = 0;
+  int64_t experiment_id = 0;
+  std::set<std::string> kinds;
+
+  bool Matches(const xv::v1::WatchEvent& ev) const;
+};
+
+// Turns a stored event row into what Watch sends. False for rows Watch does not show (audit
+// entries other than cancel, the daemon's bookkeeping rows).
+bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out);
+
+// One watcher's queue. Owned (shared) by the hub and the RPC handler.
+class WatchSubscription {
+ public:
+  WatchSubscription(WatchFilter filter, size_t capacity)
+      : filter_(std::move(filter)), capacity_(capacity) {}
+
+  enum class PopResult { kEvent, kTimeout, kClosed };
+  // The next event (a `dropped` marker first when events were dropped), waiting up to `timeout`.
+  PopResult Pop(xv::v1::WatchEvent* out, std::chrono::milliseconds timeout);
+  // Called by the hub's feed thread: queues `ev` when the subscription is active, `ev` matches the
+  // filter and there is room.
+  void Offer(const xv::v1::WatchEvent& ev);
+  void Close();
+  const WatchFilter& filter() const { return filter_; }
+  int64_t dropped_total() const;
+
+ private:
+  const WatchFilter filter_;
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<xv::v1::WatchEvent> queue_;  // guarded by mu_
+  int64_t dropped_ = 0;                   // pending marker count; guarded by mu_
+  int64_t dropped_total_ = 0;             // guarded by mu_
+  int64_t resume_cursor_ = 0;             // re-watch from here to get the dropped ones
+  int64_t last_queued_cursor_ = 0;        // guarded by mu_
+  bool closed_ = false;                   // guarded by mu_
+  bool active_ = false;                   // guarded by mu_; set by WatchHub::Activate
+  friend class WatchHub;
+};
+
+struct WatchHubOptions {
+  size_t queue_capacity = 4096;  // events per subscriber before it drops
+  int poll_ms = 500;             // the feed also looks this often without a notification
+  int batch = 500;               // rows per read of the events table
+};
+
+class WatchHub {
+ public:
+  WatchHub(store::ExperimentStore* store, WatchHubOptions options = {});
+  ~WatchHub();  // Stop()s
+
+  // Starts the feed at the newest stored event (older ones are replayed per watcher, from the
+  // store).
+  Status Start();
+  // Ends the feed thread and closes every subscription. Idempotent.
+  void Stop();
+  // New events may be stored: wake the feed.
+  void Notify();
+
+  // Registers a watcher, inactive: it queues nothing until Activate, so that a watcher replaying a
+  // long backlog from the store does not fill (and drop from) its queue meanwhile.
+  std::shared_ptr<WatchSubscription> Subscribe(WatchFilter filter);
+  // The subscription starts queueing when the hub has published nothing after `cursor` (the
+  // caller has delivered everything up to it from the store): true. False when the hub is further
+  // on; the caller replays up to published() and tries again.
+  bool Activate(const std::shared_ptr<WatchSubscription>& sub, int64_t cursor);
+  void Unsubscribe(const std::shared_ptr<WatchSubscription>& sub);
+  // The cursor up to which events have been offered to the subscribers.
+  int64_t published() const;
+
+ private:
+  void FeedLoop();
+  // Reads and publishes everything stored after last_; returns false on a store error.
+  bool PublishNew();
+
+  store::ExperimentStore* const store_;
+  const WatchHubOptions options_;
+
+  mutable std::mutex mu_;  // guards subs_, last_
+  std::vector<std::shared_ptr<WatchSubscription>> subs_;
+  int64_t last_ = 0;
+
+  std::mutex wake_mu_;  // guards notified_, stopping_
+  std::condition_variable wake_cv_;
+  bool notified_ = false;
+  bool stopping_ = false;
+  std::thread feed_;
+};
+
+}  // namespace xv::daemon

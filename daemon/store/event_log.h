@@ -1,0 +1,24 @@
+// The daemon's own rows of the events table: what Watch streams besides the trainer's events.
+// Types written (source 'daemon'): state {"state", "detail"?} when an experiment changes state
+// (queued at submission, assigned, and its end); decision {"campaign_id", "round_id", "summary",
+// "kept_candidate", "kept_experiment_id"} when a round is decided; head {"campaign_id",
+// "round_id", "candidate", "experiment_id", "reason"} when a kept candidate becomes the head.
+// Thread-safety: as SqliteConnection (the caller holds the store's mutex, inside a transaction).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "daemon/store/sqlite_connection.h"
+
+namespace xv::store {
+
+// Inserts one daemon event; experiment_id 0 stores NULL (campaign-level events).
+Status InsertDaemonEvent(SqliteConnection* c, int64_t experiment_id, int attempt,
+                         const std::string& type, const std::string& json);
+
+// Inserts a 'state' event carrying the experiment's current state as stored.
+Status InsertStateEvent(SqliteConnection* c, int64_t experiment_id, const std::string& detail);
+
+}  // namespace xv::store

@@ -1,0 +1,302 @@
+// Operations end to end (issue 6) with real processes: `xvd`, `xv-worker` (scripted fake trainer)
+// and `xvctl`.
+//  - DrainFinishesTheRunningAttemptThenTheWorkerExits: `xvctl drain NAME` while the worker runs
+//    one of three experiments: that one succeeds, the worker exits 0, nothing else is assigned to
+//    it, `xvctl status` shows draining then drained; a restarted worker of the same name takes the
+//    rest. Unknown and disconnected workers are refused by name.
+//  - CampaignMaxAttemptsLimitsRequeues: `campaign create --max-attempts 1` is shown by `campaign
+//    show`; a worker killed with -9 mid-run loses the attempt and, with one attempt allowed, the
+//    experiment ends lost instead of being requeued; out-of-range values are refused by flag.
+//  - FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns: the state directory is a 4 MiB tmpfs
+//    (mounted by the test; root only, else skipped) filled to the last byte after the WAL was
+//    truncated: the next submission fails with FAILED_PRECONDITION naming the cause and the
+//    database path, `xvctl status` shows `read-only: ...`, reads keep working, nothing is
+//    assigned; once the filler is removed the daemon leaves the mode by itself and a submission
+//    runs to success. `PRAGMA integrity_check` is ok afterwards.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/e2e/process_harness.h"
+
+namespace xv::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class OperationsE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
+      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
+    }
+    dir_ = fs::path("/tmp") / ("xv-op-" + std::to_string(::getpid()) + "-" +
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "state");
+    fs::create_directories(dir_ / "data");
+    state_ = (dir_ / "state").string();
+    daemon_ = "unix:" + state_ + "/xvd.sock";
+  }
+  void TearDown() override {
+    for (auto& w : workers_) w.Stop();
+    xvd_.Stop();
+    if (mounted_) ::umount2(state_.c_str(), MNT_DETACH);
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  void StartDaemon(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    xvd_ = ChildGuard(argv, {}, (dir_ / "xvd.log").string());
+    ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
+  }
+
+  ChildGuard& StartWorker(const std::string& name,
+                          std::vector<std::pair<std::string, std::string>> env) {
+    workers_.emplace_back(
+        std::vector<std::string>{BinaryPath("xv-worker"), "--daemon", daemon_, "--data",
+                                 (dir_ / "data").string(), "--name", name, "--device", "cpu",
+                                 "--trainer-bin", SourcePath("tests/fixtures/fake_trainer.sh"),
+                                 "--work-dir", (dir_ / ("work-" + name)).string()},
+        env, (dir_ / (name + "-" + std::to_string(workers_.size()) + ".log")).string());
+    return workers_.back();
+  }
+
+  CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
+    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
+    return RunCommand(args, timeout_s);
+  }
+  json XvctlJson(const std::vector<std::string>& args) {
+    CommandResult r = Xvctl(args);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err << Logs();
+    json j = json::parse(r.out, nullptr, false);
+    return j.is_discarded() ? json::object() : j;
+  }
+  // The worker entry of `status --json` named `name` (null when absent).
+  json WorkerStatus(const std::string& name) {
+    json s = XvctlJson({"status", "--json"});
+    for (const auto& w : s.value("workers", json::array())) {
+      if (w["name"] == name) return w;
+    }
+    return nullptr;
+  }
+  json Experiment(int64_t id) {
+    json r = XvctlJson({"results", "--json", "--limit", "1000"});
+    for (const auto& e : r.value("experiments", json::array())) {
+      if (e["id"] == id) return e;
+    }
+    return nullptr;
+  }
+  template <typename Pred>
+  bool Eventually(Pred pred, double timeout_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < end) {
+      if (pred()) return true;
+      ::usleep(100 * 1000);
+    }
+    return pred();
+  }
+
+  std::string Logs() {
+    std::string s = "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string());
+    for (auto& w : workers_) s += "\n--- " + w.log_path() + " ---\n" + FileTail(w.log_path());
+    return s;
+  }
+
+  fs::path dir_;
+  std::string state_, daemon_;
+  ChildGuard xvd_;
+  std::vector<ChildGuard> workers_;
+  bool mounted_ = false;
+};
+
+TEST_F(OperationsE2eTest, DrainFinishesTheRunningAttemptThenTheWorkerExits) {
+  StartDaemon();
+  const std::vector<std::pair<std::string, std::string>> env = {{"XV_FAKE_STEPS", "20"},
+                                                                {"XV_FAKE_STEP_SECONDS", "0.1"}};
+  StartWorker("op-1", env);
+  json sub =
+      XvctlJson({"submit", SourcePath("recipes/cpu-tiny.yaml"), "--candidate", "matrix_lr=0.01",
+                 "--candidate", "matrix_lr=0.02", "--candidate", "matrix_lr=0.03", "--json"});
+  ASSERT_EQ(sub.value("experiment_ids", json::array()).size(), 3u) << sub.dump();
+  int64_t running = 0;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        json w = WorkerStatus("op-1");
+        running = w.is_null() ? 0 : w.value("current_experiment_id", int64_t{0});
+        return running != 0;
+      },
+      30))
+      << Logs();
+
+  CommandResult drain = Xvctl({"drain", "op-1", "--reason", "maintenance"});
+  ASSERT_EQ(drain.exit_code, 0) << drain.err << Logs();
+  EXPECT_NE(drain.out.find("draining worker op-1"), std::string::npos) << drain.out;
+  EXPECT_EQ(WorkerStatus("op-1").value("state", ""), "draining");
+  CommandResult text = Xvctl({"status"});
+  EXPECT_NE(text.out.find("draining"), std::string::npos) << text.out;
+
+  // The worker finishes the running attempt and exits 0 by itself.
+  ChildGuard& w1 = workers_[0];
+  ASSERT_TRUE(Eventually([&] { return !w1.Alive(); }, 40)) << "worker did not exit" << Logs();
+  const int status = w1.Stop();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << Logs();
+  EXPECT_EQ(Experiment(running).value("state", ""), "succeeded") << Logs();
+  int queued = 0;
+  for (const auto& id : sub["experiment_ids"]) {
+    if (id == running) continue;
+    json e = Experiment(id);
+    EXPECT_EQ(e.value("state", ""), "queued") << e.dump();
+    queued += e.value("state", "") == "queued";
+  }
+  EXPECT_EQ(WorkerStatus("op-1").value("state", ""), "drained");
+  std::printf("drain: experiment %lld finished, worker exited 0, %d left queued\n",
+              static_cast<long long>(running), queued);
+
+  // Refusals name the worker.
+  CommandResult unknown = Xvctl({"drain", "no-such-worker"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("'no-such-worker': no such worker"), std::string::npos) << unknown.err;
+  CommandResult gone = Xvctl({"drain", "op-1"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_NE(gone.err.find("is not connected"), std::string::npos) << gone.err;
+  CommandResult neither = Xvctl({"drain"});
+  EXPECT_EQ(neither.exit_code, 2) << neither.err;
+
+  // Restarted, the worker takes work again.
+  StartWorker("op-1", {{"XV_FAKE_STEPS", "2"}, {"XV_FAKE_STEP_SECONDS", "0.01"}});
+  CommandResult wait = Xvctl({"wait", "--timeout", "60"}, 90);
+  ASSERT_EQ(wait.exit_code, 0) << wait.out << wait.err << Logs();
+  for (const auto& id : sub["experiment_ids"]) {
+    EXPECT_EQ(Experiment(id).value("state", ""), "succeeded");
+  }
+}
+
+TEST_F(OperationsE2eTest, CampaignMaxAttemptsLimitsRequeues) {
+  StartDaemon({"--lease-ms", "1500", "--heartbeat-ms", "300"});
+  const std::string recipe = SourcePath("recipes/cpu-tiny.yaml");
+  CommandResult bad =
+      Xvctl({"campaign", "create", "x", "--recipe", recipe, "--max-attempts", "11"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--max-attempts: must be 1..10, got 11"), std::string::npos) << bad.err;
+  json one = XvctlJson(
+      {"campaign", "create", "once", "--recipe", recipe, "--max-attempts", "1", "--json"});
+  EXPECT_EQ(one.value("max_attempts", 0), 1) << one.dump();
+  json def = XvctlJson({"campaign", "create", "twice", "--recipe", recipe, "--json"});
+  EXPECT_EQ(def.value("max_attempts", 0), 2) << def.dump();
+  CommandResult show = Xvctl({"campaign", "show", "once"});
+  EXPECT_NE(show.out.find("max attempts: 1"), std::string::npos) << show.out;
+
+  // A worker killed mid-run: its attempt is lost; one attempt allowed -> the experiment is lost.
+  ChildGuard& w = StartWorker("op-kill", {{"XV_FAKE_MODE", "hang"}});
+  json sub = XvctlJson({"submit", "--campaign", "once", "--candidate", "matrix_lr=0.02", "--json"});
+  const int64_t id = sub["experiment_ids"][0];
+  ASSERT_TRUE(Eventually([&] { return Experiment(id).value("state", "") == "running"; }, 30))
+      << Logs();
+  ::kill(w.pid(), SIGKILL);
+  w.Stop();
+  // The orphaned fake trainer (its own process group) hangs on; end it.
+  for (const auto& entry : fs::recursive_directory_iterator(dir_ / "work-op-kill")) {
+    if (entry.path().filename() != "fake_trainer.pid") continue;
+    std::ifstream f(entry.path());
+    pid_t pid = 0;
+    if (f >> pid && pid > 0) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+    }
+  }
+  ASSERT_TRUE(Eventually([&] { return Experiment(id).value("state", "") == "lost"; }, 20))
+      << Experiment(id).dump() << Logs();
+  json e = Experiment(id);
+  EXPECT_EQ(e.value("attempt", 0), 1) << e.dump();
+  std::printf(
+      "max attempts: campaign 'once' (1 attempt): experiment %lld ended %s after attempt "
+      "%d\n",
+      static_cast<long long>(id), e.value("state", "").c_str(), e.value("attempt", 0));
+}
+
+// Writes zeros to `path` until the file system is full.
+void FillDisk(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::vector<char> block(64 * 1024, 0);
+  while (std::fwrite(block.data(), 1, block.size(), f) == block.size()) {
+  }
+  // Fill the last partial block byte by byte.
+  std::setvbuf(f, nullptr, _IONBF, 0);
+  while (std::fputc(0, f) != EOF) {
+  }
+  std::fclose(f);
+}
+
+TEST_F(OperationsE2eTest, FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns) {
+  if (::geteuid() != 0 || ::mount("tmpfs", state_.c_str(), "tmpfs", 0, "size=4m,mode=0755") != 0) {
+    GTEST_SKIP() << "needs root to mount a small tmpfs as the state directory (a real full disk)";
+  }
+  mounted_ = true;
+  StartDaemon({"--write-retry-ms", "300", "--wal-checkpoint-ms", "200", "--wal-idle-ms", "300"});
+  const std::string recipe = SourcePath("recipes/cpu-tiny.yaml");
+  json first = XvctlJson({"submit", recipe, "--candidate", "matrix_lr=0.01", "--json"});
+  ASSERT_EQ(first.value("experiment_ids", json::array()).size(), 1u);
+  // Idle: the WAL is truncated, so the next write must allocate space.
+  ASSERT_TRUE(Eventually([&] { return fs::file_size(state_ + "/xv.db-wal") == 0; }, 10))
+      << "the idle TRUNCATE checkpoint never emptied the WAL"
+      << FileTail((dir_ / "xvd.log").string());
+  FillDisk(state_ + "/filler");
+
+  CommandResult refused = Xvctl({"submit", recipe, "--candidate", "matrix_lr=0.02"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("read-only mode"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find(state_ + "/xv.db"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("full"), std::string::npos) << refused.err;
+  json status = XvctlJson({"status", "--json"});
+  const std::string mode = status.value("write_mode", "");
+  EXPECT_EQ(mode.rfind("read-only: ", 0), 0u) << status.dump(2);
+  EXPECT_NE(mode.find("full"), std::string::npos) << mode;
+  CommandResult human = Xvctl({"status"});
+  EXPECT_NE(human.out.find("mode: read-only"), std::string::npos) << human.out;
+  // Reads keep working; a campaign cannot be created either.
+  json results = XvctlJson({"results", "--json"});
+  EXPECT_EQ(results.value("experiments", json::array()).size(), 1u) << results.dump();
+  CommandResult create = Xvctl({"campaign", "create", "c", "--recipe", recipe});
+  EXPECT_EQ(create.exit_code, 1);
+  EXPECT_NE(create.err.find("read-only mode"), std::string::npos) << create.err;
+  // A worker can not get the queued experiment while the mode lasts.
+  StartWorker("op-ro", {{"XV_FAKE_STEPS", "2"}, {"XV_FAKE_STEP_SECONDS", "0.01"}});
+  ::usleep(1500 * 1000);
+  EXPECT_EQ(Experiment(first["experiment_ids"][0]).value("state", ""), "queued");
+
+  // Space returns: the daemon retries and leaves the mode by itself.
+  fs::remove(state_ + "/filler");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return XvctlJson({"status", "--json"}).value("write_mode", "x") == "read-write";
+      },
+      15))
+      << Logs();
+  json second = XvctlJson({"submit", recipe, "--candidate", "matrix_lr=0.02", "--json"});
+  ASSERT_EQ(second.value("experiment_ids", json::array()).size(), 1u);
+  CommandResult wait = Xvctl({"wait", "--timeout", "60"}, 90);
+  ASSERT_EQ(wait.exit_code, 0) << wait.out << wait.err << Logs();
+  EXPECT_EQ(Experiment(first["experiment_ids"][0]).value("state", ""), "succeeded");
+  EXPECT_EQ(Experiment(second["experiment_ids"][0]).value("state", ""), "succeeded");
+  const std::string log = FileTail((dir_ / "xvd.log").string(), 100000);
+  EXPECT_NE(log.find("read-only mode:"), std::string::npos);
+  EXPECT_NE(log.find("read-only mode over"), std::string::npos);
+  std::printf("read-only: refused with \"%s\"; left the mode after the disk had space again\n",
+              mode.c_str());
+}
+
+}  // namespace
+}  // namespace xv::e2e
