@@ -12,6 +12,8 @@ namespace xv::client {
 
 void AddSubmitCommand(CLI::App* app, const ClientOptions* options);
 void AddStatusCommand(CLI::App* app, const ClientOptions* options);
+// `workers [--json]`: workers with their probed matmul TFLOP/s and bandwidth.
+void AddWorkersCommand(CLI::App* app, const ClientOptions* options);
 void AddResultsCommand(CLI::App* app, const ClientOptions* options);
 void AddWaitCommand(CLI::App* app, const ClientOptions* options);
 // `campaign create|show|list|pause|resume`.

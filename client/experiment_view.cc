@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "client/device_health_view.h"
 #include "client/number_format.h"
 #include "client/text_table.h"
 
@@ -42,6 +43,7 @@ nlohmann::json ExperimentJson(const v1::Experiment& e) {
                            "num_params",   "attention_backend"};
   if (!e.has_result()) {
     for (const char* f : figures) j[f] = nullptr;
+    AddHealthJson(nullptr, &j);
     return j;
   }
   const v1::Result& r = e.result();
@@ -58,22 +60,29 @@ nlohmann::json ExperimentJson(const v1::Experiment& e) {
   j["attention_backend"] = r.attention_backend();
   j["peak_flops_source"] = r.peak_flops_source();
   j["metric_version"] = r.metric_version();
+  AddHealthJson(&r, &j);
   return j;
 }
 
 std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
   using A = TextTable::Align;
-  TextTable t({{"id", A::kRight},
-               {"name", A::kLeft},
-               {"state", A::kLeft},
-               {"val_bpb", A::kRight},
-               {"tok/s", A::kRight},
-               {"MFU", A::kRight},
-               {"steps", A::kRight},
-               {"seconds", A::kRight},
-               {"device", A::kLeft},
-               {"decision", A::kLeft},
-               {"reason", A::kLeft}});
+  // Energy, tokens per joule and MFU against the measured ceiling only when some row has them
+  // (device health, issue 6; the worker's probe, issue 3).
+  bool show_health = false;
+  for (const auto& e : experiments) {
+    show_health |=
+        e.has_result() && (e.result().measured_peak_flops() > 0 ||
+                           e.result().health().has_energy_j() || e.result().health().throttled());
+  }
+  std::vector<TextTable::Column> columns = {{"id", A::kRight},    {"name", A::kLeft},
+                                            {"state", A::kLeft},  {"val_bpb", A::kRight},
+                                            {"tok/s", A::kRight}, {"MFU", A::kRight}};
+  if (show_health) columns.push_back({"MFU meas", A::kRight});
+  columns.insert(columns.end(), {{"steps", A::kRight}, {"seconds", A::kRight}});
+  if (show_health) columns.insert(columns.end(), {{"energy", A::kRight}, {"tok/J", A::kRight}});
+  columns.insert(columns.end(),
+                 {{"device", A::kLeft}, {"decision", A::kLeft}, {"reason", A::kLeft}});
+  TextTable t(columns);
   for (const auto& e : experiments) {
     std::string state = e.state();
     if (!e.failure_kind().empty() && e.state() != "succeeded" && e.failure_kind() != e.state()) {
@@ -90,12 +99,22 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
     } else if (e.state() == "running") {
       val_bpb = "(" + FormatFixed(100 * e.progress(), 0) + "%)";
     }
-    t.AddRow({std::to_string(e.id()), e.name(), state, val_bpb, tok, mfu, steps, secs,
-              e.device_name().empty() ? "-" : e.device_name(),
-              e.decision().empty() ? "-" : e.decision(),
-              !e.decision_reason().empty()  ? e.decision_reason()
-              : !e.round_decision().empty() ? e.round_decision()
-                                            : "-"});
+    std::vector<std::string> row = {std::to_string(e.id()), e.name(), state, val_bpb, tok, mfu};
+    if (show_health) {
+      auto measured = e.has_result() ? MeasuredMfuPercent(e.result()) : std::nullopt;
+      row.push_back(measured ? FormatFixed(*measured, 2) + "%" : "-");
+    }
+    row.insert(row.end(), {steps, secs});
+    if (show_health) {
+      row.push_back(e.has_result() ? EnergyCell(e.result()) : "-");
+      row.push_back(e.has_result() ? TokensPerJouleCell(e.result()) : "-");
+    }
+    row.insert(row.end(), {e.device_name().empty() ? "-" : e.device_name(),
+                           e.decision().empty() ? "-" : e.decision(),
+                           !e.decision_reason().empty()  ? e.decision_reason()
+                           : !e.round_decision().empty() ? e.round_decision()
+                                                         : "-"});
+    t.AddRow(std::move(row));
   }
   return t.Render();
 }

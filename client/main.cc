@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   app.fallthrough();
   xv::client::AddSubmitCommand(&app, &options);
   xv::client::AddStatusCommand(&app, &options);
+  xv::client::AddWorkersCommand(&app, &options);
   xv::client::AddResultsCommand(&app, &options);
   xv::client::AddWaitCommand(&app, &options);
   xv::client::AddCampaignCommand(&app, &options);

@@ -5,6 +5,7 @@
 
 #include "client/commands.h"
 #include "client/daemon_client.h"
+#include "client/device_health_view.h"
 #include "client/experiment_view.h"
 #include "client/number_format.h"
 #include "client/progress_bar.h"
@@ -28,6 +29,7 @@ int RunStatus(bool json, const ClientOptions& options) {
                          {"backend", w.device().backend()},
                          {"current_experiment_id", w.current_experiment_id()},
                          {"last_heartbeat", w.last_heartbeat()},
+                         {"probe", WorkerProbeJson(w)},
                          {"trainers", std::vector<std::string>(w.trainers().begin(),
                                                                w.trainers().end())}});
     }
@@ -58,21 +60,11 @@ int RunStatus(bool json, const ClientOptions& options) {
   }
   std::cout << "\n";
   using A = TextTable::Align;
-  TextTable workers({{"worker", A::kLeft},
-                     {"state", A::kLeft},
-                     {"device", A::kLeft},
-                     {"experiment", A::kRight},
-                     {"last heartbeat", A::kLeft}});
-  for (const auto& w : resp.workers()) {
-    workers.AddRow({w.name(), w.state(), w.device().name(),
-                    w.current_experiment_id() ? std::to_string(w.current_experiment_id()) : "-",
-                    w.last_heartbeat()});
-  }
-  if (workers.rows() == 0) {
+  if (resp.workers_size() == 0) {
     std::cout << "no workers (start one with: xv-worker --daemon " << client.address()
               << " --data DIR)\n";
   } else {
-    std::cout << workers.Render();
+    std::cout << RenderWorkersTable({resp.workers().begin(), resp.workers().end()});
   }
   if (resp.active_size() > 0) {
     std::cout << "\n";

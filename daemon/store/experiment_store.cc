@@ -5,9 +5,11 @@
 #include <set>
 #include <utility>
 
+#include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
 #include "daemon/store/event_log.h"
+#include "common/probe_figures.h"
 #include "daemon/store/migration_runner.h"
 
 namespace xv::store {
@@ -65,11 +67,15 @@ constexpr const char* kExperimentColumns =
     "res.total_tokens, res.tok_per_sec, res.mfu_percent, res.peak_flops, res.peak_flops_source, "
     "res.peak_vram_mb, res.peak_reserved_mb, res.num_params, res.flops_per_token, "
     "res.metric_version, res.attention_backend, res.depth, res.summary_json, e.stderr_tail, "
-    "e.role, COALESCE(e.reused_from_id, 0), e.config_hash, COALESCE(rd.decision_summary, '') "
+    "e.role, COALESCE(e.reused_from_id, 0), e.config_hash, COALESCE(rd.decision_summary, ''), "
+    "res.health_json, res.measured_peak_flops "
     "FROM experiments e JOIN recipes r ON r.id = e.recipe_id "
     "LEFT JOIN rounds rd ON rd.id = e.round_id "
     "LEFT JOIN workers w ON w.id = e.worker_id "
     "LEFT JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt ";
+
+// Where res.health_json and res.measured_peak_flops sit in kExperimentColumns.
+constexpr int kHealthJsonColumn = 43;
 
 void RowToExperiment(const SqliteStatement& st, xv::v1::Experiment* e) {
   e->set_id(st.ColumnInt(0));
@@ -112,6 +118,16 @@ void RowToExperiment(const SqliteStatement& st, xv::v1::Experiment* e) {
     r->set_attention_backend(st.ColumnText(35));
     r->set_depth(static_cast<int32_t>(st.ColumnInt(36)));
     r->set_summary_json(st.ColumnText(37));
+    // Device health (migration 5): JSON of xv.v1.DeviceHealth, "" when none was reported.
+    const std::string health = st.ColumnText(kHealthJsonColumn);
+    if (!health.empty()) {
+      google::protobuf::util::JsonParseOptions opts;
+      opts.ignore_unknown_fields = true;
+      (void)google::protobuf::util::JsonStringToMessage(health, r->mutable_health(), opts);
+    }
+    if (!st.IsNull(kHealthJsonColumn + 1)) {
+      r->set_measured_peak_flops(st.ColumnDouble(kHealthJsonColumn + 1));
+    }
   }
   e->set_stderr_tail(st.ColumnText(38));
   e->set_role(st.ColumnText(39));
@@ -193,11 +209,15 @@ Status ReuseEarlierResult(SqliteConnection* c, int64_t campaign_id, int64_t reci
       "INSERT INTO results(experiment_id, attempt, val_bpb, training_seconds, total_seconds, "
       "num_steps, total_tokens, tok_per_sec, mfu_percent, peak_flops, peak_flops_source, "
       "peak_vram_mb, peak_reserved_mb, num_params, flops_per_token, metric_version, "
-      "attention_backend, depth, device_json, summary_json) "
+      "attention_backend, depth, device_json, summary_json, health_source, health_samples, "
+      "avg_power_w, energy_j, peak_temp_c, throttle_events, throttled_seconds, throttled, "
+      "health_json, measured_peak_flops) "
       "SELECT ?, 0, val_bpb, training_seconds, total_seconds, num_steps, total_tokens, "
       "tok_per_sec, mfu_percent, peak_flops, peak_flops_source, peak_vram_mb, peak_reserved_mb, "
       "num_params, flops_per_token, metric_version, attention_backend, depth, device_json, "
-      "summary_json FROM results WHERE experiment_id = ? AND attempt = ?",
+      "summary_json, health_source, health_samples, avg_power_w, energy_j, peak_temp_c, "
+      "throttle_events, throttled_seconds, throttled, health_json, measured_peak_flops "
+      "FROM results WHERE experiment_id = ? AND attempt = ?",
       &copy));
   copy.Bind(1, new_id).Bind(2, from).Bind(3, attempt);
   XV_RETURN_IF_ERROR(copy.Run());
@@ -208,6 +228,47 @@ Status ReuseEarlierResult(SqliteConnection* c, int64_t campaign_id, int64_t reci
                  &upd));
   upd.Bind(1, from).Bind(2, find.ColumnText(2)).Bind(3, new_id);
   return upd.Run();
+}
+
+// Device health of a finished attempt (migration 5): on the attempt row, and on its result row
+// (when the trainer produced a summary) as columns plus the worker's probed matmul FLOP/s.
+// Optional figures the worker did not measure stay NULL.
+Status StoreAttemptHealth(SqliteConnection* c, int64_t worker_id, const xv::v1::Finished& f) {
+  std::string health_json;
+  if (f.has_health()) {
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(f.health(), &health_json, opts);
+    SqliteStatement at;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "UPDATE attempts SET health_json = ? WHERE experiment_id = ? AND attempt = ?", &at));
+    at.Bind(1, health_json).Bind(2, f.experiment_id()).Bind(3, f.attempt());
+    XV_RETURN_IF_ERROR(at.Run());
+  }
+  const xv::v1::DeviceHealth& h = f.health();
+  auto opt = [](bool has, double v) { return has ? std::optional<double>(v) : std::nullopt; };
+  SqliteStatement res;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "UPDATE results SET measured_peak_flops = (SELECT probe_matmul_tflops * 1e12 FROM workers "
+      "WHERE id = ?1), health_source = ?2, health_samples = ?3, avg_power_w = ?4, energy_j = ?5, "
+      "peak_temp_c = ?6, throttle_events = ?7, throttled_seconds = ?8, throttled = ?9, "
+      "health_json = ?10 WHERE experiment_id = ?11 AND attempt = ?12",
+      &res));
+  const bool known = f.has_health();
+  const bool throttle_known = known && h.throttle_known();
+  res.Bind(1, worker_id)
+      .Bind(2, h.source())
+      .Bind(3, known ? std::optional<int64_t>(h.sample_count()) : std::nullopt)
+      .Bind(4, opt(h.has_avg_power_w(), h.avg_power_w()))
+      .Bind(5, opt(h.has_energy_j(), h.energy_j()))
+      .Bind(6, opt(h.has_peak_temp_c(), h.peak_temp_c()))
+      .Bind(7, throttle_known ? std::optional<int64_t>(h.throttle_events()) : std::nullopt)
+      .Bind(8, opt(throttle_known, h.throttled_seconds()))
+      .Bind(9, throttle_known ? std::optional<int64_t>(h.throttled() ? 1 : 0) : std::nullopt)
+      .Bind(10, health_json)
+      .Bind(11, f.experiment_id())
+      .Bind(12, f.attempt());
+  return res.Run();
 }
 
 }  // namespace
@@ -476,7 +537,8 @@ Status ExperimentStore::ListWorkers(std::vector<xv::v1::WorkerInfo>* out) {
   XV_RETURN_IF_ERROR(
       conn_->Prepare("SELECT w.id, w.name, w.state, w.device_json, COALESCE(w.last_heartbeat, ''), "
                      "(SELECT MIN(e.id) FROM experiments e WHERE e.worker_id = w.id "
-                     " AND e.state IN ('assigned', 'running')) FROM workers w ORDER BY w.id",
+                     " AND e.state IN ('assigned', 'running')), w.probe_json, "
+                     "w.probe_matmul_tflops, w.probe_bandwidth_gbs FROM workers w ORDER BY w.id",
                      &st));
   bool row = false;
   while (true) {
@@ -494,9 +556,13 @@ Status ExperimentStore::ListWorkers(std::vector<xv::v1::WorkerInfo>* out) {
       w->mutable_device()->set_backend(TextField(dj, "backend"));
       w->mutable_device()->set_hostname(TextField(dj, "hostname"));
       if (auto idx = IntField(dj, "index")) w->mutable_device()->set_index(static_cast<int>(*idx));
+      if (auto peak = NumberField(dj, "peak_flops")) w->mutable_device()->set_peak_flops(*peak);
     }
     w->set_last_heartbeat(st.ColumnText(4));
     w->set_current_experiment_id(st.IsNull(5) ? 0 : st.ColumnInt(5));
+    w->set_probe_json(st.ColumnText(6));
+    w->set_probe_matmul_tflops(st.IsNull(7) ? 0.0 : st.ColumnDouble(7));
+    w->set_probe_bandwidth_gbs(st.IsNull(8) ? 0.0 : st.ColumnDouble(8));
   }
   return Status::Ok();
 }
@@ -760,6 +826,25 @@ Status ExperimentStore::UpsertWorker(const xv::v1::Register& reg, int64_t* worke
         .Bind(5, d.name())
         .Bind(6, reg.version());
     XV_RETURN_IF_ERROR(st.Run());
+    // The device probe (issue 3). A worker registering without one (--no-probe, probe failed)
+    // keeps the one stored before.
+    if (!reg.probe_json().empty()) {
+      ProbeFigures pf;
+      const bool parsed = ParseProbeFigures(reg.probe_json(), &pf);
+      SqliteStatement probe;
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "UPDATE workers SET probe_json = ?, probe_matmul_tflops = ?, probe_bandwidth_gbs = ?, "
+          "probed_at = " XV_NOW " WHERE name = ?",
+          &probe));
+      probe.Bind(1, reg.probe_json())
+          .Bind(2, parsed && pf.matmul_tflops > 0 ? std::optional<double>(pf.matmul_tflops)
+                                                  : std::nullopt)
+          .Bind(3, parsed && pf.bandwidth_gb_per_s > 0
+                       ? std::optional<double>(pf.bandwidth_gb_per_s)
+                       : std::nullopt)
+          .Bind(4, reg.worker_name());
+      XV_RETURN_IF_ERROR(probe.Run());
+    }
     SqliteStatement sel;
     XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM workers WHERE name = ?", &sel));
     sel.Bind(1, reg.worker_name());
@@ -1082,6 +1167,7 @@ Status ExperimentStore::FinishAttempt(int64_t worker_id, const xv::v1::Finished&
         .Bind(8, exp)
         .Bind(9, attempt);
     XV_RETURN_IF_ERROR(at.Run());
+    XV_RETURN_IF_ERROR(StoreAttemptHealth(c, worker_id, f));
     // The experiment moves when this attempt is its active one, or when this attempt was lost (the
     // experiment requeued but not yet reassigned, or out of attempts) and it brings a success: a
     // late result is accepted while no other attempt is running or has finished, even when a later

@@ -41,18 +41,18 @@ class TrainerProbeTest : public ::testing::Test {
     log_ = (dir_ / "probe.log").string();
     setenv("XV_FAKE_PROBE_LOG", log_.c_str(), 1);
     device_.set_name("fake-device (cpu)");
-    device_.set_fingerprint_json(R"({"name":"fake-device (cpu)","os":"test"
-  })");
-} void TearDown() override {
-  unsetenv("XV_FAKE_PROBE_LOG");
-  unsetenv("XV_FAKE_PROBE_FAIL");
-  fs::remove_all(dir_);
-}
-fs::path dir_;
-std::string log_;
-TrainerInvocation inv_;
-v1::Device device_;
-std::unique_ptr<ProcessLauncher> launcher_ = NewPosixProcessLauncher();
+    device_.set_fingerprint_json(R"j({"name":"fake-device (cpu)","os":"test"})j");
+  }
+  void TearDown() override {
+    unsetenv("XV_FAKE_PROBE_LOG");
+    unsetenv("XV_FAKE_PROBE_FAIL");
+    fs::remove_all(dir_);
+  }
+  fs::path dir_;
+  std::string log_;
+  TrainerInvocation inv_;
+  v1::Device device_;
+  std::unique_ptr<ProcessLauncher> launcher_ = NewPosixProcessLauncher();
 };
 
 TEST_F(TrainerProbeTest, ProbesOnceThenReadsTheCache) {
@@ -75,12 +75,11 @@ TEST_F(TrainerProbeTest, ProbesOnceThenReadsTheCache) {
   EXPECT_EQ(CountLines(log_), 1);
 
   // Another device fingerprint (a driver update, another GPU) probes again.
-  device_.set_fingerprint_json(R"({"name":"fake-device (cpu)","os":"test","driver":"2"
-})");
+  device_.set_fingerprint_json(R"j({"name":"fake-device (cpu)","os":"test","driver":"2"})j");
   std::string third = ObtainDeviceProbe(inv_, launcher_.get(), device_, 30, &cached);
-EXPECT_FALSE(cached);
-EXPECT_EQ(third, first);
-EXPECT_EQ(CountLines(log_), 2);
+  EXPECT_FALSE(cached);
+  EXPECT_EQ(third, first);
+  EXPECT_EQ(CountLines(log_), 2);
 }
 
 TEST_F(TrainerProbeTest, AChangedTrainerBinaryProbesAgain) {
