@@ -219,6 +219,7 @@ TEST_F(DeviceHealthE2eTest, HwmonFixture) {
   EXPECT_NEAR(e["tokens_per_joule"].get<double>(), 100000.0 / e["energy_j"].get<double>(), 1e-6);
   // The guard waited its limit, then started anyway; hwmon knows no throttle reasons.
   EXPECT_GE(e["thermal_wait_s"].get<double>(), 1.0) << e.dump();
+  EXPECT_LT(e["thermal_wait_s"].get<double>(), 4.0) << "--max-start-wait 1 bounds it: " << e.dump();
   EXPECT_DOUBLE_EQ(e["start_temp_c"].get<double>(), 91.0);
   EXPECT_TRUE(e["throttled"].is_null()) << e.dump();
   EXPECT_TRUE(e["measured_peak_flops"].is_null()) << "no probe: " << e.dump();

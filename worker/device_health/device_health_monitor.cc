@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace xv::worker::device_health {
@@ -104,7 +105,8 @@ DeviceHealthMonitor::GuardResult DeviceHealthMonitor::WaitUntilCool(
           options_.max_start_wait_s - r.waited_s);
       next_log = SteadySeconds() + 30;
     }
-    const double until = SteadySeconds() + options_.poll_s;
+    const double until =
+        SteadySeconds() + std::min(options_.poll_s, options_.max_start_wait_s - r.waited_s);
     while (SteadySeconds() < until) {
       if (cancelled()) {
         r.cancelled = true;
