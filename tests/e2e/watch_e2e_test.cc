@@ -248,7 +248,7 @@ TEST_F(WatchE2eTest, SlowAndClosedWatchersDoNotStallTheDaemon) {
   std::vector<std::string> args = {"submit", recipe, "--campaign", "many", "--json"};
   for (int i = 1; i <= 8; ++i) {
     args.push_back("--candidate");
-    args.push_back("matrix_lr=0.0" + std::to_string(i));
+    args.push_back("matrix_lr=0.01" + std::to_string(i));  // 0.011 .. 0.018 (0.04 is the base)
   }
   json sub = XvctlJson(args);
   ASSERT_EQ(sub.value("experiment_ids", json::array()).size(), 8u) << sub.dump();
