@@ -25,6 +25,13 @@ WorkerSession::WorkerSession(WorkerOptions options, v1::Device device,
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // A connection that silently died (a network cut: no FIN, no RST) is noticed by an HTTP/2 ping
+  // every 10 s that is not answered within 5 s; the stream then fails and the worker reconnects.
+  // xvd accepts pings this often (daemon/api/daemon_server.cc).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetMaxReceiveMessageSize(64 << 20);
   channel_ =
       grpc::CreateCustomChannel(options_.daemon_address, grpc::InsecureChannelCredentials(), args);

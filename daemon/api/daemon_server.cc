@@ -107,6 +107,11 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
     builder.AddListeningPort(tcp.ToString(), grpc::InsecureServerCredentials(), &bound_port);
   }
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  // Workers send HTTP/2 keepalive pings every 10 s to notice a dead connection (a network cut)
+  // within the lease; accept them even when the daemon has nothing to send (gRPC's default answers
+  // pings more often than every 5 minutes with GOAWAY "too_many_pings").
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.RegisterService(d->experiments_.get());
   builder.RegisterService(d->campaigns_.get());
   builder.RegisterService(d->workers_.get());
