@@ -84,9 +84,9 @@ class Dispatcher {
                std::vector<int64_t>* told);
   // "draining" from Drain until the worker's session ends, "drained" after, "" otherwise.
   std::string DrainState(int64_t worker_id) const;
-  // A worker registered. Holding no attempts it is a fresh process: a finished drain is forgotten
-  // and it takes work again. Still holding attempts in the middle of a drain (it reconnected), it
-  // is told to drain again.
+  // A worker registered. Running no attempt it is a fresh process (at most replaying finished
+  // ones): a finished drain is forgotten and it takes work again. Still running one in the middle
+  // of a drain (it reconnected), it is told to drain again.
   void OnRegistered(const std::shared_ptr<WorkerSession>& session, bool holds_attempts);
 
  private:

@@ -105,7 +105,11 @@ grpc::Status WorkersService::Session(
     session->Close(/*cancel_rpc=*/false);
     return reconcile_status;
   }
-  dispatcher_->OnRegistered(session, reg.running_size() > 0);
+  // Only an attempt still running marks a reconnect in the middle of a drain; a restarted worker
+  // may replay attempts that finished under its previous process.
+  bool holds_running = false;
+  for (const auto& ra : reg.running()) holds_running |= !ra.finished();
+  dispatcher_->OnRegistered(session, holds_running);
   EventBatcher batcher(store_, session);
   std::thread writer([&] {
     auto next_flush = std::chrono::steady_clock::now() + kFlushInterval;
