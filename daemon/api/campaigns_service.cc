@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
+#include "daemon/api/budget_contract.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
 
@@ -39,16 +40,16 @@ grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext*,
   }
   Recipe base;
   Status s = ParseRecipeYaml(req->base_recipe_yaml(), &base).WithContext("recipe: ");
+  // The budget contract's time budget becomes the base recipe's before it is validated and
+  // hashed, so the base, the head and every run of the campaign use it.
+  BudgetContract budget;
+  if (s.ok()) s = ParseBudgetContract(req->budget_json(), &budget);
+  if (s.ok() && budget.time_budget_s) base.time_budget_s = *budget.time_budget_s;
   if (s.ok()) s = ValidateRecipe(base).WithContext("recipe: ");
   ResolvedSizes sizes;
   if (s.ok()) s = ResolveSizes(base, &sizes).WithContext("recipe: ");
   CampaignPolicy policy;
   if (s.ok()) s = ParseCampaignPolicyText(req->policy(), &policy);
-  nlohmann::json budget = nlohmann::json::object();
-  if (s.ok() && !req->budget_json().empty()) {
-    budget = nlohmann::json::parse(req->budget_json(), nullptr, false);
-    if (!budget.is_object()) s = Status::InvalidArgument("budget_json: not a JSON object");
-  }
   if (s.ok() && req->max_attempts() != 0 &&
       (req->max_attempts() < 1 || req->max_attempts() > 10)) {
     s = Status::InvalidArgument("max_attempts: must be 1..10, got " +
@@ -62,7 +63,7 @@ grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext*,
   nc.trainer = req->trainer().empty() ? "libtorch" : req->trainer();
   nc.policy_json = CampaignPolicyToJson(policy);
   nc.device_filter = req->device_filter();
-  nc.budget_json = budget.dump();
+  nc.budget_json = BudgetContractToJson(budget);
   nc.base_hash = CanonicalHash(base);
   nc.base_recipe_json = RecipeToJson(base).dump();
   nc.base_resolved_json = ResolvedConfigJson(base, sizes).dump();

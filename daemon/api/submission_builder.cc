@@ -26,7 +26,9 @@ std::string JoinOverrides(const xv::v1::Candidate& c) {
 
 }  // namespace
 
-double HardDeadlineSeconds(double time_budget_s) { return 2.0 * time_budget_s + 300.0; }
+double HardDeadlineSeconds(double time_budget_s) {
+  return ContractHardDeadlineSeconds(BudgetContract{}, time_budget_s);
+}
 
 std::string ConfigHashWithoutSeed(const Recipe& r) {
   Recipe unseeded = r;
@@ -81,6 +83,7 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
       plan.replicates > 0 ? plan.replicates : (req.replicates() == 0 ? 1 : req.replicates());
 
   XV_RETURN_IF_ERROR(ValidateRecipe(base).WithContext("recipe: "));
+  XV_RETURN_IF_ERROR(CheckContractTimeBudget(plan.budget, base.time_budget_s).WithContext("recipe: "));
   ResolvedSizes base_sizes;
   XV_RETURN_IF_ERROR(ResolveSizes(base, &base_sizes).WithContext("recipe: "));
   const std::string base_hash = CanonicalHash(base);
@@ -123,6 +126,7 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
     // All overrides at once: knobs that move together are validated together.
     XV_RETURN_IF_ERROR(ApplyOverrides(pairs, &r).WithContext(label));
     XV_RETURN_IF_ERROR(ValidateRecipe(r).WithContext(label));
+    XV_RETURN_IF_ERROR(CheckContractTimeBudget(plan.budget, r.time_budget_s).WithContext(label));
     ResolvedSizes sizes;
     XV_RETURN_IF_ERROR(ResolveSizes(r, &sizes).WithContext(label));
     const nlohmann::json knobs = RecipeToJson(r);
@@ -161,7 +165,7 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
       e.resolved_json = ResolvedConfigJson(rr, rs).dump();
       e.device_requirement = rr.device == "cuda" ? "gpu" : "any";
       e.time_budget_s = rr.time_budget_s;
-      e.hard_deadline_s = HardDeadlineSeconds(rr.time_budget_s);
+      e.hard_deadline_s = ContractHardDeadlineSeconds(plan.budget, rr.time_budget_s);
       sub.experiments.push_back(std::move(e));
     }
   }
@@ -182,7 +186,7 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
     e.resolved_json = ResolvedConfigJson(rr, rs).dump();
     e.device_requirement = rr.device == "cuda" ? "gpu" : "any";
     e.time_budget_s = rr.time_budget_s;
-    e.hard_deadline_s = HardDeadlineSeconds(rr.time_budget_s);
+    e.hard_deadline_s = ContractHardDeadlineSeconds(plan.budget, rr.time_budget_s);
     e.role = "control";
     sub.experiments.push_back(std::move(e));
   }
@@ -230,6 +234,10 @@ Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitReq
   CampaignPolicy policy;
   if (found) XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(head.policy_json, &policy));
   RoundPlan plan;
+  if (found) {
+    XV_RETURN_IF_ERROR(ParseBudgetContract(head.budget_json, &plan.budget)
+                           .WithContext("campaign '" + name + "' stored "));
+  }
   if (policy.set) {
     // The policy's replicates are the minimum; asking for more runs more, and the seeds already
     // run in this campaign are reused.

@@ -12,12 +12,15 @@
 //    are refused as duplicates;
 //  - bounds: recipe text <= 64 KiB, <= 256 candidates, <= 64 replicates, <= 64 overrides each;
 //  - a recipe with device "cuda" requires a GPU worker; cpu/auto recipes run anywhere;
-//  - hard deadline = 2 x time budget + 300 s (startup and evaluation allowance).
+//  - hard deadline = time budget + startup allowance + eval allowance of the campaign's budget
+//    contract (daemon/api/budget_contract.h; default 2 x time budget + 300 s); a contract that
+//    fixes time_budget_s refuses a recipe or candidate with another time budget.
 // Thread-safety: stateless.
 #pragma once
 
 #include "common/recipe.h"
 #include "common/status.h"
+#include "daemon/api/budget_contract.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.pb.h"
 
@@ -36,6 +39,7 @@ struct RoundPlan {
   int head_controls = 0;  // runs of the base (the head) config, seeds seed, seed+1, ...
   int64_t seed_offset = 0;     // added to every seed (confirm rounds: fresh seeds)
   bool controls_only = false;  // no candidates in the request: only the head controls run
+  BudgetContract budget;       // the campaign's budget contract (deadlines, fixed time budget)
 };
 
 // What a round built from a campaign needs beyond the request.
@@ -85,7 +89,7 @@ std::string ConfigHashWithoutSeed(const Recipe& r);
 Status BuildSubmission(const xv::v1::SubmitRequest& req, const SubmissionLimits& limits,
                        store::NewSubmission* out);
 
-// The hard deadline the worker enforces for a time budget (see the rules above).
+// The hard deadline the worker enforces for a time budget under the default contract.
 double HardDeadlineSeconds(double time_budget_s);
 
 }  // namespace xv::daemon

@@ -244,7 +244,7 @@ Status ExperimentStore::FindCampaignHead(const std::string& name, bool* found, C
   SqliteStatement st;
   XV_RETURN_IF_ERROR(conn_->Prepare(
       "SELECT c.id, c.state, c.policy_json, c.trainer, COALESCE(h.recipe_json, ''), "
-      "COALESCE(b.recipe_json, ''), c.name FROM campaigns c "
+      "COALESCE(b.recipe_json, ''), c.name, c.budget_json FROM campaigns c "
       "LEFT JOIN recipes h ON h.id = c.head_recipe_id "
       "LEFT JOIN recipes b ON b.id = c.base_recipe_id WHERE c.name = ?",
       &st));
@@ -260,6 +260,7 @@ Status ExperimentStore::FindCampaignHead(const std::string& name, bool* found, C
   out->head_recipe_json = st.ColumnText(4);
   out->base_recipe_json = st.ColumnText(5);
   out->name = st.ColumnText(6);
+  out->budget_json = st.ColumnText(7);
   return Status::Ok();
 }
 

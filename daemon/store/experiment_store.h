@@ -119,6 +119,7 @@ struct CampaignHead {
   std::string head_recipe_json;
   std::string base_recipe_json;  // the recipe the campaign was created with (ablations)
   std::string name;
+  std::string budget_json;  // campaigns.budget_json (daemon/api/budget_contract.h)
 };
 
 // A round every experiment of which is terminal, still open, in a campaign with a policy.

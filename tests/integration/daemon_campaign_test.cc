@@ -86,12 +86,14 @@ class DaemonCampaign : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
 
-  grpc::Status Create(const std::string& name, const std::string& policy, xv::v1::Campaign* out) {
+  grpc::Status Create(const std::string& name, const std::string& policy, xv::v1::Campaign* out,
+                      const std::string& budget_json = "") {
     xv::v1::CreateCampaignRequest req;
     req.set_name(name);
     req.set_base_recipe_yaml(CpuTinyYaml());
     req.set_recipe_name("cpu-tiny");
     req.set_policy(policy);
+    req.set_budget_json(budget_json);
     grpc::ClientContext ctx;
     return campaigns_->CreateCampaign(&ctx, req, out);
   }
@@ -428,6 +430,92 @@ TEST_F(DaemonCampaign, InvalidRoundsAreRefusedNamingTheFieldAndNothingIsQueued) 
   gs = SubmitRound("nope", {"matrix_lr=0.05"}, &r);
   EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(gs.error_message().find("nope"), std::string::npos) << gs.error_message();
+}
+
+// The budget contract: its time budget replaces the recipe's (cpu-tiny says 25 s) for the base,
+// the head and every run; each run's hard deadline is budget + startup + eval allowance
+// (3 + 300 + 3); a candidate or recipe with another time budget is refused; a bad contract is
+// refused naming the field.
+TEST_F(DaemonCampaign, BudgetContractFixesTheTimeBudgetAndTheHardDeadlineOfEveryRun) {
+  xv::v1::Campaign created;
+  grpc::Status gs = Create("budget", kPolicy, &created, R"({"time_budget_s": 3})");
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  EXPECT_EQ(json::parse(created.budget_json()),
+            json::parse(R"({"time_budget_s": 3, "startup_allowance_s": 300})"));
+  EXPECT_EQ(json::parse(created.head_recipe_json()).at("time_budget_s").get<double>(), 3.0);
+
+  xv::v1::SubmitResponse round;
+  gs = SubmitRound("budget", {"matrix_lr=0.05"}, &round);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  ASSERT_EQ(round.experiment_ids_size(), 6);  // 3 replicates + 3 head controls
+
+  FakeWorker worker(channel_, "budget-worker");
+  xv::v1::DaemonMessage msg;
+  ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
+  worker.StartHeartbeats(100ms);
+  for (int i = 0; i < round.experiment_ids_size(); ++i) {
+    ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+    const auto& spec = msg.assign().spec();
+    EXPECT_DOUBLE_EQ(spec.time_budget_s(), 3.0) << spec.experiment_id();
+    EXPECT_DOUBLE_EQ(spec.hard_deadline_s(), 3.0 + 300.0 + 3.0) << spec.experiment_id();
+    const json recipe = json::parse(spec.recipe_json());
+    EXPECT_EQ(recipe.at("time_budget_s").get<double>(), 3.0);
+    worker.SendEvent(spec.experiment_id(), spec.attempt(), 1, SummaryJson(ScriptedValBpb(recipe)));
+    xv::v1::WorkerMessage fin;
+    fin.mutable_finished()->set_experiment_id(spec.experiment_id());
+    fin.mutable_finished()->set_attempt(spec.attempt());
+    fin.mutable_finished()->set_state("succeeded");
+    fin.mutable_finished()->set_last_seq(1);
+    worker.Send(fin);
+    const int64_t id = spec.experiment_id();
+    ASSERT_TRUE(worker.ReadUntil(
+        [&](auto& m) { return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id; },
+        &msg));
+  }
+  worker.Close();
+  WaitDecided("budget", round.round_id());
+  const size_t runs = List(xv::v1::ListExperimentsRequest()).size();
+
+  // Another time budget is refused: as a candidate override, and as a round's own recipe.
+  xv::v1::SubmitResponse r;
+  gs = SubmitRound("budget", {"weight_decay=0.1", "time_budget_s=5"}, &r);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(gs.error_message().find(
+                "candidate 2 (time_budget_s=5): time_budget_s: fixed at 3 s by the campaign's "
+                "budget contract"),
+            std::string::npos)
+      << gs.error_message();
+  xv::v1::SubmitRequest with_recipe;
+  with_recipe.set_campaign("budget");
+  with_recipe.set_recipe_yaml(CpuTinyYaml());  // time_budget_s: 25
+  {
+    grpc::ClientContext ctx;
+    gs = experiments_->Submit(&ctx, with_recipe, &r);
+  }
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(gs.error_message().find("recipe: time_budget_s: fixed at 3 s"), std::string::npos)
+      << gs.error_message();
+  EXPECT_EQ(List(xv::v1::ListExperimentsRequest()).size(), runs);  // nothing queued
+
+  // Bad contracts are refused naming the field, and no campaign is made.
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"time_budjet_s": 2})", "budget.time_budjet_s: unknown field"},
+      {R"({"time_budget_s": "2"})", "budget.time_budget_s: must be a number"},
+      {R"({"time_budget_s": 0})", "budget.time_budget_s: must be a number of seconds in 1..86400"},
+      {R"({"startup_allowance_s": -1})", "budget.startup_allowance_s"},
+      {"[2]", "budget: expected a JSON object"},
+  };
+  for (const auto& [budget, field] : bad) {
+    xv::v1::Campaign c;
+    gs = Create("bad-budget", kPolicy, &c, budget);
+    EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << budget;
+    EXPECT_NE(gs.error_message().find(field), std::string::npos) << gs.error_message();
+  }
+  xv::v1::GetCampaignRequest get;
+  get.set_name("bad-budget");
+  xv::v1::Campaign none;
+  grpc::ClientContext ctx;
+  EXPECT_FALSE(campaigns_->GetCampaign(&ctx, get, &none).ok());
 }
 
 TEST_F(DaemonCampaign, ManualPolicyWaitsForDecideAndPausedCampaignsAreNotScheduled) {

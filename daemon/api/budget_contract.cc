@@ -1,0 +1,100 @@
+#include "daemon/api/budget_contract.h"
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace xv::daemon {
+namespace {
+
+constexpr double kMaxSeconds = 86400.0;
+
+std::string FormatSeconds(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+Status ReadSeconds(const nlohmann::json& j, const std::string& key, double min, double* out) {
+  const nlohmann::json& v = j.at(key);
+  const std::string range = FormatSeconds(min) + ".." + FormatSeconds(kMaxSeconds);
+  if (!v.is_number()) {
+    return Status::InvalidArgument("budget." + key + ": must be a number of seconds in " + range +
+                                   ", got " + v.dump());
+  }
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < min || d > kMaxSeconds) {
+    return Status::InvalidArgument("budget." + key + ": must be a number of seconds in " + range +
+                                   ", got " + v.dump());
+  }
+  *out = d;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
+  BudgetContract c;
+  if (json_text.empty()) {
+    *out = c;
+    return Status::Ok();
+  }
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::InvalidArgument(
+        "budget: expected a JSON object such as "
+        "{\"time_budget_s\": 300}, got '" +
+        json_text + "'");
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "time_budget_s" && key != "startup_allowance_s" && key != "eval_allowance_s") {
+      return Status::InvalidArgument("budget." + key +
+                                     ": unknown field (known: time_budget_s, "
+                                     "startup_allowance_s, eval_allowance_s)");
+    }
+  }
+  double v = 0;
+  if (j.contains("time_budget_s")) {
+    XV_RETURN_IF_ERROR(ReadSeconds(j, "time_budget_s", 1.0, &v));
+    c.time_budget_s = v;
+  }
+  if (j.contains("startup_allowance_s")) {
+    XV_RETURN_IF_ERROR(ReadSeconds(j, "startup_allowance_s", 0.0, &v));
+    c.startup_allowance_s = v;
+  }
+  if (j.contains("eval_allowance_s")) {
+    XV_RETURN_IF_ERROR(ReadSeconds(j, "eval_allowance_s", 0.0, &v));
+    c.eval_allowance_s = v;
+  }
+  *out = c;
+  return Status::Ok();
+}
+
+std::string BudgetContractToJson(const BudgetContract& contract) {
+  // Whole seconds are written as integers ({"time_budget_s":2}, not 2.0).
+  auto seconds = [](double v) -> nlohmann::json {
+    if (v == std::floor(v)) return static_cast<int64_t>(v);
+    return v;
+  };
+  nlohmann::json j = nlohmann::json::object();
+  if (contract.time_budget_s) j["time_budget_s"] = seconds(*contract.time_budget_s);
+  j["startup_allowance_s"] = seconds(contract.startup_allowance_s);
+  if (contract.eval_allowance_s) j["eval_allowance_s"] = seconds(*contract.eval_allowance_s);
+  return j.dump();
+}
+
+double ContractHardDeadlineSeconds(const BudgetContract& contract, double time_budget_s) {
+  return time_budget_s + contract.startup_allowance_s +
+         contract.eval_allowance_s.value_or(time_budget_s);
+}
+
+Status CheckContractTimeBudget(const BudgetContract& contract, double time_budget_s) {
+  if (!contract.time_budget_s || *contract.time_budget_s == time_budget_s) return Status::Ok();
+  return Status::InvalidArgument(
+      "time_budget_s: fixed at " + FormatSeconds(*contract.time_budget_s) +
+      " s by the campaign's budget contract (got " + FormatSeconds(time_budget_s) + ")");
+}
+
+}  // namespace xv::daemon

@@ -1,0 +1,122 @@
+// Tests of the campaign budget contract parser (daemon/api/budget_contract.h) and of its use by
+// the submission builder: deadlines and the fixed time budget.
+#include "daemon/api/budget_contract.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/recipe.h"
+#include "daemon/api/submission_builder.h"
+
+namespace xv::daemon {
+namespace {
+
+TEST(BudgetContract, EmptyIsTheDefaultContract) {
+  BudgetContract c;
+  ASSERT_TRUE(ParseBudgetContract("", &c).ok());
+  EXPECT_FALSE(c.time_budget_s.has_value());
+  EXPECT_DOUBLE_EQ(c.startup_allowance_s, 300.0);
+  EXPECT_FALSE(c.eval_allowance_s.has_value());
+  ASSERT_TRUE(ParseBudgetContract("{}", &c).ok());
+  EXPECT_DOUBLE_EQ(ContractHardDeadlineSeconds(c, 25.0), 2 * 25.0 + 300.0);
+  EXPECT_DOUBLE_EQ(HardDeadlineSeconds(25.0), 2 * 25.0 + 300.0);
+  EXPECT_TRUE(CheckContractTimeBudget(c, 25.0).ok());
+}
+
+TEST(BudgetContract, GoodContractIsParsedAndNormalised) {
+  BudgetContract c;
+  Status s = ParseBudgetContract(R"({"time_budget_s": 2})", &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(c.time_budget_s.has_value());
+  EXPECT_DOUBLE_EQ(*c.time_budget_s, 2.0);
+  EXPECT_DOUBLE_EQ(ContractHardDeadlineSeconds(c, 2.0), 2.0 + 300.0 + 2.0);
+  EXPECT_EQ(nlohmann::json::parse(BudgetContractToJson(c)),
+            nlohmann::json::parse(R"({"time_budget_s": 2, "startup_allowance_s": 300})"));
+
+  s = ParseBudgetContract(
+      R"({"time_budget_s": 60, "startup_allowance_s": 30.5, "eval_allowance_s": 0})", &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_DOUBLE_EQ(ContractHardDeadlineSeconds(c, 60.0), 90.5);
+  BudgetContract again;
+  ASSERT_TRUE(ParseBudgetContract(BudgetContractToJson(c), &again).ok());
+  EXPECT_EQ(BudgetContractToJson(again), BudgetContractToJson(c));
+  EXPECT_DOUBLE_EQ(*again.eval_allowance_s, 0.0);
+  EXPECT_DOUBLE_EQ(again.startup_allowance_s, 30.5);
+}
+
+TEST(BudgetContract, UnknownKeyIsRefusedListingTheKnownOnes) {
+  BudgetContract c;
+  Status s = ParseBudgetContract(R"({"time_budjet_s": 2})", &c);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "budget.time_budjet_s: unknown field (known: time_budget_s, startup_allowance_s, "
+            "eval_allowance_s)");
+}
+
+TEST(BudgetContract, NonNumbersAndNonObjectsAreRefusedNamingTheField) {
+  BudgetContract c;
+  Status s = ParseBudgetContract(R"({"time_budget_s": "2"})", &c);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("budget.time_budget_s: must be a number"), std::string::npos)
+      << s.message();
+  s = ParseBudgetContract(R"({"eval_allowance_s": null})", &c);
+  EXPECT_NE(s.message().find("budget.eval_allowance_s"), std::string::npos) << s.message();
+  s = ParseBudgetContract(R"({"startup_allowance_s": true})", &c);
+  EXPECT_NE(s.message().find("budget.startup_allowance_s"), std::string::npos) << s.message();
+  s = ParseBudgetContract("[2]", &c);
+  EXPECT_NE(s.message().find("budget: expected a JSON object"), std::string::npos) << s.message();
+  s = ParseBudgetContract("{\"time_budget_s\": ", &c);
+  EXPECT_NE(s.message().find("budget: expected a JSON object"), std::string::npos) << s.message();
+}
+
+TEST(BudgetContract, OutOfRangeValuesAreRefused) {
+  BudgetContract c;
+  EXPECT_NE(ParseBudgetContract(R"({"time_budget_s": 0})", &c)
+                .message()
+                .find("budget.time_budget_s: must be a number of seconds in 1..86400, got 0"),
+            std::string::npos);
+  EXPECT_FALSE(ParseBudgetContract(R"({"time_budget_s": 86401})", &c).ok());
+  EXPECT_FALSE(ParseBudgetContract(R"({"startup_allowance_s": -1})", &c).ok());
+  EXPECT_FALSE(ParseBudgetContract(R"({"eval_allowance_s": 1e9})", &c).ok());
+  EXPECT_TRUE(ParseBudgetContract(R"({"time_budget_s": 86400, "eval_allowance_s": 0})", &c).ok());
+  EXPECT_TRUE(ParseBudgetContract(R"({"time_budget_s": 1, "startup_allowance_s": 0})", &c).ok());
+}
+
+TEST(BudgetContract, BuilderUsesTheContractForDeadlinesAndRefusesAnotherBudget) {
+  Recipe base;
+  base.time_budget_s = 3;
+  RoundPlan plan;
+  plan.head_controls = 1;
+  ASSERT_TRUE(
+      ParseBudgetContract(R"({"time_budget_s": 3, "eval_allowance_s": 10})", &plan.budget).ok());
+  xv::v1::SubmitRequest req;
+  auto* o = req.add_candidates()->add_overrides();
+  o->set_key("matrix_lr");
+  o->set_value("0.05");
+  store::NewSubmission sub;
+  Status s = BuildSubmissionFromBase(req, base, plan, SubmissionLimits(), &sub);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(sub.experiments.size(), 2u);  // the candidate and one head control
+  for (const auto& e : sub.experiments) {
+    EXPECT_DOUBLE_EQ(e.time_budget_s, 3.0);
+    EXPECT_DOUBLE_EQ(e.hard_deadline_s, 3.0 + 300.0 + 10.0);
+  }
+
+  o = req.add_candidates()->add_overrides();
+  o->set_key("time_budget_s");
+  o->set_value("5");
+  s = BuildSubmissionFromBase(req, base, plan, SubmissionLimits(), &sub);
+  EXPECT_EQ(s.message(),
+            "candidate 2 (time_budget_s=5): time_budget_s: fixed at 3 s by the campaign's budget "
+            "contract (got 5)");
+
+  base.time_budget_s = 25;
+  req.clear_candidates();
+  s = BuildSubmissionFromBase(req, base, plan, SubmissionLimits(), &sub);
+  EXPECT_NE(s.message().find("recipe: time_budget_s: fixed at 3 s"), std::string::npos)
+      << s.message();
+}
+
+}  // namespace
+}  // namespace xv::daemon
