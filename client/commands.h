@@ -20,15 +20,15 @@ void AddWaitCommand(CLI::App* app, const ClientOptions* options);
 void AddCampaignCommand(CLI::App* app, const ClientOptions* options);
 // `decide ROUND --keep EXP|--none --reason TEXT`.
 void AddDecideCommand(CLI::App* app, const ClientOptions* options);
-// `watch [--campaign X] [--experiment N] [--until-idle] [--json]`: the daemon's event stream.
-void AddWatchCommand(CLI::App* app, const ClientOptions* options);
-// `drain WORKER|--all`: the worker finishes its running attempt and exits.
-void AddDrainCommand(CLI::App* app, const ClientOptions* options);
 // `plan submit FILE|show NAME|ID|list|cancel NAME|ID` (docs/plans.md).
 void AddPlanCommand(CLI::App* app, const ClientOptions* options);
 // `ablate --campaign X` and `confirm --campaign X --seeds K`: daemon-built rounds.
 void AddAblateCommand(CLI::App* app, const ClientOptions* options);
 void AddConfirmCommand(CLI::App* app, const ClientOptions* options);
+// `watch [--campaign X] [--experiment N] [--until-idle] [--json]`: the daemon's event stream.
+void AddWatchCommand(CLI::App* app, const ClientOptions* options);
+// `drain WORKER|--all`: the worker finishes its running attempt and exits.
+void AddDrainCommand(CLI::App* app, const ClientOptions* options);
 
 // Prints "xvctl: <message>" to stderr and returns the exit code for `st` (2 for InvalidArgument).
 int ReportError(const Status& st);

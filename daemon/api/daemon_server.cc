@@ -96,9 +96,9 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   d->campaigns_ = std::make_unique<CampaignsService>(d->store_.get(), d->dispatcher_.get(),
                                                      d->closer_.get(), options.limits);
   d->workers_ = std::make_unique<WorkersService>(d->store_.get(), d->dispatcher_.get());
-  d->experiments_->SetWatchHub(d->watch_hub_.get());
   d->plans_ = std::make_unique<PlansService>(d->store_.get(), d->dispatcher_.get(),
                                              d->campaigns_.get(), d->plan_runner_.get());
+  d->experiments_->SetWatchHub(d->watch_hub_.get());
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + d->socket_path_, grpc::InsecureServerCredentials());

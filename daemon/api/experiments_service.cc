@@ -92,9 +92,9 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   std::vector<xv::v1::WorkerInfo> workers;
   s = store_->ListWorkers(&workers);
   if (!s.ok()) return ToGrpcStatus(s);
-  std::set<std::string> offered;  // trainers of the connected workers
   const std::string fault = store_->WriteFault();
   if (!fault.empty()) resp->set_write_mode("read-only: " + fault + " (" + store_->path() + ")");
+  std::set<std::string> offered;  // trainers of the connected workers
   for (auto& w : workers) {
     // Connection, drains and current work decide what a person wants to see; the stored state
     // lags them.
