@@ -10,6 +10,7 @@ namespace xv::daemon {
 namespace {
 
 constexpr double kMaxSeconds = 86400.0;
+constexpr int64_t kMaxConcurrent = 4096;
 
 std::string FormatSeconds(double v) {
   std::ostringstream os;
@@ -49,10 +50,11 @@ Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
         json_text + "'");
   }
   for (const auto& [key, value] : j.items()) {
-    if (key != "time_budget_s" && key != "startup_allowance_s" && key != "eval_allowance_s") {
+    if (key != "time_budget_s" && key != "startup_allowance_s" && key != "eval_allowance_s" &&
+        key != "max_concurrent") {
       return Status::InvalidArgument("budget." + key +
                                      ": unknown field (known: time_budget_s, "
-                                     "startup_allowance_s, eval_allowance_s)");
+                                     "startup_allowance_s, eval_allowance_s, max_concurrent)");
     }
   }
   double v = 0;
@@ -68,6 +70,20 @@ Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
     XV_RETURN_IF_ERROR(ReadSeconds(j, "eval_allowance_s", 0.0, &v));
     c.eval_allowance_s = v;
   }
+  if (j.contains("max_concurrent")) {
+    // An integer: 2 and 2.0 are accepted, 2.5, "2" and true are not.
+    const nlohmann::json& m = j.at("max_concurrent");
+    const bool integral =
+        m.is_number_integer() || (m.is_number_float() && std::isfinite(m.get<double>()) &&
+                                  m.get<double>() == std::floor(m.get<double>()));
+    const double d = m.is_number() ? m.get<double>() : 0.0;
+    if (!integral || d < 1 || d > static_cast<double>(kMaxConcurrent)) {
+      return Status::InvalidArgument(
+          "budget.max_concurrent: must be an integer number of experiments in 1..4096, got " +
+          m.dump());
+    }
+    c.max_concurrent = static_cast<int>(d);
+  }
   *out = c;
   return Status::Ok();
 }
@@ -82,6 +98,7 @@ std::string BudgetContractToJson(const BudgetContract& contract) {
   if (contract.time_budget_s) j["time_budget_s"] = seconds(*contract.time_budget_s);
   j["startup_allowance_s"] = seconds(contract.startup_allowance_s);
   if (contract.eval_allowance_s) j["eval_allowance_s"] = seconds(*contract.eval_allowance_s);
+  if (contract.max_concurrent) j["max_concurrent"] = *contract.max_concurrent;
   return j.dump();
 }
 

@@ -6,6 +6,10 @@
 //   startup_allowance_s: 0..86400  default 300: process start, data loading, compilation.
 //   eval_allowance_s: 0..86400     default: the time budget (so the default deadline stays
 //                                  2 x budget + 300 s).
+//   max_concurrent: 1..4096        optional integer; at most this many experiments of the
+//                                  campaign are assigned or running at once (placement skips
+//                                  the campaign's queued work beyond it; others' work still
+//                                  runs). Unset: no limit.
 // The worker's hard deadline of a run = its time budget + startup + eval allowance.
 // A stored "{}" (or "") is the default contract (nothing fixed).
 // Thread-safety: plain values and pure functions.
@@ -22,6 +26,7 @@ struct BudgetContract {
   std::optional<double> time_budget_s;  // unset: each recipe's own time_budget_s
   double startup_allowance_s = 300.0;
   std::optional<double> eval_allowance_s;  // unset: the run's time budget
+  std::optional<int> max_concurrent;       // unset: no per-campaign limit
 };
 
 // Parses the contract as users write it (a JSON object; "" gives the defaults). Errors are

@@ -2,9 +2,40 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
+
+#include "daemon/api/budget_contract.h"
 #include "daemon/sched/placement.h"
 
 namespace xv::daemon {
+namespace {
+
+// For each campaign of `queued` whose budget contract sets max_concurrent: that limit minus its
+// attempts in `active` (what PlanPlacements may still give it). A stored budget that no longer
+// parses (validated at creation, so only a hand-edited database) leaves the campaign unlimited.
+std::map<int64_t, int> CampaignFreeSlots(const std::vector<store::QueuedExperiment>& queued,
+                                         const std::vector<store::ActiveAttempt>& active) {
+  std::map<int64_t, int> limits;
+  std::set<int64_t> seen;
+  for (const store::QueuedExperiment& q : queued) {
+    if (!seen.insert(q.campaign_id).second) continue;
+    BudgetContract contract;
+    Status s = ParseBudgetContract(q.campaign_budget_json, &contract);
+    if (!s.ok()) {
+      spdlog::warn("campaign {}: stored budget ignored for placement: {}", q.campaign_id,
+                   s.ToString());
+      continue;
+    }
+    if (contract.max_concurrent) limits[q.campaign_id] = *contract.max_concurrent;
+  }
+  for (const store::ActiveAttempt& a : active) {
+    auto it = limits.find(a.campaign_id);
+    if (it != limits.end()) --it->second;
+  }
+  return limits;
+}
+
+}  // namespace
 
 Dispatcher::Dispatcher(store::ExperimentStore* store, DispatcherOptions options)
     : store_(store),
@@ -191,7 +222,8 @@ void Dispatcher::Schedule() {
     if (slot.free_slots > 0) slots.push_back(slot);
     by_id[session->worker_id()] = session;
   }
-  for (const sched::Placement& p : sched::PlanPlacements(queued, slots, history)) {
+  for (const sched::Placement& p :
+       sched::PlanPlacements(queued, slots, history, CampaignFreeSlots(queued, active))) {
     xv::v1::DaemonMessage msg;
     s = store_->AssignExperiment(p.experiment_id, p.worker_id,
                                  msg.mutable_assign()->mutable_spec());

@@ -40,13 +40,16 @@ bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& exper
 
 std::vector<Placement> PlanPlacements(const std::vector<store::QueuedExperiment>& queued,
                                       std::vector<WorkerSlot> workers,
-                                      const std::vector<store::CandidateWorkerCount>& history) {
+                                      const std::vector<store::CandidateWorkerCount>& history,
+                                      std::map<int64_t, int> campaign_free_slots) {
   using Key = std::tuple<int64_t, std::string, int64_t>;  // round, candidate, worker
   std::map<Key, int> counts;
   for (const auto& h : history) counts[{h.round_id, h.candidate, h.worker_id}] += h.count;
 
   std::vector<Placement> out;
   for (const store::QueuedExperiment& e : queued) {
+    auto limit = campaign_free_slots.find(e.campaign_id);
+    if (limit != campaign_free_slots.end() && limit->second <= 0) continue;
     WorkerSlot* best = nullptr;
     int best_count = 0;
     for (WorkerSlot& w : workers) {
@@ -66,6 +69,7 @@ std::vector<Placement> PlanPlacements(const std::vector<store::QueuedExperiment>
     if (best == nullptr) continue;
     out.push_back({e.id, best->worker_id});
     --best->free_slots;
+    if (limit != campaign_free_slots.end()) --limit->second;
     ++counts[{e.round_id, e.candidate, best->worker_id}];
   }
   return out;

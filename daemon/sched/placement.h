@@ -13,11 +13,16 @@
 //  - spreading: among eligible workers, the one that has run the fewest attempts of the same
 //  candidate
 //    (round + candidate name, so replicates land on different devices), then the one with the most
-//    free slots, then the lowest worker id.
+//    free slots, then the lowest worker id;
+//  - per-campaign concurrency (issue 5): a campaign whose budget contract sets max_concurrent
+//    gets at most its remaining slots (limit minus its assigned/running attempts) in one pass;
+//    its queued experiments beyond that are skipped, and other campaigns' work behind them is
+//    still placed (no GPU idles while other work is queued).
 // Thread-safety: stateless.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -46,9 +51,12 @@ bool DeviceFilterAccepts(const std::string& filter, const std::string& device_te
 bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& experiment);
 
 // Plans assignments for `queued` over `workers`; `history` counts earlier attempts per candidate
-// and worker. Each worker receives at most its free_slots experiments.
+// and worker. Each worker receives at most its free_slots experiments. `campaign_free_slots` maps
+// a limited campaign's id to how many more of its experiments may be assigned now (<= 0: none);
+// a campaign absent from it has no limit.
 std::vector<Placement> PlanPlacements(const std::vector<store::QueuedExperiment>& queued,
                                       std::vector<WorkerSlot> workers,
-                                      const std::vector<store::CandidateWorkerCount>& history);
+                                      const std::vector<store::CandidateWorkerCount>& history,
+                                      std::map<int64_t, int> campaign_free_slots = {});
 
 }  // namespace xv::sched

@@ -572,7 +572,7 @@ Status ExperimentStore::ListQueued(std::vector<QueuedExperiment>* out) {
   SqliteStatement st;
   XV_RETURN_IF_ERROR(conn_->Prepare(
       "SELECT e.id, e.priority, e.trainer, e.device_requirement, e.round_id, e.name, "
-      "c.device_filter "
+      "c.device_filter, c.id, c.budget_json "
       "FROM experiments e JOIN campaigns c ON c.id = e.campaign_id "
       "WHERE e.state = 'queued' AND c.state = 'active' ORDER BY e.priority DESC, e.id",
       &st));
@@ -588,6 +588,8 @@ Status ExperimentStore::ListQueued(std::vector<QueuedExperiment>* out) {
     q.round_id = st.ColumnInt(4);
     q.candidate = st.ColumnText(5);
     q.device_filter = st.ColumnText(6);
+    q.campaign_id = st.ColumnInt(7);
+    q.campaign_budget_json = st.ColumnText(8);
     out->push_back(std::move(q));
   }
   return Status::Ok();
@@ -599,7 +601,7 @@ Status ExperimentStore::ListActive(std::vector<ActiveAttempt>* out) {
   XV_RETURN_IF_ERROR(
       conn_->Prepare("SELECT id, attempt, worker_id, state, "
                      "CAST((julianday('now') - julianday(COALESCE(assigned_at, created_at))) * "
-                     "86400000 AS INTEGER) FROM experiments "
+                     "86400000 AS INTEGER), campaign_id FROM experiments "
                      "WHERE state IN ('assigned', 'running') ORDER BY id",
                      &st));
   bool row = false;
@@ -607,7 +609,8 @@ Status ExperimentStore::ListActive(std::vector<ActiveAttempt>* out) {
     XV_RETURN_IF_ERROR(st.Step(&row));
     if (!row) break;
     out->push_back({st.ColumnInt(0), static_cast<int>(st.ColumnInt(1)),
-                    st.IsNull(2) ? 0 : st.ColumnInt(2), st.ColumnText(3), st.ColumnInt(4)});
+                    st.IsNull(2) ? 0 : st.ColumnInt(2), st.ColumnText(3), st.ColumnInt(4),
+                    st.IsNull(5) ? 0 : st.ColumnInt(5)});
   }
   return Status::Ok();
 }

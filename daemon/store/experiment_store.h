@@ -79,6 +79,8 @@ struct QueuedExperiment {
   int64_t round_id = 0;
   std::string candidate;      // candidate name within the round (replicates share it)
   std::string device_filter;  // the campaign's ("" = any device)
+  int64_t campaign_id = 0;
+  std::string campaign_budget_json;  // campaigns.budget_json (max_concurrent: placement limit)
 };
 
 // An attempt handed to a worker and not finished yet (state assigned or running).
@@ -88,6 +90,7 @@ struct ActiveAttempt {
   int64_t worker_id = 0;
   std::string state;
   int64_t assigned_age_ms = 0;  // how long ago it was assigned
+  int64_t campaign_id = 0;
 };
 
 // Attempts of one candidate (round + name) per worker, for spreading replicates.

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -583,6 +584,118 @@ TEST_F(DaemonCampaign, ManualPolicyWaitsForDecideAndPausedCampaignsAreNotSchedul
     grpc::Status gs = campaigns_->Decide(&ctx, dreq, &info);
     EXPECT_EQ(gs.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   }
+}
+
+// Issue 5: a campaign whose budget contract sets max_concurrent 1 never has more than one
+// experiment assigned or running, while another campaign's work behind it in the queue takes the
+// other idle workers (a limited campaign never leaves a worker idle while other work waits).
+TEST_F(DaemonCampaign, MaxConcurrentCapsItsCampaignWhileOtherCampaignsUseTheIdleWorkers) {
+  const std::string policy =
+      "mode: welch\nreplicates: 2\nhead_controls: 2\nconfidence: 0.95\ndecide: manual\n";
+  xv::v1::Campaign limited;
+  grpc::Status gs = Create("limited", policy, &limited, R"({"max_concurrent": 1})");
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  EXPECT_EQ(json::parse(limited.budget_json()).at("max_concurrent"), 1);
+  xv::v1::Campaign unlimited;
+  gs = Create("unlimited", policy, &unlimited);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  // The limited campaign's experiments come first in the queue (lower ids, same priority).
+  xv::v1::SubmitResponse lr, ur;
+  ASSERT_TRUE(SubmitRound("limited", {"weight_decay=0.1"}, &lr).ok());
+  ASSERT_TRUE(SubmitRound("unlimited", {"weight_decay=0.1"}, &ur).ok());
+  ASSERT_EQ(lr.experiment_ids_size(), 4);  // 2 replicates + 2 head controls
+  ASSERT_EQ(ur.experiment_ids_size(), 4);
+  const std::set<int64_t> limited_ids(lr.experiment_ids().begin(), lr.experiment_ids().end());
+  auto count = [&](const std::string& campaign, std::initializer_list<const char*> states) {
+    xv::v1::ListExperimentsRequest req;
+    req.set_campaign(campaign);
+    int n = 0;
+    for (const auto& e : List(req)) {
+      for (const char* s : states) n += e.state() == s;
+    }
+    return n;
+  };
+  auto finish = [&](FakeWorker& w, const xv::v1::ExperimentSpec& spec) {
+    w.SendEvent(spec.experiment_id(), spec.attempt(), 1,
+                SummaryJson(ScriptedValBpb(json::parse(spec.recipe_json()))));
+    xv::v1::WorkerMessage fin;
+    fin.mutable_finished()->set_experiment_id(spec.experiment_id());
+    fin.mutable_finished()->set_attempt(spec.attempt());
+    fin.mutable_finished()->set_state("succeeded");
+    fin.mutable_finished()->set_last_seq(1);
+    w.Send(fin);
+    xv::v1::DaemonMessage msg;
+    const int64_t id = spec.experiment_id();
+    ASSERT_TRUE(w.ReadUntil(
+        [&](auto& m) { return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id; },
+        &msg));
+  };
+  auto next_assign = [](FakeWorker& w, xv::v1::ExperimentSpec* spec) {
+    xv::v1::DaemonMessage msg;
+    ASSERT_TRUE(w.ReadUntil([](auto& m) { return m.has_assign(); }, &msg));
+    *spec = msg.assign().spec();
+  };
+
+  std::vector<std::unique_ptr<FakeWorker>> workers;
+  std::vector<xv::v1::ExperimentSpec> held(3);
+  int limited_holder = -1;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(std::make_unique<FakeWorker>(channel_, "host:w" + std::to_string(i)));
+    xv::v1::DaemonMessage msg;
+    ASSERT_TRUE(workers[i]->ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
+    workers[i]->StartHeartbeats(100ms);
+  }
+  // Three idle workers, four limited experiments first in the queue: one limited, two others.
+  for (int i = 0; i < 3; ++i) {
+    next_assign(*workers[i], &held[i]);
+    if (limited_ids.count(held[i].experiment_id())) {
+      EXPECT_EQ(limited_holder, -1) << "a second limited experiment was assigned";
+      limited_holder = i;
+    }
+  }
+  ASSERT_NE(limited_holder, -1);
+  std::this_thread::sleep_for(300ms);  // several scheduling passes
+  EXPECT_EQ(count("limited", {"assigned", "running"}), 1);
+  EXPECT_EQ(count("limited", {"queued"}), 3);
+  EXPECT_EQ(count("unlimited", {"assigned", "running"}), 2);
+
+  // The two other workers finish and take the rest of the unlimited campaign, not the limited
+  // experiments ahead of it in the queue.
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 3; ++i) {
+      if (i == limited_holder) continue;
+      finish(*workers[i], held[i]);
+      if (round == 0) {
+        next_assign(*workers[i], &held[i]);
+        EXPECT_EQ(limited_ids.count(held[i].experiment_id()), 0u) << held[i].experiment_id();
+      }
+    }
+  }
+  // Now two workers are idle and the limited campaign still has queued work: it stays queued.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(count("unlimited", {"succeeded"}), 4);
+  EXPECT_EQ(count("limited", {"assigned", "running"}), 1);
+  EXPECT_EQ(count("limited", {"queued"}), 3);
+  for (int i = 0; i < 3; ++i) {
+    if (i == limited_holder) continue;
+    workers[i]->Close();
+    int assigns = 0;
+    for (const auto& m : workers[i]->seen) assigns += m.has_assign();
+    EXPECT_EQ(assigns, 2) << "worker " << i << " got work beyond the unlimited campaign's";
+  }
+
+  // Each finished limited experiment lets exactly the next one go.
+  std::set<int64_t> ran = {held[limited_holder].experiment_id()};
+  for (int k = 0; k < 3; ++k) {
+    finish(*workers[limited_holder], held[limited_holder]);
+    next_assign(*workers[limited_holder], &held[limited_holder]);
+    ran.insert(held[limited_holder].experiment_id());
+    EXPECT_EQ(count("limited", {"assigned", "running"}), 1);
+  }
+  finish(*workers[limited_holder], held[limited_holder]);
+  EXPECT_EQ(ran, limited_ids);
+  EXPECT_EQ(count("limited", {"succeeded"}), 4);
+  workers[limited_holder]->Close();
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ TEST(BudgetContract, UnknownKeyIsRefusedListingTheKnownOnes) {
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.message(),
             "budget.time_budjet_s: unknown field (known: time_budget_s, startup_allowance_s, "
-            "eval_allowance_s)");
+            "eval_allowance_s, max_concurrent)");
 }
 
 TEST(BudgetContract, NonNumbersAndNonObjectsAreRefusedNamingTheField) {
@@ -81,6 +81,42 @@ TEST(BudgetContract, OutOfRangeValuesAreRefused) {
   EXPECT_FALSE(ParseBudgetContract(R"({"eval_allowance_s": 1e9})", &c).ok());
   EXPECT_TRUE(ParseBudgetContract(R"({"time_budget_s": 86400, "eval_allowance_s": 0})", &c).ok());
   EXPECT_TRUE(ParseBudgetContract(R"({"time_budget_s": 1, "startup_allowance_s": 0})", &c).ok());
+}
+
+TEST(BudgetContract, MaxConcurrentIsAnIntegerIn1To4096KeptInTheStoredForm) {
+  BudgetContract c;
+  ASSERT_TRUE(ParseBudgetContract("{}", &c).ok());
+  EXPECT_FALSE(c.max_concurrent.has_value());
+  EXPECT_EQ(nlohmann::json::parse(BudgetContractToJson(c)).count("max_concurrent"), 0u);
+
+  Status s = ParseBudgetContract(R"({"max_concurrent": 2, "time_budget_s": 5})", &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(c.max_concurrent.has_value());
+  EXPECT_EQ(*c.max_concurrent, 2);
+  EXPECT_EQ(nlohmann::json::parse(BudgetContractToJson(c)),
+            nlohmann::json::parse(
+                R"({"max_concurrent": 2, "time_budget_s": 5, "startup_allowance_s": 300})"));
+  BudgetContract again;
+  ASSERT_TRUE(ParseBudgetContract(BudgetContractToJson(c), &again).ok());
+  EXPECT_EQ(again.max_concurrent, c.max_concurrent);
+
+  // The range ends are accepted; a whole number written as 3.0 too.
+  ASSERT_TRUE(ParseBudgetContract(R"({"max_concurrent": 1})", &c).ok());
+  EXPECT_EQ(*c.max_concurrent, 1);
+  ASSERT_TRUE(ParseBudgetContract(R"({"max_concurrent": 4096})", &c).ok());
+  EXPECT_EQ(*c.max_concurrent, 4096);
+  ASSERT_TRUE(ParseBudgetContract(R"({"max_concurrent": 3.0})", &c).ok());
+  EXPECT_EQ(*c.max_concurrent, 3);
+
+  const std::string want =
+      "budget.max_concurrent: must be an integer number of experiments in 1..4096, got ";
+  for (const char* bad : {"0", "-1", "4097", "1e12", "2.5", "\"2\"", "true", "null", "[1]"}) {
+    s = ParseBudgetContract(std::string(R"({"max_concurrent": )") + bad + "}", &c);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.message().rfind(want, 0), 0u) << bad << ": " << s.message();
+  }
+  s = ParseBudgetContract(R"({"max_concurrent": 0})", &c);
+  EXPECT_EQ(s.message(), want + "0");
 }
 
 TEST(BudgetContract, BuilderUsesTheContractForDeadlinesAndRefusesAnotherBudget) {

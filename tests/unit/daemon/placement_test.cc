@@ -85,6 +85,41 @@ TEST(Placement, ReplicatesSpreadOverWorkersThatHaveNotRunTheCandidate) {
   EXPECT_EQ(ps[0].worker_id, 10);
 }
 
+TEST(Placement, CampaignAtItsConcurrencyLimitIsSkippedWithoutBlockingOthers) {
+  // Campaign 1 (limit: 1 more slot) has experiments 1..4 first in the queue; campaign 2 (no
+  // limit) has 5 and 6 behind them. Three idle workers: one goes to campaign 1, two to 2.
+  std::vector<store::QueuedExperiment> queued;
+  for (int64_t id = 1; id <= 6; ++id) {
+    queued.push_back(Q(id, "c" + std::to_string(id)));
+    queued.back().campaign_id = id <= 4 ? 1 : 2;
+  }
+  auto m = ByExperiment(PlanPlacements(queued, {W(10), W(11), W(12)}, {}, {{1, 1}}));
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m.count(1), 1u);  // the first of campaign 1 in queue order
+  EXPECT_EQ(m.count(2) + m.count(3) + m.count(4), 0u);
+  EXPECT_EQ(m.count(5), 1u);
+  EXPECT_EQ(m.count(6), 1u);
+
+  // At the limit already (0 or fewer slots left): none of campaign 1, all of campaign 2.
+  m = ByExperiment(PlanPlacements(queued, {W(10), W(11), W(12)}, {}, {{1, 0}}));
+  EXPECT_EQ(m.size(), 2u);
+  EXPECT_EQ(m.count(5) + m.count(6), 2u);
+  m = ByExperiment(PlanPlacements(queued, {W(10), W(11), W(12)}, {}, {{1, -2}}));
+  EXPECT_EQ(m.size(), 2u);
+
+  // A limit of 2 with two slots on one worker: two of campaign 1, never a third.
+  m = ByExperiment(
+      PlanPlacements(queued, {W(10, false, {"libtorch"}, 4), W(11)}, {}, {{1, 2}, {2, 1}}));
+  EXPECT_EQ(m.count(1) + m.count(2), 2u);
+  EXPECT_EQ(m.count(3) + m.count(4), 0u);
+  EXPECT_EQ(m.count(5), 1u);  // campaign 2 limited to one as well
+  EXPECT_EQ(m.count(6), 0u);
+
+  // No entry: no limit.
+  EXPECT_EQ(PlanPlacements(queued, {W(10), W(11), W(12)}, {}).size(), 3u);
+  EXPECT_EQ(ByExperiment(PlanPlacements(queued, {W(10), W(11), W(12)}, {})).count(3), 1u);
+}
+
 TEST(Placement, WorkersWithoutFreeSlotsGetNothing) {
   EXPECT_TRUE(PlanPlacements({Q(1)}, {W(10, false, {"libtorch"}, 0)}, {}).empty());
   auto ps = PlanPlacements({Q(1), Q(2), Q(3)}, {W(10, false, {"libtorch"}, 2)}, {});
