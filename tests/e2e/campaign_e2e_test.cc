@@ -28,39 +28,22 @@ using nlohmann::json;
 class CampaignE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
-      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
-    }
-    // Short: unix socket paths are limited to 108 bytes.
-    dir_ = fs::path("/tmp") / ("xv-cc-" + std::to_string(::getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "state");
-    fs::create_directories(dir_ / "data");
-    state_ = (dir_ / "state").string();
-    daemon_ = "unix:" + state_ + "/xvd.sock";
-    xvd_ = ChildGuard({BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"}, {},
-                      (dir_ / "xvd.log").string());
-    ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
-    worker_ = ChildGuard(
-        {BinaryPath("xv-worker"), "--daemon", daemon_, "--data", (dir_ / "data").string(), "--name",
-         "cc-cpu", "--device", "cpu", "--trainer-bin", SourcePath("tests/fixtures/fake_trainer.sh"),
-         "--work-dir", (dir_ / "work").string()},
-        {{"XV_FAKE_STEPS", "3"},
-         {"XV_FAKE_STEP_SECONDS", "0.02"},
-         {"XV_FAKE_MODE", "diverge"},
-         {"XV_FAKE_MODE_IF_MATRIX_LR", "0.06"}},
-        (dir_ / "worker.log").string());
+    ASSERT_TRUE(Sandbox::BinariesBuilt());
+    ASSERT_TRUE(sb_.StartDaemon(&xvd_));
+    worker_ = sb_.StartFakeWorker("cc-cpu",
+                                  {{"XV_FAKE_STEPS", "3"},
+                                   {"XV_FAKE_STEP_SECONDS", "0.02"},
+                                   {"XV_FAKE_MODE", "diverge"},
+                                   {"XV_FAKE_MODE_IF_MATRIX_LR", "0.06"}},
+                                  {}, "worker.log");
   }
   void TearDown() override {
     worker_.Stop();
     xvd_.Stop();
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
   CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
-    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
-    return RunCommand(args, timeout_s);
+    return sb_.Xvctl(std::move(args), timeout_s);
   }
 
   // Runs xvctl expecting exit 0 and JSON on stdout.
@@ -102,18 +85,17 @@ class CampaignE2eTest : public ::testing::Test {
   }
 
   std::string WriteFile(const std::string& name, const std::string& text) {
-    std::string path = (dir_ / name).string();
+    std::string path = (sb_.dir() / name).string();
     std::ofstream(path) << text;
     return path;
   }
 
   std::string Logs() {
-    return "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string()) +
-           "\n--- worker.log ---\n" + FileTail((dir_ / "worker.log").string());
+    return "\n--- xvd.log ---\n" + FileTail(sb_.Path("xvd.log")) + "\n--- worker.log ---\n" +
+           FileTail(sb_.Path("worker.log"));
   }
 
-  fs::path dir_;
-  std::string state_, daemon_;
+  Sandbox sb_{"cc"};
   ChildGuard xvd_, worker_;
 };
 

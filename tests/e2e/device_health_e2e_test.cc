@@ -27,50 +27,22 @@ using nlohmann::json;
 class DeviceHealthE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path("/tmp") / ("xv-health-" + std::to_string(::getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "state");
-    fs::create_directories(dir_ / "data");
-    state_ = (dir_ / "state").string();
-    daemon_ = "unix:" + state_ + "/xvd.sock";
-    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
-      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
-    }
-    xvd_ = ChildGuard({BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"}, {},
-                      (dir_ / "xvd.log").string());
-    ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
+    ASSERT_TRUE(Sandbox::BinariesBuilt());
+    ASSERT_TRUE(sb_.StartDaemon(&xvd_));
   }
   void TearDown() override {
     worker_.Stop();
     xvd_.Stop();
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
-  void StartWorker(const std::vector<std::string>& extra,
-                   const std::vector<std::pair<std::string, std::string>>& env) {
-    std::vector<std::string> argv = {BinaryPath("xv-worker"),
-                                     "--daemon",
-                                     daemon_,
-                                     "--data",
-                                     (dir_ / "data").string(),
-                                     "--name",
-                                     "health-cpu",
-                                     "--device",
-                                     "cpu",
-                                     "--trainer-bin",
-                                     SourcePath("tests/fixtures/fake_trainer.sh"),
-                                     "--work-dir",
-                                     (dir_ / "work").string(),
-                                     "--kill-grace",
-                                     "1"};
+  void StartWorker(const std::vector<std::string>& extra, const Env& env) {
+    std::vector<std::string> argv = {"--kill-grace", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    worker_ = ChildGuard(argv, env, (dir_ / "worker.log").string());
+    worker_ = sb_.StartFakeWorker("health-cpu", env, argv, "worker.log");
   }
 
   CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
-    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
-    return RunCommand(args, timeout_s);
+    return sb_.Xvctl(std::move(args), timeout_s);
   }
 
   json XvctlJson(const std::vector<std::string>& args) {
@@ -114,12 +86,11 @@ class DeviceHealthE2eTest : public ::testing::Test {
   }
 
   std::string Logs() {
-    return "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string()) +
-           "\n--- worker.log ---\n" + FileTail((dir_ / "worker.log").string());
+    return "\n--- xvd.log ---\n" + FileTail(sb_.Path("xvd.log")) + "\n--- worker.log ---\n" +
+           FileTail(sb_.Path("worker.log"));
   }
 
-  fs::path dir_;
-  std::string state_, daemon_;
+  Sandbox sb_{"health"};
   ChildGuard xvd_, worker_;
 };
 
@@ -132,7 +103,7 @@ int CountLines(const std::string& path) {
 }
 
 TEST_F(DeviceHealthE2eTest, CpuWorker) {
-  const std::string probe_log = (dir_ / "probe.log").string();
+  const std::string probe_log = sb_.Path("probe.log");
   StartWorker({}, {{"XV_FAKE_PROBE_LOG", probe_log}});
   json status = WaitForWorker();
   ASSERT_TRUE(status.is_object());
@@ -173,8 +144,7 @@ TEST_F(DeviceHealthE2eTest, CpuWorker) {
   StartWorker({}, {{"XV_FAKE_PROBE_LOG", probe_log}});
   WaitForWorker();
   EXPECT_EQ(CountLines(probe_log), 1) << Logs();
-  EXPECT_NE(FileTail((dir_ / "worker.log").string()).find("cached in"), std::string::npos)
-      << Logs();
+  EXPECT_NE(FileTail(sb_.Path("worker.log")).find("cached in"), std::string::npos) << Logs();
 
   // --no-probe: the worker registers without one; the daemon keeps the stored probe.
   worker_.Stop();
@@ -194,13 +164,13 @@ TEST_F(DeviceHealthE2eTest, CpuWorker) {
 
 TEST_F(DeviceHealthE2eTest, HwmonFixture) {
   // The fixture tree: one AMD card at 150 W and 91 C (above the 85 C guard).
-  const fs::path dev = dir_ / "sysfs" / "class" / "drm" / "card0" / "device";
+  const fs::path dev = sb_.dir() / "sysfs" / "class" / "drm" / "card0" / "device";
   const fs::path hw = dev / "hwmon" / "hwmon0";
   fs::create_directories(hw);
   std::ofstream(dev / "vendor") << "0x1002\n";
   std::ofstream(hw / "power1_average") << "150000000\n";
   std::ofstream(hw / "temp1_input") << "91000\n";
-  StartWorker({"--no-probe", "--health-source", "hwmon", "--sysfs-root", (dir_ / "sysfs").string(),
+  StartWorker({"--no-probe", "--health-source", "hwmon", "--sysfs-root", sb_.Path("sysfs"),
                "--health-interval", "0.05", "--max-start-temp", "85", "--max-start-wait", "1"},
               {{"XV_FAKE_STEPS", "8"}, {"XV_FAKE_STEP_SECONDS", "0.05"}});
   WaitForWorker();
@@ -223,8 +193,7 @@ TEST_F(DeviceHealthE2eTest, HwmonFixture) {
   EXPECT_DOUBLE_EQ(e["start_temp_c"].get<double>(), 91.0);
   EXPECT_TRUE(e["throttled"].is_null()) << e.dump();
   EXPECT_TRUE(e["measured_peak_flops"].is_null()) << "no probe: " << e.dump();
-  EXPECT_NE(FileTail((dir_ / "worker.log").string()).find("starting anyway"), std::string::npos)
-      << Logs();
+  EXPECT_NE(FileTail(sb_.Path("worker.log")).find("starting anyway"), std::string::npos) << Logs();
   CommandResult table = Xvctl({"results"});
   EXPECT_NE(table.out.find("energy"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("tok/J"), std::string::npos) << table.out;

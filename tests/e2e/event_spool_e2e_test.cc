@@ -93,30 +93,17 @@ class Database {
 class EventSpoolE2ETest : public ::testing::Test {
  protected:
   static constexpr int kSteps = 20;
-  void SetUp() override {
-    // Short: unix socket paths are limited to 108 bytes.
-    dir_ = fs::path("/tmp") / ("xv-spool-" + std::to_string(::getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "state");
-    fs::create_directories(dir_ / "data");
-    state_ = (dir_ / "state").string();
-    daemon_ = "unix:" + state_ + "/xvd.sock";
-    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
-      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
-    }
-  }
+  void SetUp() override { ASSERT_TRUE(Sandbox::BinariesBuilt()); }
   void TearDown() override {
     worker_.Stop();
     xvd_.Stop();
     if (orphan_pid_ > 1 && ProcessRunning(orphan_pid_)) ::kill(-orphan_pid_, SIGKILL);
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
   void StartDaemon() {
-    xvd_ = ChildGuard(
-        {BinaryPath("xvd"), "--state-dir", state_, "--listen", "none", "--heartbeat-ms", "500"}, {},
-        (dir_ / "xvd.log").string());
+    xvd_ = ChildGuard({BinaryPath("xvd"), "--state-dir", sb_.state(), "--listen", "none",
+                       "--heartbeat-ms", "500"},
+                      {}, sb_.Path("xvd.log"));
     // A killed daemon leaves its socket file behind: wait until one answers.
     ASSERT_TRUE(WaitUntil([&] { return Xvctl({"status"}, 10).exit_code == 0; }, 30)) << Logs();
   }
@@ -126,11 +113,7 @@ class EventSpoolE2ETest : public ::testing::Test {
   }
 
   void StartWorker(const std::vector<std::pair<std::string, std::string>>& env) {
-    worker_ = ChildGuard({BinaryPath("xv-worker"), "--daemon", daemon_, "--data",
-                          (dir_ / "data").string(), "--name", "spool-cpu", "--device", "cpu",
-                          "--trainer-bin", SourcePath("tests/fixtures/fake_trainer.sh"),
-                          "--work-dir", (dir_ / "work").string(), "--kill-grace", "1"},
-                         env, (dir_ / "worker.log").string());
+    worker_ = sb_.StartFakeWorker("spool-cpu", env, {"--kill-grace", "1"}, "worker.log");
   }
   // kill -9 of the worker process only: its trainer (own process group) is not signalled.
   void KillWorker() {
@@ -139,7 +122,7 @@ class EventSpoolE2ETest : public ::testing::Test {
   }
 
   CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
-    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_});
+    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", sb_.daemon()});
     return RunCommand(args, timeout_s);
   }
 
@@ -157,20 +140,21 @@ class EventSpoolE2ETest : public ::testing::Test {
   }
 
   fs::path SpecDir(int64_t id, int attempt) {
-    return dir_ / "work" / ("exp-" + std::to_string(id) + "-a" + std::to_string(attempt));
+    return sb_.dir() / "work-spool-cpu" /
+           ("exp-" + std::to_string(id) + "-a" + std::to_string(attempt));
   }
   fs::path SpoolFile(int64_t id, int attempt) {
-    return dir_ / "work" / "spool" /
+    return sb_.dir() / "work-spool-cpu" / "spool" /
            ("exp-" + std::to_string(id) + "-a" + std::to_string(attempt) + ".spool");
   }
   // The daemon stored at least `n` events of the attempt.
   bool EventsStored(int64_t id, int attempt, int64_t n) {
-    Database db(state_ + "/xv.db");
+    Database db(sb_.state() + "/xv.db");
     return db.Int("SELECT COUNT(*) FROM events WHERE source = 'trainer' AND experiment_id = " +
                   std::to_string(id) + " AND attempt = " + std::to_string(attempt)) >= n;
   }
   bool WorkerLogHas(const std::string& text) {
-    return ReadFile(dir_ / "worker.log").find(text) != std::string::npos;
+    return ReadFile(sb_.dir() / "worker.log").find(text) != std::string::npos;
   }
 
   void WaitAll(double timeout_s) {
@@ -181,7 +165,7 @@ class EventSpoolE2ETest : public ::testing::Test {
   // The experiment ended succeeded exactly once on `attempt`, with every event of that attempt
   // (start, kSteps steps, eval, summary) stored once and one result row.
   void ExpectSucceededOnce(int64_t id, int attempt) {
-    Database db(state_ + "/xv.db");
+    Database db(sb_.state() + "/xv.db");
     const std::string e = std::to_string(id);
     const std::string where =
         " WHERE experiment_id = " + e + " AND attempt = " + std::to_string(attempt);
@@ -211,12 +195,11 @@ class EventSpoolE2ETest : public ::testing::Test {
   }
 
   std::string Logs() {
-    return "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string()) +
-           "\n--- worker.log ---\n" + FileTail((dir_ / "worker.log").string());
+    return "\n--- xvd.log ---\n" + FileTail(sb_.Path("xvd.log")) + "\n--- worker.log ---\n" +
+           FileTail(sb_.Path("worker.log"));
   }
 
-  fs::path dir_;
-  std::string state_, daemon_;
+  Sandbox sb_{"spool"};
   ChildGuard xvd_, worker_;
   int orphan_pid_ = 0;
 };
@@ -256,7 +239,7 @@ TEST_F(EventSpoolE2ETest, WorkerKilledAfterTheTrainerFinished) {
   ASSERT_TRUE(fs::exists(SpoolFile(id, 1)));
   StartDaemon();
   {
-    Database db(state_ + "/xv.db");
+    Database db(sb_.state() + "/xv.db");
     const std::string state =
         db.Text("SELECT state FROM experiments WHERE id = " + std::to_string(id));
     EXPECT_TRUE(state == "running" || state == "assigned") << state;
@@ -292,7 +275,7 @@ TEST_F(EventSpoolE2ETest, WorkerKilledWhileItsTrainerRuns) {
       << "the orphaned trainer " << orphan_pid_ << " is still running" << Logs();
   WaitAll(60);
   ExpectSucceededOnce(id, 2);
-  Database db(state_ + "/xv.db");
+  Database db(sb_.state() + "/xv.db");
   const std::string first = " WHERE experiment_id = " + std::to_string(id) + " AND attempt = 1";
   EXPECT_EQ(db.Text("SELECT state FROM attempts" + first), "lost");
   // start and step 1 of the first attempt, replayed from the spool or sent before: once each.

@@ -36,46 +36,25 @@ using nlohmann::json;
 
 class OperationsE2eTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
-      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
-    }
-    dir_ = fs::path("/tmp") / ("xv-op-" + std::to_string(::getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "state");
-    fs::create_directories(dir_ / "data");
-    state_ = (dir_ / "state").string();
-    daemon_ = "unix:" + state_ + "/xvd.sock";
-  }
+  void SetUp() override { ASSERT_TRUE(Sandbox::BinariesBuilt()); }
   void TearDown() override {
     for (auto& w : workers_) w.Stop();
     xvd_.Stop();
-    if (mounted_) ::umount2(state_.c_str(), MNT_DETACH);
-    if (!HasFailure()) fs::remove_all(dir_);
+    if (mounted_) ::umount2(sb_.state().c_str(), MNT_DETACH);
   }
 
   void StartDaemon(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    xvd_ = ChildGuard(argv, {}, (dir_ / "xvd.log").string());
-    ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
+    ASSERT_TRUE(sb_.StartDaemon(&xvd_, extra));
   }
 
-  ChildGuard& StartWorker(const std::string& name,
-                          std::vector<std::pair<std::string, std::string>> env) {
-    workers_.emplace_back(
-        std::vector<std::string>{BinaryPath("xv-worker"), "--daemon", daemon_, "--data",
-                                 (dir_ / "data").string(), "--name", name, "--device", "cpu",
-                                 "--trainer-bin", SourcePath("tests/fixtures/fake_trainer.sh"),
-                                 "--work-dir", (dir_ / ("work-" + name)).string()},
-        env, (dir_ / (name + "-" + std::to_string(workers_.size()) + ".log")).string());
+  ChildGuard& StartWorker(const std::string& name, const Env& env) {
+    workers_.push_back(
+        sb_.StartFakeWorker(name, env, {}, name + "-" + std::to_string(workers_.size()) + ".log"));
     return workers_.back();
   }
 
   CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
-    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
-    return RunCommand(args, timeout_s);
+    return sb_.Xvctl(std::move(args), timeout_s);
   }
   json XvctlJson(const std::vector<std::string>& args) {
     CommandResult r = Xvctl(args);
@@ -109,13 +88,12 @@ class OperationsE2eTest : public ::testing::Test {
   }
 
   std::string Logs() {
-    std::string s = "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string());
+    std::string s = "\n--- xvd.log ---\n" + FileTail(sb_.Path("xvd.log"));
     for (auto& w : workers_) s += "\n--- " + w.log_path() + " ---\n" + FileTail(w.log_path());
     return s;
   }
 
-  fs::path dir_;
-  std::string state_, daemon_;
+  Sandbox sb_{"op"};
   ChildGuard xvd_;
   std::vector<ChildGuard> workers_;
   bool mounted_ = false;
@@ -207,7 +185,7 @@ TEST_F(OperationsE2eTest, CampaignMaxAttemptsLimitsRequeues) {
   ::kill(w.pid(), SIGKILL);
   w.Stop();
   // The orphaned fake trainer (its own process group) hangs on; end it.
-  for (const auto& entry : fs::recursive_directory_iterator(dir_ / "work-op-kill")) {
+  for (const auto& entry : fs::recursive_directory_iterator(sb_.dir() / "work-op-kill")) {
     if (entry.path().filename() != "fake_trainer.pid") continue;
     std::ifstream f(entry.path());
     pid_t pid = 0;
@@ -241,7 +219,8 @@ void FillDisk(const std::string& path) {
 }
 
 TEST_F(OperationsE2eTest, FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns) {
-  if (::geteuid() != 0 || ::mount("tmpfs", state_.c_str(), "tmpfs", 0, "size=4m,mode=0755") != 0) {
+  if (::geteuid() != 0 ||
+      ::mount("tmpfs", sb_.state().c_str(), "tmpfs", 0, "size=4m,mode=0755") != 0) {
     GTEST_SKIP() << "needs root to mount a small tmpfs as the state directory (a real full disk)";
   }
   mounted_ = true;
@@ -250,15 +229,14 @@ TEST_F(OperationsE2eTest, FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns) {
   json first = XvctlJson({"submit", recipe, "--candidate", "matrix_lr=0.01", "--json"});
   ASSERT_EQ(first.value("experiment_ids", json::array()).size(), 1u);
   // Idle: the WAL is truncated, so the next write must allocate space.
-  ASSERT_TRUE(Eventually([&] { return fs::file_size(state_ + "/xv.db-wal") == 0; }, 10))
-      << "the idle TRUNCATE checkpoint never emptied the WAL"
-      << FileTail((dir_ / "xvd.log").string());
-  FillDisk(state_ + "/filler");
+  ASSERT_TRUE(Eventually([&] { return fs::file_size(sb_.state() + "/xv.db-wal") == 0; }, 10))
+      << "the idle TRUNCATE checkpoint never emptied the WAL" << FileTail(sb_.Path("xvd.log"));
+  FillDisk(sb_.state() + "/filler");
 
   CommandResult refused = Xvctl({"submit", recipe, "--candidate", "matrix_lr=0.02"});
   EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("read-only mode"), std::string::npos) << refused.err;
-  EXPECT_NE(refused.err.find(state_ + "/xv.db"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find(sb_.state() + "/xv.db"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("full"), std::string::npos) << refused.err;
   json status = XvctlJson({"status", "--json"});
   const std::string mode = status.value("write_mode", "");
@@ -278,7 +256,7 @@ TEST_F(OperationsE2eTest, FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns) {
   EXPECT_EQ(Experiment(first["experiment_ids"][0]).value("state", ""), "queued");
 
   // Space returns: the daemon retries and leaves the mode by itself.
-  fs::remove(state_ + "/filler");
+  fs::remove(sb_.state() + "/filler");
   ASSERT_TRUE(Eventually(
       [&] {
         return XvctlJson({"status", "--json"}).value("write_mode", "x") == "read-write";
@@ -291,7 +269,7 @@ TEST_F(OperationsE2eTest, FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns) {
   ASSERT_EQ(wait.exit_code, 0) << wait.out << wait.err << Logs();
   EXPECT_EQ(Experiment(first["experiment_ids"][0]).value("state", ""), "succeeded");
   EXPECT_EQ(Experiment(second["experiment_ids"][0]).value("state", ""), "succeeded");
-  const std::string log = FileTail((dir_ / "xvd.log").string(), 100000);
+  const std::string log = FileTail(sb_.Path("xvd.log"), 100000);
   EXPECT_NE(log.find("read-only mode:"), std::string::npos);
   EXPECT_NE(log.find("read-only mode over"), std::string::npos);
   std::printf("read-only: refused with \"%s\"; left the mode after the disk had space again\n",

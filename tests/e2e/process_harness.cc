@@ -296,4 +296,76 @@ std::string FileTail(const std::string& path, size_t max_bytes) {
   return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
 }
 
+Sandbox::Sandbox(const std::string& tag) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  dir_ = std::filesystem::path("/tmp") /
+         ("xv-" + tag + "-" + std::to_string(::getpid()) + "-" + (test ? test->name() : "none"));
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_ / "state");
+  std::filesystem::create_directories(dir_ / "data");
+  state_ = (dir_ / "state").string();
+  daemon_ = "unix:" + socket_path();
+}
+
+Sandbox::~Sandbox() {
+  std::error_code ec;
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_, ec);
+}
+
+::testing::AssertionResult Sandbox::BinariesBuilt() {
+  for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
+    if (!std::filesystem::exists(BinaryPath(b))) {
+      return ::testing::AssertionFailure() << BinaryPath(b) << " is not built";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult Sandbox::StartDaemon(ChildGuard* xvd,
+                                                const std::vector<std::string>& extra) const {
+  std::vector<std::string> argv = {BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  *xvd = ChildGuard(argv, {}, Path("xvd.log"));
+  if (!WaitForPath(socket_path(), 20)) {
+    return ::testing::AssertionFailure() << "xvd made no socket " << socket_path() << " in 20 s:\n"
+                                         << FileTail(Path("xvd.log"));
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<std::string> Sandbox::WorkerArgv(const std::string& name,
+                                             const std::string& trainer_bin,
+                                             const std::string& data_dir) const {
+  return {BinaryPath("xv-worker"),
+          "--daemon",
+          daemon_,
+          "--data",
+          data_dir.empty() ? data() : data_dir,
+          "--name",
+          name,
+          "--device",
+          "cpu",
+          "--trainer-bin",
+          trainer_bin.empty() ? SourcePath("tests/fixtures/fake_trainer.sh") : trainer_bin,
+          "--work-dir",
+          Path("work-" + name)};
+}
+
+ChildGuard Sandbox::StartFakeWorker(const std::string& name, const Env& env,
+                                    const std::vector<std::string>& extra,
+                                    const std::string& log_name) const {
+  std::vector<std::string> argv = WorkerArgv(name);
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return ChildGuard(argv, env, Path(log_name.empty() ? name + ".log" : log_name));
+}
+
+std::vector<std::string> Sandbox::XvctlArgv(std::vector<std::string> args) const {
+  args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
+  return args;
+}
+
+CommandResult Sandbox::Xvctl(std::vector<std::string> args, double timeout_s) const {
+  return RunCommand(XvctlArgv(std::move(args)), timeout_s);
+}
+
 }  // namespace xv::e2e

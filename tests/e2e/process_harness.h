@@ -5,8 +5,10 @@
 // Thread-safety: none; one test thread.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <utility>
@@ -96,5 +98,62 @@ class TcpRelay {
 
 // Last `max_bytes` of a file, for failure messages.
 std::string FileTail(const std::string& path, size_t max_bytes = 4000);
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// Sandbox: the scratch space of one e2e test and how its processes are started there.
+//  - dir(): /tmp/xv-<tag>-<pid>-<current test name>, made fresh by the constructor with state/ (the
+//    daemon's --state-dir) and data/ (the workers' --data) in it; the destructor removes it unless
+//    the test failed (kept to look at). Unix socket paths are limited to 108 bytes: keep `tag`
+//    short.
+//  - the daemon: `xvd --state-dir <dir>/state --listen none`, socket <dir>/state/xvd.sock (address
+//    daemon()), log <dir>/xvd.log.
+//  - workers: `xv-worker --device cpu` running the scripted fake trainer
+//    (tests/fixtures/fake_trainer.sh), work dir <dir>/work-<name>.
+// The processes belong to the test's ChildGuards: declare the Sandbox before them, so that they are
+// stopped before the directory goes. Construct it inside a test (it reads the running test's name).
+class Sandbox {
+ public:
+  explicit Sandbox(const std::string& tag);
+  ~Sandbox();
+  Sandbox(const Sandbox&) = delete;
+  Sandbox& operator=(const Sandbox&) = delete;
+
+  const std::filesystem::path& dir() const { return dir_; }
+  // <dir>/<name>, e.g. a log file.
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  const std::string& state() const { return state_; }
+  std::string data() const { return Path("data"); }
+  std::string socket_path() const { return state_ + "/xvd.sock"; }
+  // "unix:<state>/xvd.sock", for --daemon.
+  const std::string& daemon() const { return daemon_; }
+
+  // Success when xvd, xv-worker and xvctl are built; else a failure naming the missing one.
+  static ::testing::AssertionResult BinariesBuilt();
+
+  // Starts xvd (with `extra` appended to its arguments) into *xvd, its output appended to
+  // <dir>/xvd.log, and waits up to 20 s for its socket; a failure carries the log's tail.
+  ::testing::AssertionResult StartDaemon(ChildGuard* xvd,
+                                         const std::vector<std::string>& extra = {}) const;
+
+  // xv-worker --daemon <daemon()> --data <data_dir, default data()> --name <name> --device cpu
+  //   --trainer-bin <trainer_bin, default the fake trainer> --work-dir <dir>/work-<name>
+  std::vector<std::string> WorkerArgv(const std::string& name, const std::string& trainer_bin = "",
+                                      const std::string& data_dir = "") const;
+  // Starts WorkerArgv(name) + `extra` with `env`; output appended to <dir>/<log_name> (default
+  // <name>.log).
+  ChildGuard StartFakeWorker(const std::string& name, const Env& env,
+                             const std::vector<std::string>& extra = {},
+                             const std::string& log_name = "") const;
+
+  // xvctl --daemon <daemon()> --state-dir <state()> args...
+  std::vector<std::string> XvctlArgv(std::vector<std::string> args) const;
+  CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::string state_;
+  std::string daemon_;
+};
 
 }  // namespace xv::e2e

@@ -28,44 +28,25 @@ using nlohmann::json;
 
 class WalkingSkeletonTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // Short: unix socket paths are limited to 108 bytes.
-    dir_ = fs::path("/tmp") / ("xv-e2e-" + std::to_string(::getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "state");
-    fs::create_directories(dir_ / "data");
-    state_ = (dir_ / "state").string();
-    daemon_ = "unix:" + state_ + "/xvd.sock";
-  }
   void TearDown() override {
-    // Processes first (their guards), then the files — unless the test failed: keep them to look
-    // at.
+    // Processes first, then the files (the Sandbox) — unless the test failed: kept to look at.
     worker_.Stop();
     xvd_.Stop();
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
   void StartDaemon() {
-    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
-      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
-    }
-    xvd_ = ChildGuard({BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"}, {},
-                      (dir_ / "xvd.log").string());
-    ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
+    ASSERT_TRUE(Sandbox::BinariesBuilt());
+    ASSERT_TRUE(sb_.StartDaemon(&xvd_));
   }
 
-  void StartWorker(const std::string& trainer_bin, const std::string& data_dir,
-                   const std::vector<std::pair<std::string, std::string>>& env) {
-    worker_ = ChildGuard({BinaryPath("xv-worker"), "--daemon", daemon_, "--data", data_dir,
-                          "--name", "e2e-cpu", "--device", "cpu", "--trainer-bin", trainer_bin,
-                          "--work-dir", (dir_ / "work").string(), "--kill-grace", "1"},
-                         env, (dir_ / "worker.log").string());
+  void StartWorker(const std::string& trainer_bin, const std::string& data_dir, const Env& env) {
+    std::vector<std::string> argv = sb_.WorkerArgv("e2e-cpu", trainer_bin, data_dir);
+    argv.insert(argv.end(), {"--kill-grace", "1"});
+    worker_ = ChildGuard(argv, env, sb_.Path("worker.log"));
   }
 
   CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
-    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
-    return RunCommand(args, timeout_s);
+    return sb_.Xvctl(std::move(args), timeout_s);
   }
 
   std::vector<int64_t> Submit(const std::vector<std::string>& args) {
@@ -100,24 +81,23 @@ class WalkingSkeletonTest : public ::testing::Test {
   }
 
   std::string Logs() {
-    return "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string()) +
-           "\n--- worker.log ---\n" + FileTail((dir_ / "worker.log").string());
+    return "\n--- xvd.log ---\n" + FileTail(sb_.Path("xvd.log")) + "\n--- worker.log ---\n" +
+           FileTail(sb_.Path("worker.log"));
   }
 
   std::string WriteRecipe(const std::string& text) {
-    std::string path = (dir_ / "recipe.yaml").string();
+    std::string path = sb_.Path("recipe.yaml");
     std::ofstream(path) << text;
     return path;
   }
 
-  fs::path dir_;
-  std::string state_, daemon_;
+  Sandbox sb_{"e2e"};
   ChildGuard xvd_, worker_;
 };
 
 TEST_F(WalkingSkeletonTest, FakeTrainer) {
   StartDaemon();
-  StartWorker(SourcePath("tests/fixtures/fake_trainer.sh"), (dir_ / "data").string(),
+  StartWorker(SourcePath("tests/fixtures/fake_trainer.sh"), sb_.Path("data"),
               {{"XV_FAKE_STEPS", "5"},
                {"XV_FAKE_STEP_SECONDS", "0.05"},
                {"XV_FAKE_MODE", "hang"},
@@ -153,7 +133,8 @@ TEST_F(WalkingSkeletonTest, FakeTrainer) {
       Submit({recipe, "--candidate", "matrix_lr=0.07", "--campaign", "e2e"});
   ASSERT_EQ(hung.size(), 1u);
   std::string pid_file =
-      (dir_ / "work" / ("exp-" + std::to_string(hung[0]) + "-a1") / "fake_trainer.pid").string();
+      (sb_.dir() / "work-e2e-cpu" / ("exp-" + std::to_string(hung[0]) + "-a1") / "fake_trainer.pid")
+          .string();
   ASSERT_TRUE(WaitForPath(pid_file, 30)) << Logs();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   int trainer_pid = 0;
@@ -188,18 +169,19 @@ TEST_F(WalkingSkeletonTest, FakeTrainer) {
   EXPECT_NEAR(offline[ids[1]]["val_bpb"].get<double>(), 1.6, 1e-9);
   CommandResult unreachable = Xvctl({"status"});
   EXPECT_NE(unreachable.exit_code, 0);
-  EXPECT_NE(unreachable.err.find("cannot reach xvd at " + daemon_), std::string::npos)
+  EXPECT_NE(unreachable.err.find("cannot reach xvd at " + sb_.daemon()), std::string::npos)
       << unreachable.err;
 }
 
 TEST_F(WalkingSkeletonTest, WorkerStopsCleanlyOnSigterm) {
   StartDaemon();
-  StartWorker(SourcePath("tests/fixtures/fake_trainer.sh"), (dir_ / "data").string(),
+  StartWorker(SourcePath("tests/fixtures/fake_trainer.sh"), sb_.Path("data"),
               {{"XV_FAKE_MODE", "hang"}});
   std::vector<int64_t> ids = Submit({SourcePath("recipes/cpu-tiny.yaml"), "--campaign", "e2e"});
   ASSERT_EQ(ids.size(), 1u);
   std::string pid_file =
-      (dir_ / "work" / ("exp-" + std::to_string(ids[0]) + "-a1") / "fake_trainer.pid").string();
+      (sb_.dir() / "work-e2e-cpu" / ("exp-" + std::to_string(ids[0]) + "-a1") / "fake_trainer.pid")
+          .string();
   ASSERT_TRUE(WaitForPath(pid_file, 30)) << Logs();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   int trainer_pid = 0;
@@ -212,8 +194,7 @@ TEST_F(WalkingSkeletonTest, WorkerStopsCleanlyOnSigterm) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << Logs();
   EXPECT_LT(took, 8.0) << Logs();
   EXPECT_NE(::kill(trainer_pid, 0), 0) << "trainer " << trainer_pid << " outlived its worker";
-  EXPECT_NE(FileTail((dir_ / "worker.log").string()).find("cancelled"), std::string::npos)
-      << Logs();
+  EXPECT_NE(FileTail(sb_.Path("worker.log")).find("cancelled"), std::string::npos) << Logs();
 }
 
 TEST_F(WalkingSkeletonTest, RealTrainer) {
@@ -222,7 +203,7 @@ TEST_F(WalkingSkeletonTest, RealTrainer) {
   }
   // A tiny data dir: BPE with a 512-token vocabulary on the license texts every Debian system
   // ships.
-  const std::string data = (dir_ / "data").string();
+  const std::string data = sb_.Path("data");
   CommandResult prep =
       RunCommand({BinaryPath("xvctl"), "prepare", "--input", "/usr/share/common-licenses", "--out",
                   data, "--vocab-size", "512", "--val-fraction", "0.2", "--quiet"},
@@ -248,7 +229,7 @@ TEST_F(WalkingSkeletonTest, RealTrainer) {
   EXPECT_GT(e["num_steps"].get<int64_t>(), 0);
 
   // The same row in the SQLite file, opened read-only with the sqlite3 shell.
-  std::string db = state_ + "/xv.db";
+  std::string db = sb_.state() + "/xv.db";
   CommandResult q = RunCommand(
       {"/usr/bin/sqlite3", "-readonly", db,
        "SELECT count(*), printf('%.6f', max(r.val_bpb)) FROM experiments e JOIN results r ON "

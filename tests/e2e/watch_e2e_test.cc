@@ -51,45 +51,23 @@ std::string ReadFile(const std::string& path) {
 
 class WatchE2eTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
-      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
-    }
-    dir_ = fs::path("/tmp") / ("xv-wa-" + std::to_string(::getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "state");
-    fs::create_directories(dir_ / "data");
-    state_ = (dir_ / "state").string();
-    daemon_ = "unix:" + state_ + "/xvd.sock";
-  }
+  void SetUp() override { ASSERT_TRUE(Sandbox::BinariesBuilt()); }
   void TearDown() override {
     for (auto& w : workers_) w.Stop();
     xvd_.Stop();
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
   void StartDaemon(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    xvd_ = ChildGuard(argv, {}, (dir_ / "xvd.log").string());
-    ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
+    ASSERT_TRUE(sb_.StartDaemon(&xvd_, extra));
   }
 
   void StartWorker(const std::string& name, const std::string& steps, const std::string& step_s) {
-    workers_.emplace_back(
-        std::vector<std::string>{BinaryPath("xv-worker"), "--daemon", daemon_, "--data",
-                                 (dir_ / "data").string(), "--name", name, "--device", "cpu",
-                                 "--trainer-bin", SourcePath("tests/fixtures/fake_trainer.sh"),
-                                 "--work-dir", (dir_ / ("work-" + name)).string()},
-        std::vector<std::pair<std::string, std::string>>{{"XV_FAKE_STEPS", steps},
-                                                         {"XV_FAKE_STEP_SECONDS", step_s}},
-        (dir_ / (name + ".log")).string());
+    workers_.push_back(
+        sb_.StartFakeWorker(name, {{"XV_FAKE_STEPS", steps}, {"XV_FAKE_STEP_SECONDS", step_s}}));
   }
 
   std::vector<std::string> XvctlArgv(std::vector<std::string> args) {
-    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
-    return args;
+    return sb_.XvctlArgv(std::move(args));
   }
   CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
     return RunCommand(XvctlArgv(std::move(args)), timeout_s);
@@ -104,17 +82,16 @@ class WatchE2eTest : public ::testing::Test {
   ChildGuard StartWatcher(const std::string& name, std::vector<std::string> args) {
     std::vector<std::string> argv = XvctlArgv(std::move(args));
     // ChildGuard appends stdout and stderr to one file; stderr stays empty on success.
-    return ChildGuard(argv, {}, (dir_ / (name + ".out")).string());
+    return ChildGuard(argv, {}, (sb_.dir() / (name + ".out")).string());
   }
 
   std::string Logs() {
-    std::string s = "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string());
+    std::string s = "\n--- xvd.log ---\n" + FileTail(sb_.Path("xvd.log"));
     for (auto& w : workers_) s += "\n--- " + w.log_path() + " ---\n" + FileTail(w.log_path());
     return s;
   }
 
-  fs::path dir_;
-  std::string state_, daemon_;
+  Sandbox sb_{"wa"};
   ChildGuard xvd_;
   std::vector<ChildGuard> workers_;
 };
@@ -153,7 +130,7 @@ std::map<int64_t, std::vector<std::string>> Lifecycles(const std::vector<json>& 
 TEST_F(WatchE2eTest, WatcherSeesEveryExperimentInOrder) {
   StartDaemon();
   StartWorker("wa-cpu", "4", "0.02");
-  const std::string policy = (dir_ / "policy.yaml").string();
+  const std::string policy = sb_.Path("policy.yaml");
   std::ofstream(policy) << "mode: noise_band\nreplicates: 2\nhead_controls: 2\nmin_effect: 0.01\n"
                            "band_k: 2\n";
   json created =

@@ -19,6 +19,7 @@
 #include "daemon/api/state_dir_lock.h"
 #include "daemon/store/sqlite_connection.h"
 #include "tests/integration/daemon_fake_worker.h"
+#include "tests/integration/in_process_daemon.h"
 #include "xv/v1/experiments.grpc.pb.h"
 #include "xv/v1/workers.grpc.pb.h"
 
@@ -54,18 +55,9 @@ int64_t QueryInt(const std::string& db, const std::string& sql) {
 class DaemonApi : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::random_device rd;
-    dir_ = std::filesystem::temp_directory_path() / ("xvd-it-" + std::to_string(rd()));
-    DaemonOptions options;
-    options.state_dir = dir_.string();
-    options.listen = "none";
-    options.dispatcher.heartbeat_interval_ms = 100;
-    options.dispatcher.lease_ms = 1500;
-    options.dispatcher.tick_ms = 50;
-    Status s = DaemonServer::Start(options, &server_);
+    dir_ = fake::FreshStateDir("xvd-it");
+    Status s = fake::StartInProcessDaemon(fake::FastDaemonOptions(dir_), &server_, &channel_);
     ASSERT_TRUE(s.ok()) << s.ToString();
-    channel_ =
-        grpc::CreateChannel("unix:" + server_->socket_path(), grpc::InsecureChannelCredentials());
     experiments_ = xv::v1::Experiments::NewStub(channel_);
   }
   void TearDown() override {

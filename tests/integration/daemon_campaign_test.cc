@@ -20,6 +20,7 @@
 
 #include "daemon/api/daemon_server.h"
 #include "tests/integration/daemon_fake_worker.h"
+#include "tests/integration/in_process_daemon.h"
 #include "xv/v1/experiments.grpc.pb.h"
 #include "xv/v1/workers.grpc.pb.h"
 
@@ -38,45 +39,15 @@ std::string CpuTinyYaml() {
   return ss.str();
 }
 
-constexpr double kNoiseSd = 0.0005;
-
-// The scripted trainer: val_bpb of one run, a function of the recipe and its seed.
-double ScriptedValBpb(const json& recipe) {
-  const double lr = recipe.at("matrix_lr").get<double>();
-  const double effect = std::abs(lr - 0.05) < 1e-12 ? -0.01 : 0.0;
-  // Noise seeded by the seed and the config's other knobs, so that identical runs repeat exactly.
-  std::seed_seq seq{static_cast<unsigned>(recipe.at("seed").get<int64_t>()),
-                    static_cast<unsigned>(std::hash<std::string>()(recipe.dump()) & 0xffffffff)};
-  std::mt19937 rng(seq);
-  std::normal_distribution<double> noise(0.0, kNoiseSd);
-  return 2.0 + effect + noise(rng);
-}
-
-std::string SummaryJson(double val_bpb) {
-  json j = {{"type", "summary"},     {"t", 30.0},
-            {"val_bpb", val_bpb},    {"training_seconds", 25},
-            {"total_seconds", 31},   {"num_steps", 30},
-            {"total_tokens", 61440}, {"num_params", 100},
-            {"tok_per_sec", 2000.0}, {"mfu_percent", nullptr},
-            {"peak_flops", nullptr}, {"metric_version", "1"}};
-  return j.dump();
-}
+using fake::ScriptedValBpb;
+using fake::SummaryJson;
 
 class DaemonCampaign : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::random_device rd;
-    dir_ = std::filesystem::temp_directory_path() / ("xvd-campaign-" + std::to_string(rd()));
-    DaemonOptions options;
-    options.state_dir = dir_.string();
-    options.listen = "none";
-    options.dispatcher.heartbeat_interval_ms = 100;
-    options.dispatcher.lease_ms = 3000;
-    options.dispatcher.tick_ms = 50;
-    Status s = DaemonServer::Start(options, &server_);
+    dir_ = fake::FreshStateDir("xvd-campaign");
+    Status s = fake::StartInProcessDaemon(fake::FastDaemonOptions(dir_, 3000), &server_, &channel_);
     ASSERT_TRUE(s.ok()) << s.ToString();
-    channel_ =
-        grpc::CreateChannel("unix:" + server_->socket_path(), grpc::InsecureChannelCredentials());
     experiments_ = xv::v1::Experiments::NewStub(channel_);
     campaigns_ = xv::v1::Campaigns::NewStub(channel_);
   }
@@ -160,39 +131,7 @@ class DaemonCampaign : public ::testing::Test {
   // runs `diverge` says diverge. Returns the experiment ids it ran.
   std::vector<int64_t> RunScripted(const std::string& worker_name, int n,
                                    const std::function<bool(const json&)>& diverge = nullptr) {
-    FakeWorker worker(channel_, worker_name);
-    xv::v1::DaemonMessage msg;
-    EXPECT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
-    worker.StartHeartbeats(100ms);
-    std::vector<int64_t> ran;
-    for (int i = 0; i < n; ++i) {
-      if (!worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg)) break;
-      const auto& spec = msg.assign().spec();
-      const json recipe = json::parse(spec.recipe_json());
-      ran.push_back(spec.experiment_id());
-      xv::v1::WorkerMessage fin;
-      fin.mutable_finished()->set_experiment_id(spec.experiment_id());
-      fin.mutable_finished()->set_attempt(spec.attempt());
-      if (diverge && diverge(recipe)) {
-        fin.mutable_finished()->set_state("diverged");
-        fin.mutable_finished()->set_failure_kind("diverged");
-        fin.mutable_finished()->set_stderr_tail("loss is nan at step 12\n");
-      } else {
-        worker.SendEvent(spec.experiment_id(), spec.attempt(), 1,
-                         SummaryJson(ScriptedValBpb(recipe)));
-        fin.mutable_finished()->set_state("succeeded");
-        fin.mutable_finished()->set_last_seq(1);
-      }
-      worker.Send(fin);
-      const int64_t id = spec.experiment_id();
-      EXPECT_TRUE(worker.ReadUntil(
-          [&](auto& m) {
-            return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id;
-          },
-          &msg));
-    }
-    worker.Close();
-    return ran;
+    return fake::RunScriptedWorker(channel_, worker_name, n, diverge, "loss is nan at step 12\n");
   }
 
   std::filesystem::path dir_;

@@ -1,16 +1,23 @@
-// stream over gRPC, driven message by message by the test.
+// Shared by the daemon's integration tests: FakeWorker, a worker as the daemon sees it (one Session
+// stream over gRPC, driven message by message by the test), and the scripted trainer it can play
+// (ScriptedValBpb, SummaryJson, RunScriptedWorker).
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "xv/v1/workers.grpc.pb.h"
 
@@ -150,5 +157,73 @@ class FakeWorker {
   bool stopping_ = false;  // guarded by stop_mu_
   std::thread heartbeat_;
 };
+
+// The scripted trainer: val_bpb of one run, a function of the recipe and its seed: 2.0, minus 0.01
+// when matrix_lr is 0.05, plus noise (sd 0.0005) seeded by the seed and the recipe's other knobs,
+// so that identical runs repeat exactly.
+inline double ScriptedValBpb(const nlohmann::json& recipe) {
+  const double lr = recipe.at("matrix_lr").get<double>();
+  const double effect = std::abs(lr - 0.05) < 1e-12 ? -0.01 : 0.0;
+  std::seed_seq seq{static_cast<unsigned>(recipe.at("seed").get<int64_t>()),
+                    static_cast<unsigned>(std::hash<std::string>()(recipe.dump()) & 0xffffffff)};
+  std::mt19937 rng(seq);
+  std::normal_distribution<double> noise(0.0, 0.0005);
+  return 2.0 + effect + noise(rng);
+}
+
+// The trainer's `summary` event (JSON) of a run that scored `val_bpb`.
+inline std::string SummaryJson(double val_bpb) {
+  return nlohmann::json{{"type", "summary"},     {"t", 30.0},
+                        {"val_bpb", val_bpb},    {"training_seconds", 25},
+                        {"total_seconds", 31},   {"num_steps", 30},
+                        {"total_tokens", 61440}, {"num_params", 100},
+                        {"tok_per_sec", 2000.0}, {"mfu_percent", nullptr},
+                        {"peak_flops", nullptr}, {"metric_version", "1"}}
+      .dump();
+}
+
+// A scripted worker named `worker_name` on `channel` that runs `n` assignments (fewer if the stream
+// ends), heartbeating every 100 ms: each reports ScriptedValBpb in a summary event and finishes
+// succeeded, except those `diverge` says diverge, which finish diverged with
+// `diverged_stderr_tail`; every Finished is acknowledged before the next. Returns the experiment
+// ids it ran, in order.
+inline std::vector<int64_t> RunScriptedWorker(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& worker_name, int n,
+    const std::function<bool(const nlohmann::json&)>& diverge = nullptr,
+    const std::string& diverged_stderr_tail = "") {
+  FakeWorker worker(channel, worker_name);
+  xv::v1::DaemonMessage msg;
+  EXPECT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
+  worker.StartHeartbeats(std::chrono::milliseconds(100));
+  std::vector<int64_t> ran;
+  for (int i = 0; i < n; ++i) {
+    if (!worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg)) break;
+    const auto& spec = msg.assign().spec();
+    const nlohmann::json recipe = nlohmann::json::parse(spec.recipe_json());
+    ran.push_back(spec.experiment_id());
+    xv::v1::WorkerMessage fin;
+    fin.mutable_finished()->set_experiment_id(spec.experiment_id());
+    fin.mutable_finished()->set_attempt(spec.attempt());
+    if (diverge && diverge(recipe)) {
+      fin.mutable_finished()->set_state("diverged");
+      fin.mutable_finished()->set_failure_kind("diverged");
+      if (!diverged_stderr_tail.empty()) {
+        fin.mutable_finished()->set_stderr_tail(diverged_stderr_tail);
+      }
+    } else {
+      worker.SendEvent(spec.experiment_id(), spec.attempt(), 1,
+                       SummaryJson(ScriptedValBpb(recipe)));
+      fin.mutable_finished()->set_state("succeeded");
+      fin.mutable_finished()->set_last_seq(1);
+    }
+    worker.Send(fin);
+    const int64_t id = spec.experiment_id();
+    EXPECT_TRUE(worker.ReadUntil(
+        [&](auto& m) { return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id; },
+        &msg));
+  }
+  worker.Close();
+  return ran;
+}
 
 }  // namespace xv::daemon::fake
