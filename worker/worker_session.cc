@@ -118,13 +118,15 @@ Status WorkerSession::Run() {
   cv_.notify_all();
   executor.join();
   const auto t0 = Clock::now();
-  while (outbox_.unsent() > 0 && connected_ &&
+  // Sent is not stored: wait for the daemon's acknowledgements (a drained worker's last Finished
+  // must land before the session is cancelled), bounded by stop_flush_s.
+  while (outbox_.held() > 0 && connected_ &&
          std::chrono::duration<double>(Clock::now() - t0).count() < options_.stop_flush_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (outbox_.unsent() > 0) {
-    spdlog::warn("stopping with {} undelivered messages (kept in the spool for the next start)",
-                 outbox_.unsent());
+  if (outbox_.held() > 0) {
+    spdlog::warn("stopping with {} unacknowledged messages (kept in the spool for the next start)",
+                 outbox_.held());
   }
   shutdown_ = true;
   {

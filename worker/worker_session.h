@@ -44,7 +44,7 @@ struct WorkerOptions {
   // After a reconnect, how long the writer waits for the daemon's EventAck of each attempt listed
   // in Register.running before it replays (so the replay starts at the daemon's acked seq).
   double first_ack_wait_s = 1.0;
-  // How long a stopping worker keeps trying to deliver what it still holds.
+  // How long a stopping worker keeps waiting for the daemon to acknowledge what it still holds.
   double stop_flush_s = 3.0;
   std::string version = "0.1.0";
   std::string probe_json;  // `xv-train probe` output sent in Register ("" when not probed)
@@ -58,8 +58,8 @@ class WorkerSession {
   ~WorkerSession();
 
   // Runs until RequestStop() or until a Drain from the daemon has been honoured. On stop, a running
-  // attempt is cancelled (TERM, then KILL) and its Finished is delivered if the daemon is reachable
-  // within stop_flush_s.
+  // attempt is cancelled (TERM, then KILL) and its Finished is delivered and acknowledged if the
+  // daemon is reachable within stop_flush_s (else it stays in the spool for the next start).
   // Fails (before any connection) only when the spool directory cannot be opened or read.
   Status Run();
   void RequestStop();
