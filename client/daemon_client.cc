@@ -80,8 +80,7 @@ std::unique_ptr<grpc::ClientReader<v1::WatchEvent>> DaemonClient::Watch(
   return stub_->Watch(ctx, req);
 }
 
-Status DaemonClient::DrainWorker(const v1::DrainWorkerRequest& req,
-                                 v1::DrainWorkerResponse* resp) {
+Status DaemonClient::DrainWorker(const v1::DrainWorkerRequest& req, v1::DrainWorkerResponse* resp) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 30);
   return FromGrpc(stub_->DrainWorker(&ctx, req, resp));

@@ -28,7 +28,7 @@ class DaemonClient {
   // Experiments.Watch: a stream read with reader->Read until it returns false, then Finish().
   // `ctx` (no deadline: a watch lasts) must outlive the reader; ctx->TryCancel() ends it.
   std::unique_ptr<grpc::ClientReader<v1::WatchEvent>> Watch(grpc::ClientContext* ctx,
-                                                             const v1::WatchRequest& req);
+                                                            const v1::WatchRequest& req);
   Status DrainWorker(const v1::DrainWorkerRequest& req, v1::DrainWorkerResponse* resp);
 
   // Campaigns service. `name_or_id` is a campaign name, or its numeric id.

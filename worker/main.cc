@@ -14,8 +14,8 @@
 #include "worker/child_process.h"
 #include "worker/device_discovery.h"
 #include "worker/device_health/device_health_monitor.h"
-#include "worker/trainer_probe.h"
 #include "worker/trainer_config.h"
+#include "worker/trainer_probe.h"
 #include "worker/worker_session.h"
 
 namespace {

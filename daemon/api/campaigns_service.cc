@@ -50,8 +50,7 @@ grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext*,
   if (s.ok()) s = ResolveSizes(base, &sizes).WithContext("recipe: ");
   CampaignPolicy policy;
   if (s.ok()) s = ParseCampaignPolicyText(req->policy(), &policy);
-  if (s.ok() && req->max_attempts() != 0 &&
-      (req->max_attempts() < 1 || req->max_attempts() > 10)) {
+  if (s.ok() && req->max_attempts() != 0 && (req->max_attempts() < 1 || req->max_attempts() > 10)) {
     s = Status::InvalidArgument("max_attempts: must be 1..10, got " +
                                 std::to_string(req->max_attempts()));
   }

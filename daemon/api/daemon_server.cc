@@ -76,9 +76,10 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
       }
       if (fault != *fault_seen) {
         if (!fault.empty()) {
-          spdlog::error("read-only mode: {} cannot take writes ({}); refusing new work, retrying "
-                        "every {} ms",
-                        st->path(), fault, options.write_retry_ms);
+          spdlog::error(
+              "read-only mode: {} cannot take writes ({}); refusing new work, retrying "
+              "every {} ms",
+              st->path(), fault, options.write_retry_ms);
         } else {
           spdlog::info("read-only mode over: {} takes writes again", st->path());
         }

@@ -30,7 +30,7 @@ struct DispatcherOptions {
   // A lost attempt is requeued while attempt < max_attempts; 0 = each campaign's own
   // max_attempts (default 2, `campaign create --max-attempts`).
   int max_attempts = 0;
-  int tick_ms = 250;     // lease checks and a scheduling pass this often
+  int tick_ms = 250;  // lease checks and a scheduling pass this often
 };
 
 class Dispatcher {
@@ -101,7 +101,7 @@ class Dispatcher {
   std::map<int64_t, std::shared_ptr<WorkerSession>> sessions_;  // by worker id; guarded by mu_
   std::map<int64_t, bool> drains_;  // worker id -> its session ended (drained); guarded by mu_
   std::map<int64_t, std::string> drain_reasons_;  // guarded by mu_
-  bool stopping_ = false;                                       // guarded by mu_
+  bool stopping_ = false;                         // guarded by mu_
   std::condition_variable stop_cv_;
   std::thread monitor_;
   std::function<void()> tick_hook_;  // set before Start(); read by the monitor thread only

@@ -166,13 +166,12 @@ grpc::Status ExperimentsService::DrainWorker(grpc::ServerContext* ctx,
                                              const xv::v1::DrainWorkerRequest* req,
                                              xv::v1::DrainWorkerResponse* resp) {
   if (req->worker().empty() == !req->all()) {
-    return ToGrpcStatus(xv::Status::InvalidArgument(
-        "worker: give a worker name or id, or all (not both)"));
+    return ToGrpcStatus(
+        xv::Status::InvalidArgument("worker: give a worker name or id, or all (not both)"));
   }
   std::vector<int64_t> told;
-  xv::Status s = dispatcher_->Drain(req->worker(), req->all(),
-                                    req->reason().empty() ? "drain requested" : req->reason(),
-                                    &told);
+  xv::Status s = dispatcher_->Drain(
+      req->worker(), req->all(), req->reason().empty() ? "drain requested" : req->reason(), &told);
   if (!s.ok()) return ToGrpcStatus(s);
   spdlog::info("drain ({}): {} worker(s)", ctx->peer(), told.size());
   std::vector<xv::v1::WorkerInfo> workers;

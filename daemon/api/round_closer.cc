@@ -242,7 +242,9 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
       }
       e["effect"] = effect;
       effects.push_back(e);
-      std::string& list = effect == "matters" ? matters : effect == "no_effect" ? no_effect : unknown;
+      std::string& list = effect == "matters"     ? matters
+                          : effect == "no_effect" ? no_effect
+                                                  : unknown;
       list += (list.empty() ? "" : ", ") + knob;
       auto& d = record.candidates[c.name];
       d.second = d.second + "; ablation: " + effect + ": " + why;

@@ -83,7 +83,8 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
       plan.replicates > 0 ? plan.replicates : (req.replicates() == 0 ? 1 : req.replicates());
 
   XV_RETURN_IF_ERROR(ValidateRecipe(base).WithContext("recipe: "));
-  XV_RETURN_IF_ERROR(CheckContractTimeBudget(plan.budget, base.time_budget_s).WithContext("recipe: "));
+  XV_RETURN_IF_ERROR(
+      CheckContractTimeBudget(plan.budget, base.time_budget_s).WithContext("recipe: "));
   ResolvedSizes base_sizes;
   XV_RETURN_IF_ERROR(ResolveSizes(base, &base_sizes).WithContext("recipe: "));
   const std::string base_hash = CanonicalHash(base);

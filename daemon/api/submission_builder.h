@@ -35,8 +35,8 @@ struct SubmissionLimits {
 
 // What the campaign's acceptance policy adds to a round (0 = nothing).
 struct RoundPlan {
-  int replicates = 0;     // > 0 overrides req.replicates
-  int head_controls = 0;  // runs of the base (the head) config, seeds seed, seed+1, ...
+  int replicates = 0;          // > 0 overrides req.replicates
+  int head_controls = 0;       // runs of the base (the head) config, seeds seed, seed+1, ...
   int64_t seed_offset = 0;     // added to every seed (confirm rounds: fresh seeds)
   bool controls_only = false;  // no candidates in the request: only the head controls run
   BudgetContract budget;       // the campaign's budget contract (deadlines, fixed time budget)

@@ -35,9 +35,9 @@ grpc::Status WorkersService::Session(
                         "register.worker_name: must be 1..200 characters");
   }
   if (reg.probe_json().size() > 64 * 1024) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "register.probe_json: at most 65536 bytes, got " +
-                            std::to_string(reg.probe_json().size()));
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "register.probe_json: at most 65536 bytes, got " + std::to_string(reg.probe_json().size()));
   }
   int64_t worker_id = 0;
   Status s = store_->UpsertWorker(reg, &worker_id);

@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/store/experiment_store.h"
 #include "daemon/store/event_log.h"
+#include "daemon/store/experiment_store.h"
 
 namespace xv::store {
 namespace {
@@ -242,12 +242,12 @@ Status ExperimentStore::SetCampaignState(int64_t id, const std::string& name,
 Status ExperimentStore::FindCampaignHead(const std::string& name, bool* found, CampaignHead* out) {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(conn_->Prepare(
-      "SELECT c.id, c.state, c.policy_json, c.trainer, COALESCE(h.recipe_json, ''), "
-      "COALESCE(b.recipe_json, ''), c.name, c.budget_json FROM campaigns c "
-      "LEFT JOIN recipes h ON h.id = c.head_recipe_id "
-      "LEFT JOIN recipes b ON b.id = c.base_recipe_id WHERE c.name = ?",
-      &st));
+  XV_RETURN_IF_ERROR(
+      conn_->Prepare("SELECT c.id, c.state, c.policy_json, c.trainer, COALESCE(h.recipe_json, ''), "
+                     "COALESCE(b.recipe_json, ''), c.name, c.budget_json FROM campaigns c "
+                     "LEFT JOIN recipes h ON h.id = c.head_recipe_id "
+                     "LEFT JOIN recipes b ON b.id = c.base_recipe_id WHERE c.name = ?",
+                     &st));
   st.Bind(1, name);
   bool row = false;
   XV_RETURN_IF_ERROR(st.Step(&row));
@@ -368,14 +368,14 @@ Status ExperimentStore::StoreRoundDecision(const RoundDecisionRecord& rec) {
     }
     up.Bind(4, rec.round_id);
     XV_RETURN_IF_ERROR(up.Run());
-    XV_RETURN_IF_ERROR(InsertDaemonEvent(
-        c, 0, 0, "decision",
-        nlohmann::json{{"campaign_id", campaign_id},
-                       {"round_id", rec.round_id},
-                       {"summary", rec.summary},
-                       {"kept_candidate", rec.kept_candidate},
-                       {"kept_experiment_id", rec.kept_experiment_id}}
-            .dump()));
+    XV_RETURN_IF_ERROR(
+        InsertDaemonEvent(c, 0, 0, "decision",
+                          nlohmann::json{{"campaign_id", campaign_id},
+                                         {"round_id", rec.round_id},
+                                         {"summary", rec.summary},
+                                         {"kept_candidate", rec.kept_candidate},
+                                         {"kept_experiment_id", rec.kept_experiment_id}}
+                              .dump()));
     SqliteStatement dec;
     XV_RETURN_IF_ERROR(
         c->Prepare("UPDATE experiments SET decision = ?, decision_reason = ? "

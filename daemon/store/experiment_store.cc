@@ -8,8 +8,8 @@
 #include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
-#include "daemon/store/event_log.h"
 #include "common/probe_figures.h"
+#include "daemon/store/event_log.h"
 #include "daemon/store/migration_runner.h"
 
 namespace xv::store {
@@ -389,8 +389,8 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
         st.Bind(8, sub.plan_id).Bind(9, static_cast<int64_t>(sub.plan_phase));
         // One round per plan phase (unique index): say so instead of a constraint error.
         SqliteStatement dup;
-        XV_RETURN_IF_ERROR(c->Prepare(
-            "SELECT id FROM rounds WHERE plan_id = ? AND plan_phase = ?", &dup));
+        XV_RETURN_IF_ERROR(
+            c->Prepare("SELECT id FROM rounds WHERE plan_id = ? AND plan_phase = ?", &dup));
         dup.Bind(1, sub.plan_id).Bind(2, static_cast<int64_t>(sub.plan_phase));
         bool exists = false;
         XV_RETURN_IF_ERROR(dup.Step(&exists));
@@ -698,10 +698,10 @@ Status ExperimentStore::MarkAttemptLost(int64_t experiment_id, int attempt,
   SqliteConnection* c = conn_.get();
   return InWriteTransaction(c, [&]() -> Status {
     SqliteStatement sel;
-    XV_RETURN_IF_ERROR(c->Prepare(
-        "SELECT x.state, x.attempt, c.max_attempts FROM experiments x "
-        "JOIN campaigns c ON c.id = x.campaign_id WHERE x.id = ?",
-        &sel));
+    XV_RETURN_IF_ERROR(
+        c->Prepare("SELECT x.state, x.attempt, c.max_attempts FROM experiments x "
+                   "JOIN campaigns c ON c.id = x.campaign_id WHERE x.id = ?",
+                   &sel));
     sel.Bind(1, experiment_id);
     bool row = false;
     XV_RETURN_IF_ERROR(sel.Step(&row));

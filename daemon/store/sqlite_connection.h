@@ -52,7 +52,8 @@ class SqliteConnection {
   // cannot take writes (SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN) is also
   // remembered as the write fault until ClearWriteFault().
   Status LastError(const std::string& what) const;
-  // "" while writes work; else the cause of the last write failure, e.g. "database or disk is full".
+  // "" while writes work; else the cause of the last write failure, e.g. "database or disk is
+  // full".
   const std::string& write_fault() const { return write_fault_; }
   void ClearWriteFault() { write_fault_.clear(); }
 
@@ -61,7 +62,8 @@ class SqliteConnection {
   // database (SQLite's own auto-checkpoint does the same at 1000 pages; this hook replaces it).
   void SetCommitHook(std::function<void()> on_commit, int checkpoint_pages);
   // PRAGMA wal_checkpoint(PASSIVE or TRUNCATE): *wal_pages receives the WAL's size in pages before,
-  // *checkpointed how many were copied. TRUNCATE also empties the -wal file when no reader holds it.
+  // *checkpointed how many were copied. TRUNCATE also empties the -wal file when no reader holds
+  // it.
   Status CheckpointWal(bool truncate, int* wal_pages, int* checkpointed);
 
  private:
