@@ -24,6 +24,23 @@ std::string JoinOverrides(const xv::v1::Candidate& c) {
   return s;
 }
 
+// The fields of one run that follow from its seeded recipe: identity hashes, recipe JSON, device
+// requirement, time budget and the budget contract's hard deadline. `label` prefixes errors.
+Status FillExperimentRun(const Recipe& rr, const BudgetContract& budget, const std::string& label,
+                         store::NewExperiment* e) {
+  ResolvedSizes rs;
+  XV_RETURN_IF_ERROR(ResolveSizes(rr, &rs).WithContext(label));
+  e->seed = rr.seed;
+  e->recipe_hash = CanonicalHash(rr);
+  e->config_hash = ConfigHashWithoutSeed(rr);
+  e->recipe_json = RecipeToJson(rr).dump();
+  e->resolved_json = ResolvedConfigJson(rr, rs).dump();
+  e->device_requirement = rr.device == "cuda" ? "gpu" : "any";
+  e->time_budget_s = rr.time_budget_s;
+  e->hard_deadline_s = ContractHardDeadlineSeconds(budget, rr.time_budget_s);
+  return Status::Ok();
+}
+
 }  // namespace
 
 double HardDeadlineSeconds(double time_budget_s) {
@@ -152,21 +169,12 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
     for (int rep = 0; rep < replicates; ++rep) {
       Recipe rr = r;
       rr.seed = seed0 + rep;
-      ResolvedSizes rs;
-      XV_RETURN_IF_ERROR(ResolveSizes(rr, &rs).WithContext(label));
       store::NewExperiment e;
+      XV_RETURN_IF_ERROR(FillExperimentRun(rr, plan.budget, label, &e));
       e.name = name;
       e.candidate_index = static_cast<int>(ci);
       e.replicate = rep;
       e.overrides_json = overrides.dump();
-      e.seed = rr.seed;
-      e.recipe_hash = CanonicalHash(rr);
-      e.config_hash = ConfigHashWithoutSeed(rr);
-      e.recipe_json = RecipeToJson(rr).dump();
-      e.resolved_json = ResolvedConfigJson(rr, rs).dump();
-      e.device_requirement = rr.device == "cuda" ? "gpu" : "any";
-      e.time_budget_s = rr.time_budget_s;
-      e.hard_deadline_s = ContractHardDeadlineSeconds(plan.budget, rr.time_budget_s);
       sub.experiments.push_back(std::move(e));
     }
   }
@@ -174,20 +182,11 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
   for (int rep = 0; rep < plan.head_controls; ++rep) {
     Recipe rr = base;
     rr.seed = base.seed + plan.seed_offset + rep;
-    ResolvedSizes rs;
-    XV_RETURN_IF_ERROR(ResolveSizes(rr, &rs).WithContext("head control: "));
     store::NewExperiment e;
+    XV_RETURN_IF_ERROR(FillExperimentRun(rr, plan.budget, "head control: ", &e));
     e.name = "head";
     e.candidate_index = -1;
     e.replicate = rep;
-    e.seed = rr.seed;
-    e.recipe_hash = CanonicalHash(rr);
-    e.config_hash = ConfigHashWithoutSeed(rr);
-    e.recipe_json = RecipeToJson(rr).dump();
-    e.resolved_json = ResolvedConfigJson(rr, rs).dump();
-    e.device_requirement = rr.device == "cuda" ? "gpu" : "any";
-    e.time_budget_s = rr.time_budget_s;
-    e.hard_deadline_s = ContractHardDeadlineSeconds(plan.budget, rr.time_budget_s);
     e.role = "control";
     sub.experiments.push_back(std::move(e));
   }
