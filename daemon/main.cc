@@ -1,7 +1,8 @@
 // xvd: the xv daemon. Owns the SQLite database of a state directory and serves the Experiments and
 // Workers gRPC services on a unix socket and (by default) 127.0.0.1:7470.
 //
-//   xvd --state-dir DIR [--socket PATH] [--listen 127.0.0.1:PORT|none] [--log-level info]
+//   xvd --state-dir DIR [--socket PATH] [--listen 127.0.0.1:PORT|none] [--http 127.0.0.1:PORT|off]
+//       [--log-level info]
 //       [--lease-ms 15000] [--heartbeat-ms 2000]
 //
 // SIGTERM/SIGINT: stop accepting, end worker sessions, finish writes, exit 0.
@@ -16,6 +17,7 @@
 #include "common/logging.h"
 #include "common/paths.h"
 #include "daemon/api/daemon_server.h"
+#include "daemon/api/listen_address.h"
 #include "daemon/api/state_dir_lock.h"
 
 int main(int argc, char** argv) {
@@ -31,6 +33,11 @@ int main(int argc, char** argv) {
                  "TCP address, loopback only: 127.0.0.1:PORT (0 picks one, written to "
                  "STATE_DIR/xvd.port) or none")
       ->capture_default_str();
+  std::string http;
+  app.add_option("--http", http,
+                 "read-only dashboard and /metrics, loopback only: 127.0.0.1:PORT (0 picks one, "
+                 "written to STATE_DIR/http.port) or off. Default: --listen's host with port "
+                 "8470; off with --listen none; port 0 with --listen HOST:0");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_option("--lease-ms", options.dispatcher.lease_ms,
                  "a worker silent this long loses its attempts (requeued up to the campaign's "
@@ -58,6 +65,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   CLI11_PARSE(app, argc, argv);
+  options.http = http.empty() ? xv::daemon::DefaultHttpAddress(options.listen) : http;
   xv::SetupLogging("xvd", log_level);
 
   // Signals are taken synchronously by the main thread; every other thread inherits the block.

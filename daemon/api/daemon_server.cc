@@ -24,6 +24,8 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   if (options.state_dir.empty()) return Status::InvalidArgument("--state-dir: required");
   ListenAddress tcp;
   XV_RETURN_IF_ERROR(ParseListenAddress(options.listen, &tcp));
+  ListenAddress http;
+  if (options.http != "off") XV_RETURN_IF_ERROR(ParseListenAddress(options.http, "--http", &http));
   std::error_code ec;
   std::filesystem::create_directories(options.state_dir, ec);
   if (ec) return Status::IoError(options.state_dir + ": cannot create: " + ec.message());
@@ -135,6 +137,23 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
     d->port_file_ = options.state_dir + "/xvd.port";
     std::ofstream(d->port_file_) << bound_port << "\n";
   }
+  if (http.enabled) {
+    // Read-only connections of its own: a page never holds the writer's connection.
+    XV_RETURN_IF_ERROR(web::DashboardReader::Open(db_path, &d->dashboard_reader_));
+    store::ExperimentStore* st = d->store_.get();
+    d->dashboard_router_ = std::make_unique<web::DashboardRouter>(
+        d->dashboard_reader_.get(), [st] { return st->WriteFault(); });
+    Status hs = web::DashboardServer::Start(http.host, http.port, /*threads=*/2,
+                                            d->dashboard_router_.get(), &d->dashboard_);
+    if (!hs.ok()) {
+      d->server_->Shutdown();
+      return hs;
+    }
+    d->http_port_ = d->dashboard_->port();
+    d->http_port_file_ = options.state_dir + "/http.port";
+    std::ofstream(d->http_port_file_) << d->http_port_ << "\n";
+    spdlog::info("dashboard on http://{}:{}/ (read-only; /metrics)", http.host, d->http_port_);
+  }
   d->dispatcher_->Start();
   spdlog::info("xvd {} listening on unix:{}{}", XV_VERSION, d->socket_path_,
                tcp.enabled ? " and " + tcp.host + ":" + std::to_string(bound_port) : "");
@@ -152,6 +171,11 @@ void DaemonServer::Shutdown() {
   if (watch_hub_) watch_hub_->Stop();  // open Watch streams end
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   if (server_) server_->Wait();
+  if (dashboard_) dashboard_->Stop();  // before the store closes: pages read it
+  dashboard_.reset();
+  dashboard_router_.reset();
+  dashboard_reader_.reset();
+  if (!http_port_file_.empty()) ::unlink(http_port_file_.c_str());
   if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
   if (!port_file_.empty()) ::unlink(port_file_.c_str());
   store_.reset();  // closes the database (checkpoints the WAL)

@@ -20,6 +20,9 @@
 #include "daemon/api/watch_hub.h"
 #include "daemon/api/workers_service.h"
 #include "daemon/store/experiment_store.h"
+#include "daemon/web/dashboard_reader.h"
+#include "daemon/web/dashboard_router.h"
+#include "daemon/web/dashboard_server.h"
 
 namespace xv::daemon {
 
@@ -27,6 +30,9 @@ struct DaemonOptions {
   std::string state_dir;                  // required; holds xv.db, xvd.sock, xvd.port
   std::string socket_path;                // "" = <state_dir>/xvd.sock
   std::string listen = "127.0.0.1:7470";  // loopback HOST:PORT or "none"; port 0 picks one
+  // The read-only dashboard and /metrics (daemon/web/): loopback HOST:PORT, or "off"/"none". Off in
+  // the library; xvd's --http picks the default (docs/dashboard.md). Port 0 picks one.
+  std::string http = "off";
   DispatcherOptions dispatcher;
   SubmissionLimits limits;
   int max_message_bytes = 8 * 1024 * 1024;
@@ -44,12 +50,14 @@ struct DaemonOptions {
 class DaemonServer {
  public:
   // Opens the store (integrity check, migrations), removes a stale socket, starts listening and the
-  // dispatcher. When TCP is on, writes the bound port to <state_dir>/xvd.port.
+  // dispatcher. When TCP is on, writes the bound port to <state_dir>/xvd.port; when the dashboard
+  // is on, its port to <state_dir>/http.port.
   static Status Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out);
   ~DaemonServer();  // Shutdown()s
 
   const std::string& socket_path() const { return socket_path_; }
   int tcp_port() const { return tcp_port_; }  // 0 when TCP is off
+  int http_port() const { return http_port_; }  // 0 when the dashboard is off
   store::ExperimentStore* store() { return store_.get(); }
   Dispatcher* dispatcher() { return dispatcher_.get(); }
   WatchHub* watch_hub() { return watch_hub_.get(); }
@@ -71,6 +79,12 @@ class DaemonServer {
   std::unique_ptr<PlansService> plans_;
   std::unique_ptr<WorkersService> workers_;
   std::unique_ptr<grpc::Server> server_;
+  // The dashboard: its own read-only connections, router and HTTP threads (stopped before store_).
+  std::unique_ptr<web::DashboardReader> dashboard_reader_;
+  std::unique_ptr<web::DashboardRouter> dashboard_router_;
+  std::unique_ptr<web::DashboardServer> dashboard_;
+  std::string http_port_file_;
+  int http_port_ = 0;
   std::string socket_path_;
   std::string port_file_;
   int tcp_port_ = 0;

@@ -1,4 +1,4 @@
-// Tests of --listen parsing and its loopback-only policy.
+// Tests of --listen (and --http) parsing and its loopback-only policy.
 #include <gtest/gtest.h>
 
 #include "daemon/api/listen_address.h"
@@ -30,6 +30,21 @@ TEST(ListenAddress, NonLoopbackAndMalformedAreRefusedNamingTheFlag) {
   }
   Status s = ParseListenAddress("0.0.0.0:7470", &a);
   EXPECT_NE(s.message().find("loopback"), std::string::npos) << s.message();
+}
+
+// The dashboard's --http: the same loopback rule, errors naming --http; its default follows
+// --listen.
+TEST(ListenAddress, HttpFlagAndItsDefault) {
+  ListenAddress a;
+  Status s = ParseListenAddress("0.0.0.0:8470", "--http", &a);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("--http 0.0.0.0:8470: only loopback", 0), 0u) << s.message();
+  ASSERT_TRUE(ParseListenAddress("localhost:0", "--http", &a).ok());
+  EXPECT_TRUE(a.enabled);
+  EXPECT_EQ(DefaultHttpAddress("127.0.0.1:7470"), "127.0.0.1:8470");
+  EXPECT_EQ(DefaultHttpAddress("[::1]:7000"), "[::1]:8470");
+  EXPECT_EQ(DefaultHttpAddress("127.0.0.1:0"), "127.0.0.1:0");
+  EXPECT_EQ(DefaultHttpAddress("none"), "off");
 }
 
 }  // namespace

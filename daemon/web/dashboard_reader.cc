@@ -1,0 +1,172 @@
+#include "daemon/web/dashboard_reader.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace xv::daemon::web {
+namespace {
+
+const char* const kExperimentStates[] = {"queued", "assigned", "running",   "succeeded", "diverged",
+                                         "failed", "invalid",  "cancelled", "timed_out", "lost"};
+
+int64_t FileBytes(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.st_size);
+}
+
+}  // namespace
+
+std::optional<double> SecondsSince(const std::string& utc_stamp) {
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0;
+  double second = 0;
+  if (std::sscanf(utc_stamp.c_str(), "%4d-%2d-%2dT%2d:%2d:%lf", &year, &month, &day, &hour, &minute,
+                  &second) != 6) {
+    return std::nullopt;
+  }
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = 0;
+  const time_t whole = timegm(&tm);
+  if (whole == static_cast<time_t>(-1)) return std::nullopt;
+  const double stamp = static_cast<double>(whole) + second;
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return now - stamp;
+}
+
+Status DashboardReader::Open(const std::string& db_path, std::unique_ptr<DashboardReader>* out) {
+  std::unique_ptr<DashboardReader> r(new DashboardReader());
+  r->db_path_ = db_path;
+  XV_RETURN_IF_ERROR(store::ExperimentStore::OpenReadOnly(db_path, &r->store_));
+  XV_RETURN_IF_ERROR(store::SqliteConnection::Open(
+      db_path, store::SqliteConnection::Mode::kReadOnly, &r->curve_conn_));
+  *out = std::move(r);
+  return Status::Ok();
+}
+
+Status DashboardReader::ReadOverview(OverviewData* out) {
+  *out = OverviewData();
+  for (const char* s : kExperimentStates) out->experiments_by_state[s] = 0;
+  std::map<std::string, int64_t> counts;
+  XV_RETURN_IF_ERROR(store_->CountByState(&counts));
+  for (const auto& [state, n] : counts) out->experiments_by_state[state] = n;
+
+  std::vector<xv::v1::WorkerInfo> workers;
+  XV_RETURN_IF_ERROR(store_->ListWorkers(&workers));
+  for (auto& w : workers) {
+    WorkerView v;
+    v.heartbeat_age_s = SecondsSince(w.last_heartbeat());
+    v.info = std::move(w);
+    out->workers.push_back(std::move(v));
+  }
+
+  std::vector<xv::v1::Campaign> campaigns;
+  XV_RETURN_IF_ERROR(store_->ListCampaigns(&campaigns));
+  for (const auto& listed : campaigns) {
+    CampaignSummary c;
+    // With detail: the rounds and the head history (the head's candidate and run).
+    Status s = store_->GetCampaign(listed.id(), "", /*detail=*/true, &c.campaign);
+    if (s.code() == Status::Code::kNotFound) continue;
+    XV_RETURN_IF_ERROR(s);
+    c.rounds = c.campaign.rounds_size();
+    for (const auto& r : c.campaign.rounds()) c.open_rounds += r.state() == "open" ? 1 : 0;
+    if (c.campaign.head_history_size() > 0) {
+      const auto& last = c.campaign.head_history(c.campaign.head_history_size() - 1);
+      c.head_candidate = last.candidate();
+      c.head_experiment_id = last.experiment_id();
+      c.head_changed_at = last.created_at();
+      if (last.experiment_id() != 0) {
+        xv::v1::Experiment e;
+        if (store_->GetExperiment(last.experiment_id(), &e).ok() && e.has_result() &&
+            e.state() == "succeeded") {
+          c.head_val_bpb = e.result().val_bpb();
+        }
+      }
+    }
+    c.campaign.clear_rounds();
+    c.campaign.clear_head_history();
+    out->campaigns.push_back(std::move(c));
+  }
+
+  xv::v1::ListExperimentsRequest req;
+  req.set_limit(kRecentExperiments);
+  req.set_descending(true);
+  XV_RETURN_IF_ERROR(store_->ListExperiments(req, &out->recent));
+  return Status::Ok();
+}
+
+Status DashboardReader::ReadCampaign(int64_t campaign_id, CampaignPageData* out) {
+  *out = CampaignPageData();
+  Status s = store_->GetCampaign(campaign_id, "", /*detail=*/true, &out->campaign);
+  if (s.code() == Status::Code::kNotFound) {
+    return Status::NotFound("campaign " + std::to_string(campaign_id) + ": not found");
+  }
+  XV_RETURN_IF_ERROR(s);
+  xv::v1::ListExperimentsRequest req;
+  req.set_campaign_id(campaign_id);
+  req.set_limit(kMaxCampaignExperiments + 1);
+  XV_RETURN_IF_ERROR(store_->ListExperiments(req, &out->experiments));
+  if (out->experiments.size() > static_cast<size_t>(kMaxCampaignExperiments)) {
+    out->experiments.resize(kMaxCampaignExperiments);
+    out->experiments_truncated = true;
+  }
+  return Status::Ok();
+}
+
+Status DashboardReader::ReadExperiment(int64_t experiment_id, ExperimentPageData* out) {
+  *out = ExperimentPageData();
+  Status s = store_->GetExperiment(experiment_id, &out->experiment);
+  if (s.code() == Status::Code::kNotFound) {
+    return Status::NotFound("experiment " + std::to_string(experiment_id) + ": not found");
+  }
+  XV_RETURN_IF_ERROR(s);
+  return ReadCurve(experiment_id, out->experiment.attempt(), out);
+}
+
+Status DashboardReader::ReadCurve(int64_t experiment_id, int attempt, ExperimentPageData* out) {
+  std::lock_guard<std::mutex> lock(curve_mu_);
+  store::SqliteStatement count;
+  XV_RETURN_IF_ERROR(curve_conn_->Prepare(
+      "SELECT COUNT(*) FROM metrics WHERE experiment_id = ? AND attempt = ?", &count));
+  count.Bind(1, experiment_id).Bind(2, attempt);
+  bool row = false;
+  XV_RETURN_IF_ERROR(count.Step(&row));
+  out->metric_rows = row ? count.ColumnInt(0) : 0;
+  // Every n-th row (by step) keeps the curve under kMaxCurvePoints; the last row is always kept.
+  const int64_t every = out->metric_rows / kMaxCurvePoints + 1;
+  store::SqliteStatement st;
+  XV_RETURN_IF_ERROR(curve_conn_->Prepare(
+      "SELECT step, loss, tok_per_sec FROM ("
+      "  SELECT step, loss, tok_per_sec, ROW_NUMBER() OVER (ORDER BY step, id) AS n"
+      "  FROM metrics WHERE experiment_id = ? AND attempt = ?)"
+      " WHERE (n - 1) % ? = 0 OR n = ? ORDER BY step",
+      &st));
+  st.Bind(1, experiment_id).Bind(2, attempt).Bind(3, every).Bind(4, out->metric_rows);
+  while (true) {
+    XV_RETURN_IF_ERROR(st.Step(&row));
+    if (!row) break;
+    CurvePoint p;
+    p.step = st.ColumnInt(0);
+    if (!st.IsNull(1)) p.loss = st.ColumnDouble(1);
+    if (!st.IsNull(2)) p.tok_per_sec = st.ColumnDouble(2);
+    out->loss_curve.push_back(p);
+  }
+  return Status::Ok();
+}
+
+DatabaseFiles DashboardReader::ReadDatabaseFiles() const {
+  DatabaseFiles f;
+  f.db_bytes = FileBytes(db_path_);
+  f.wal_bytes = FileBytes(db_path_ + "-wal");
+  return f;
+}
+
+}  // namespace xv::daemon::web

@@ -1,0 +1,104 @@
+// DashboardReader: what the dashboard and /metrics show, read from xvd's database through
+// read-only connections of its own (ExperimentStore::OpenReadOnly plus one SqliteConnection for the
+// metrics table), so a page never waits on, or holds, the daemon's writer connection. WAL mode
+// lets these readers run beside the writer.
+//
+// Thread-safety: every method may be called from any thread (the store serialises its own
+// connection; curve_mu_ guards the curve connection).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/store/experiment_store.h"
+#include "daemon/store/sqlite_connection.h"
+#include "xv/v1/experiments.pb.h"
+
+namespace xv::daemon::web {
+
+struct WorkerView {
+  xv::v1::WorkerInfo info;
+  // Seconds since the stored last heartbeat; nullopt when the worker never sent one or the stamp
+  // does not parse.
+  std::optional<double> heartbeat_age_s;
+};
+
+struct CampaignSummary {
+  xv::v1::Campaign campaign;  // without rounds and history
+  int rounds = 0;
+  int open_rounds = 0;
+  std::string head_candidate;          // the candidate the head was kept from; "" for the base
+  int64_t head_experiment_id = 0;      // the run the head was kept from; 0 for the base
+  std::optional<double> head_val_bpb;  // that run's val_bpb
+  std::string head_changed_at;
+};
+
+struct OverviewData {
+  std::map<std::string, int64_t> experiments_by_state;  // every state, zeros included
+  std::vector<WorkerView> workers;
+  std::vector<CampaignSummary> campaigns;
+  std::vector<xv::v1::Experiment> recent;  // the newest experiments, newest first
+};
+
+struct CampaignPageData {
+  xv::v1::Campaign campaign;                    // with rounds and head history
+  std::vector<xv::v1::Experiment> experiments;  // every experiment of the campaign, by id
+  bool experiments_truncated = false;           // more than kMaxCampaignExperiments
+};
+
+struct CurvePoint {
+  int64_t step = 0;
+  std::optional<double> loss;  // NULL (non-finite) losses stay absent
+  std::optional<double> tok_per_sec;
+};
+
+struct ExperimentPageData {
+  xv::v1::Experiment experiment;
+  std::vector<CurvePoint> loss_curve;  // the current attempt's step metrics, by step
+  int64_t metric_rows = 0;             // rows stored for that attempt (the curve may thin them)
+};
+
+// The database's size on disk: the main file and its -wal file.
+struct DatabaseFiles {
+  int64_t db_bytes = 0;
+  int64_t wal_bytes = 0;
+};
+
+class DashboardReader {
+ public:
+  static constexpr int kRecentExperiments = 20;
+  static constexpr int kMaxCampaignExperiments = 10000;
+  static constexpr int kMaxCurvePoints = 2000;
+
+  // Opens `db_path` (which xvd has created and migrated) read-only twice: the store and the
+  // connection for the metrics table. FailedPrecondition when it is not an xv database.
+  static Status Open(const std::string& db_path, std::unique_ptr<DashboardReader>* out);
+
+  Status ReadOverview(OverviewData* out);
+  // NotFound ("campaign 7: not found") for an unknown id.
+  Status ReadCampaign(int64_t campaign_id, CampaignPageData* out);
+  // NotFound ("experiment 7: not found") for an unknown id.
+  Status ReadExperiment(int64_t experiment_id, ExperimentPageData* out);
+  DatabaseFiles ReadDatabaseFiles() const;
+
+ private:
+  DashboardReader() = default;
+  Status ReadCurve(int64_t experiment_id, int attempt, ExperimentPageData* out);
+
+  std::string db_path_;
+  std::unique_ptr<store::ExperimentStore> store_;  // read-only; thread-safe
+  std::mutex curve_mu_;
+  std::unique_ptr<store::SqliteConnection> curve_conn_;  // read-only; guarded by curve_mu_
+};
+
+// Seconds between a stored UTC stamp ("2026-11-30T12:00:00.123Z", SQLite's strftime) and now;
+// nullopt when it does not parse.
+std::optional<double> SecondsSince(const std::string& utc_stamp);
+
+}  // namespace xv::daemon::web
