@@ -1,13 +1,8 @@
 #include "client/candidate_spec.h"
 
-namespace xv::client {
+#include "client/comma_list.h"
 
-std::string TrimBlanks(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t");
-  return s.substr(b, e - b + 1);
-}
+namespace xv::client {
 
 Status ParseOverride(const std::string& text, const std::string& what, v1::Override* out) {
   size_t eq = text.find('=');
@@ -27,33 +22,12 @@ Status ParseOverride(const std::string& text, const std::string& what, v1::Overr
 Status ParseCandidate(const std::string& text, std::vector<v1::Override>* out) {
   out->clear();
   std::vector<std::string> parts;
-  std::string cur;
-  int depth = 0;
-  char quote = 0;
-  for (char c : text) {
-    if (quote) {
-      if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '[' || c == '{') {
-      ++depth;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    } else if (c == ',' && depth == 0) {
-      parts.push_back(cur);
-      cur.clear();
-      continue;
-    }
-    cur += c;
-  }
-  if (quote || depth != 0) {
-    return Status::InvalidArgument("--candidate '" + text + "': unbalanced brackets or quotes");
-  }
-  parts.push_back(cur);
+  Status split = SplitCommaList(text, &parts);
+  if (!split.ok()) return split.WithContext("--candidate '" + text + "': ");
   for (const auto& p : parts) {
-    if (TrimBlanks(p).empty()) continue;
+    if (p.empty()) continue;
     v1::Override o;
-    XV_RETURN_IF_ERROR(ParseOverride(TrimBlanks(p), "--candidate", &o));
+    XV_RETURN_IF_ERROR(ParseOverride(p, "--candidate", &o));
     out->push_back(o);
   }
   if (out->empty()) return Status::InvalidArgument("--candidate '" + text + "': no overrides");

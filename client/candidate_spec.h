@@ -11,14 +11,13 @@
 
 namespace xv::client {
 
-// `s` without leading and trailing spaces and tabs: how override and sweep texts are read.
-std::string TrimBlanks(const std::string& s);
-
 // "key=value" -> override. InvalidArgument naming `what` (e.g. "--set") when there is no '=' or the
 // key is empty.
 Status ParseOverride(const std::string& text, const std::string& what, v1::Override* out);
 
-// "k=v,k2=v2" -> the overrides, in order. Commas inside [] {} or quotes do not split.
+// "k=v,k2=v2" -> the overrides, in order, split by SplitCommaList (client/comma_list.h): commas
+// inside [] {} or quotes do not split; empty items ("k=v,") are skipped. InvalidArgument naming
+// "--candidate" and the text when brackets or quotes are unbalanced or no override is left.
 Status ParseCandidate(const std::string& text, std::vector<v1::Override>* out);
 
 }  // namespace xv::client

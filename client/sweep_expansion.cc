@@ -2,9 +2,10 @@
 
 #include <set>
 
-#include "client/candidate_spec.h"
+#include "client/comma_list.h"
 
 namespace xv::client {
+
 Status ParseSweep(const std::string& text, SweepAxis* out) {
   const std::string what = "--sweep '" + text + "'";
   size_t eq = text.find('=');
@@ -14,34 +15,12 @@ Status ParseSweep(const std::string& text, SweepAxis* out) {
   SweepAxis axis;
   axis.key = TrimBlanks(text.substr(0, eq));
   if (axis.key.empty()) return Status::InvalidArgument(what + ": empty key");
-  const std::string rest = text.substr(eq + 1);
-  std::string cur;
-  int depth = 0;
-  char quote = 0;
   std::vector<std::string> parts;
-  for (char c : rest) {
-    if (quote) {
-      if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '[' || c == '{') {
-      ++depth;
-    } else if (c == ']' || c == '}') {
-      if (--depth < 0) break;
-    } else if (c == ',' && depth == 0) {
-      parts.push_back(cur);
-      cur.clear();
-      continue;
-    }
-    cur += c;
-  }
-  if (quote || depth != 0) {
-    return Status::InvalidArgument(what + ": unbalanced brackets or quotes");
-  }
-  parts.push_back(cur);
+  Status split = SplitCommaList(text.substr(eq + 1), &parts);
+  if (!split.ok()) return split.WithContext(what + ": ");
   std::set<std::string> seen;
   for (size_t i = 0; i < parts.size(); ++i) {
-    std::string v = TrimBlanks(parts[i]);
+    const std::string& v = parts[i];
     if (v.empty()) {
       return Status::InvalidArgument(what + ": value " + std::to_string(i + 1) + " of " + axis.key +
                                      " is empty");

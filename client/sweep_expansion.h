@@ -1,6 +1,7 @@
 // Sweep expansion for `xvctl submit --sweep key=v1,v2,v3`: one candidate per value; several --sweep
-// flags give the cartesian product (the first flag varies slowest). Values are YAML scalar text;
-// commas inside [] {} or quotes do not split ("adam_betas=[0.8, 0.95],[0.9, 0.95]").
+// flags give the cartesian product (the first flag varies slowest). Values are YAML scalar text,
+// split by SplitCommaList (client/comma_list.h): commas inside [] {} or quotes do not split
+// ("adam_betas=[0.8, 0.95],[0.9, 0.95]").
 // Thread-safety: pure functions.
 #pragma once
 
