@@ -1,5 +1,8 @@
 #include "client/campaign_view.h"
 
+#include <cmath>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "client/number_format.h"
@@ -33,7 +36,52 @@ std::string Str(const nlohmann::json& obj, const char* key) {
   return obj[key].get<std::string>();
 }
 
+// A number of seconds as the contract stores it: 300, 2.5.
+std::string Seconds(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  return nlohmann::json(v).dump();
+}
+
 }  // namespace
+
+std::string RenderBudgetContract(const std::string& budget_json) {
+  nlohmann::json j = budget_json.empty() ? nlohmann::json::object()
+                                         : nlohmann::json::parse(budget_json, nullptr, false);
+  if (!j.is_object()) return budget_json + " (not a JSON object)";
+  std::set<std::string> shown;  // the keys rendered by name; the rest are appended as key=value
+  auto seconds = [&j, &shown](const char* key, std::optional<double>* out) {
+    if (!j.contains(key) || !j[key].is_number()) return;
+    *out = j[key].get<double>();
+    shown.insert(key);
+  };
+  std::optional<double> time_budget, startup, eval;
+  seconds("time_budget_s", &time_budget);
+  seconds("startup_allowance_s", &startup);
+  seconds("eval_allowance_s", &eval);
+  const double startup_s = startup.value_or(300.0);  // the daemon's default
+  std::string deadline;
+  if (time_budget) {
+    deadline = Seconds(*time_budget + startup_s + eval.value_or(*time_budget)) + " s";
+  } else if (eval) {
+    deadline = "time budget + " + Seconds(startup_s + *eval) + " s";
+  } else {
+    deadline = "2 x time budget + " + Seconds(startup_s) + " s";
+  }
+  std::string out = "time_budget_s=" + (time_budget ? Seconds(*time_budget) : "each recipe's own");
+  out += ", startup_allowance_s=" + Seconds(startup_s);
+  out += ", eval_allowance_s=" + (eval ? Seconds(*eval) : "the run's time budget");
+  out += " (hard deadline " + deadline + ")";
+  std::string max_concurrent = "no limit";
+  if (j.contains("max_concurrent") && j["max_concurrent"].is_number()) {
+    max_concurrent = j["max_concurrent"].dump();
+    shown.insert("max_concurrent");
+  }
+  out += ", max_concurrent=" + max_concurrent;
+  for (const auto& [key, value] : j.items()) {
+    if (shown.count(key) == 0) out += ", " + key + "=" + value.dump();
+  }
+  return out;
+}
 
 nlohmann::json RoundJson(const v1::RoundInfo& r) {
   nlohmann::json j = {{"id", r.id()},
@@ -110,6 +158,7 @@ std::string RenderCampaign(const v1::Campaign& c) {
   out << "trainer:   " << (c.trainer().empty() ? "libtorch" : c.trainer())
       << "; devices: " << (c.device_filter().empty() ? "any" : c.device_filter())
       << "; max attempts: " << c.max_attempts() << "\n";
+  out << "budget:    " << RenderBudgetContract(c.budget_json()) << "\n";
   if (c.head_history_size() > 0) {
     out << "\nhead history:\n";
     TextTable h({{"round", A::kRight},

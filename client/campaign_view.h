@@ -22,9 +22,17 @@ nlohmann::json CampaignJson(const v1::Campaign& campaign);
 // A table of campaigns: id, name, state, head hash (12 characters), trainer, device filter.
 std::string RenderCampaignList(const std::vector<v1::Campaign>& campaigns);
 
-// The text of `campaign show`: header lines, the head history, the rounds table, and for each
-// decided round its candidates' statistics (mean, sd, n, head mean/sd/n, improvement, p, band,
-// decision, reason).
+// The budget contract (campaigns.budget_json, daemon/api/budget_contract.h) as one line for a
+// person, every field shown with its value or what applies when it is unset:
+// "time_budget_s=300, startup_allowance_s=300, eval_allowance_s=300 (hard deadline 900 s),
+// max_concurrent=2"; "" or "{}" gives the defaults ("time_budget_s=each recipe's own, ...,
+// max_concurrent=no limit"). Fields this client does not know are appended as key=value; text
+// that is not a JSON object is shown as it is, marked "(not a JSON object)".
+std::string RenderBudgetContract(const std::string& budget_json);
+
+// The text of `campaign show`: header lines (the budget line is RenderBudgetContract), the head
+// history, the rounds table, and for each decided round its candidates' statistics (mean, sd, n,
+// head mean/sd/n, improvement, p, band, decision, reason).
 std::string RenderCampaign(const v1::Campaign& campaign);
 
 }  // namespace xv::client

@@ -100,6 +100,48 @@ TEST(RenderCampaign, ShowsRoundsAndEachCandidatesStatistics) {
   EXPECT_EQ(text.find("round 8 decision"), std::string::npos) << text;
 }
 
+TEST(RenderBudgetContract, ShowsEveryFieldAndTheHardDeadline) {
+  // The stored, normalised form (daemon/api/budget_contract.h BudgetContractToJson).
+  EXPECT_EQ(
+      RenderBudgetContract(
+          R"({"eval_allowance_s":60,"max_concurrent":2,"startup_allowance_s":120,"time_budget_s":300})"),
+      "time_budget_s=300, startup_allowance_s=120, eval_allowance_s=60 (hard deadline 480 s), "
+      "max_concurrent=2");
+  EXPECT_EQ(RenderBudgetContract(R"({"startup_allowance_s":300,"time_budget_s":2.5})"),
+            "time_budget_s=2.5, startup_allowance_s=300, eval_allowance_s=the run's time budget "
+            "(hard deadline 305 s), max_concurrent=no limit");
+  EXPECT_EQ(RenderBudgetContract(R"({"eval_allowance_s":30,"startup_allowance_s":300})"),
+            "time_budget_s=each recipe's own, startup_allowance_s=300, eval_allowance_s=30 "
+            "(hard deadline time budget + 330 s), max_concurrent=no limit");
+}
+
+TEST(RenderBudgetContract, TheDefaultContractSaysWhatApplies) {
+  const std::string defaults =
+      "time_budget_s=each recipe's own, startup_allowance_s=300, eval_allowance_s=the run's time "
+      "budget (hard deadline 2 x time budget + 300 s), max_concurrent=no limit";
+  EXPECT_EQ(RenderBudgetContract(""), defaults);  // a campaign made implicitly by a Submit
+  EXPECT_EQ(RenderBudgetContract("{}"), defaults);
+  EXPECT_EQ(RenderBudgetContract(R"({"startup_allowance_s":300})"), defaults);
+}
+
+TEST(RenderBudgetContract, HidesNothingItDoesNotKnow) {
+  EXPECT_EQ(RenderBudgetContract(R"({"max_concurrent":1,"max_gpu_hours":8})"),
+            "time_budget_s=each recipe's own, startup_allowance_s=300, eval_allowance_s=the run's "
+            "time budget (hard deadline 2 x time budget + 300 s), max_concurrent=1, "
+            "max_gpu_hours=8");
+  EXPECT_EQ(RenderBudgetContract("[1, 2]"), "[1, 2] (not a JSON object)");
+}
+
+TEST(RenderCampaign, ShowsTheBudgetContractWithoutJson) {
+  v1::Campaign c = DecidedCampaign();
+  c.set_budget_json(R"({"max_concurrent":2,"startup_allowance_s":300,"time_budget_s":5})");
+  std::string text = RenderCampaign(c);
+  EXPECT_NE(text.find("\nbudget:    time_budget_s=5, startup_allowance_s=300, eval_allowance_s=the "
+                      "run's time budget (hard deadline 310 s), max_concurrent=2\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(RenderCampaignList, OneRowPerCampaignWithShortHeadHash) {
   v1::Campaign a = DecidedCampaign();
   v1::Campaign b;
