@@ -30,26 +30,29 @@ namespace xv::trainer::compat {
 
 inline std::string TorchVersionString() { return TORCH_VERSION; }
 
-// F.rms_norm(x, (x.size(-1),)) without weight, eps = finfo(x.dtype).eps (upstream's default).
-// Half-precision inputs are normalised in fp32 and cast back, as ATen's composite does.
-inline torch::Tensor RmsNorm(const torch::Tensor& x) {
-#if XV_TORCH_AT_LEAST(2, 4)
-  return at::rms_norm(x, {x.size(-1)}, c10::nullopt, c10::nullopt);
-#else
-  double eps = 0;
-  switch (x.scalar_type()) {
+// F.rms_norm(x, (x.size(-1),), eps=eps) without weight. eps <= 0 means finfo(x.dtype).eps,
+// upstream's default; `xv-train verify --precision fp64` passes fp32's eps explicitly so that an
+// fp64 run computes the fp32 reference's function exactly. Half-precision inputs are normalised in
+// fp32 and cast back, as ATen's composite does.
+inline double MachineEpsilon(at::ScalarType dtype) {
+  switch (dtype) {
     case at::kBFloat16:
-      eps = 0.0078125;  // finfo(bfloat16).eps
-      break;
+      return 0.0078125;  // finfo(bfloat16).eps
     case at::kHalf:
-      eps = 0.0009765625;  // finfo(float16).eps
-      break;
+      return 0.0009765625;  // finfo(float16).eps
     case at::kDouble:
-      eps = std::numeric_limits<double>::epsilon();
-      break;
+      return std::numeric_limits<double>::epsilon();
     default:
-      eps = std::numeric_limits<float>::epsilon();
+      return std::numeric_limits<float>::epsilon();
   }
+}
+
+inline torch::Tensor RmsNorm(const torch::Tensor& x, double eps = 0) {
+#if XV_TORCH_AT_LEAST(2, 4)
+  return at::rms_norm(x, {x.size(-1)}, c10::nullopt,
+                      eps > 0 ? c10::optional<double>(eps) : c10::nullopt);
+#else
+  if (eps <= 0) eps = MachineEpsilon(x.scalar_type());
   torch::Tensor xf = x.scalar_type() == at::kDouble ? x : x.to(at::kFloat);
   torch::Tensor y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
   return y.to(x.scalar_type());

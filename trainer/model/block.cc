@@ -13,8 +13,8 @@ torch::nn::Linear BiaslessLinear(int64_t in, int64_t out) {
 }  // namespace
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head, int64_t n_kv_head,
-                                                 bool has_value_embedding)
-    : n_head_(n_head), n_kv_head_(n_kv_head), head_dim_(n_embd / n_head) {
+                                                 bool has_value_embedding, double norm_eps)
+    : n_head_(n_head), n_kv_head_(n_kv_head), head_dim_(n_embd / n_head), norm_eps_(norm_eps) {
   c_q = register_module("c_q", BiaslessLinear(n_embd, n_head * head_dim_));
   c_k = register_module("c_k", BiaslessLinear(n_embd, n_kv_head * head_dim_));
   c_v = register_module("c_v", BiaslessLinear(n_embd, n_kv_head * head_dim_));
@@ -39,8 +39,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   }
   q = ApplyRotary(q, cos, sin);
   k = ApplyRotary(k, cos, sin);
-  q = compat::RmsNorm(q);
-  k = compat::RmsNorm(k);
+  q = compat::RmsNorm(q, norm_eps_);
+  k = compat::RmsNorm(k, norm_eps_);
   last_backend = ResolveAttentionBackend(requested_backend, q);
   torch::Tensor y = CausalAttention(q, k, v, window_left, last_backend);
   return c_proj(y.view({b, t, c}));
@@ -64,17 +64,18 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
 }
 
 BlockImpl::BlockImpl(int64_t n_embd, int64_t n_head, int64_t n_kv_head, bool has_value_embedding,
-                     int64_t mlp_hidden, const std::string& activation) {
-  attn =
-      register_module("attn", CausalSelfAttention(n_embd, n_head, n_kv_head, has_value_embedding));
+                     int64_t mlp_hidden, const std::string& activation, double norm_eps)
+    : norm_eps_(norm_eps) {
+  attn = register_module(
+      "attn", CausalSelfAttention(n_embd, n_head, n_kv_head, has_value_embedding, norm_eps));
   mlp = register_module("mlp", MLP(n_embd, mlp_hidden, activation));
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& ve,
                                  const torch::Tensor& cos, const torch::Tensor& sin,
                                  int64_t window_left, const std::string& backend) {
-  torch::Tensor y = x + attn(compat::RmsNorm(x), ve, cos, sin, window_left, backend);
-  return y + mlp(compat::RmsNorm(y));
+  torch::Tensor y = x + attn(compat::RmsNorm(x, norm_eps_), ve, cos, sin, window_left, backend);
+  return y + mlp(compat::RmsNorm(y, norm_eps_));
 }
 
 }  // namespace xv::trainer

@@ -16,8 +16,9 @@ inline constexpr int64_t kValueGateChannels = 32;
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
+  // norm_eps: the QK-norm's epsilon (<= 0: the dtype's machine epsilon, see compat::RmsNorm).
   CausalSelfAttentionImpl(int64_t n_embd, int64_t n_head, int64_t n_kv_head,
-                          bool has_value_embedding);
+                          bool has_value_embedding, double norm_eps = 0);
   // x: [B, T, C]; ve: [B, T, Hkv*D] or undefined; cos/sin: rotary tables sliced to T.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& ve, const torch::Tensor& cos,
                         const torch::Tensor& sin, int64_t window_left,
@@ -29,6 +30,7 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
 
  private:
   int64_t n_head_, n_kv_head_, head_dim_;
+  double norm_eps_;
 };
 TORCH_MODULE(CausalSelfAttention);
 
@@ -48,14 +50,18 @@ TORCH_MODULE(MLP);
 
 class BlockImpl : public torch::nn::Module {
  public:
+  // norm_eps: every RMSNorm's epsilon in the block (<= 0: the dtype's machine epsilon).
   BlockImpl(int64_t n_embd, int64_t n_head, int64_t n_kv_head, bool has_value_embedding,
-            int64_t mlp_hidden, const std::string& activation);
+            int64_t mlp_hidden, const std::string& activation, double norm_eps = 0);
   // x = x + attn(norm(x)); x = x + mlp(norm(x)).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& ve, const torch::Tensor& cos,
                         const torch::Tensor& sin, int64_t window_left, const std::string& backend);
 
   CausalSelfAttention attn{nullptr};
   MLP mlp{nullptr};
+
+ private:
+  double norm_eps_;
 };
 TORCH_MODULE(Block);
 

@@ -33,7 +33,8 @@ GPTImpl::GPTImpl(const GPTConfig& cfg) : cfg_(cfg) {
   h_ = torch::nn::ModuleList();
   for (int64_t i = 0; i < cfg.n_layer; ++i) {
     bool ve = cfg.value_embeddings && HasValueEmbedding(i, cfg.n_layer);
-    h_->push_back(Block(cfg.n_embd, cfg.n_head, cfg.n_kv_head, ve, hidden, cfg.activation));
+    h_->push_back(
+        Block(cfg.n_embd, cfg.n_head, cfg.n_kv_head, ve, hidden, cfg.activation, cfg.norm_eps));
   }
   transformer_ = torch::nn::ModuleDict();
   transformer_->update({{"wte", wte_.ptr()}, {"h", h_.ptr()}});
@@ -98,7 +99,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, const torch::Tensor& ta
   torch::Tensor cos = cos_.narrow(1, 0, t);
   torch::Tensor sin = sin_.narrow(1, 0, t);
 
-  torch::Tensor x = compat::RmsNorm(wte_(idx));
+  torch::Tensor x = compat::RmsNorm(wte_(idx), cfg_.norm_eps);
   torch::Tensor x0 = x;
   std::vector<Block> cache;
   auto& blocks = BlocksOf(h_, &cache);
@@ -113,8 +114,10 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, const torch::Tensor& ta
     x = blocks[i]->forward(x, ve, cos, sin, window_sizes_[i][0], cfg_.attention_backend);
   }
   last_backend_ = blocks[0]->attn->last_backend;
-  x = compat::RmsNorm(x);
-  torch::Tensor logits = lm_head_(x).to(torch::kFloat32);
+  x = compat::RmsNorm(x, cfg_.norm_eps);
+  // Upstream's logits.float(): an upcast of bf16/fp16 logits; an fp64 model keeps fp64.
+  torch::Tensor logits = lm_head_(x);
+  if (logits.scalar_type() != torch::kDouble) logits = logits.to(torch::kFloat32);
   if (cfg_.softcap > 0) logits = cfg_.softcap * torch::tanh(logits / cfg_.softcap);
   if (!targets.defined()) return logits;
   namespace F = torch::nn::functional;

@@ -43,6 +43,10 @@ struct GPTConfig {
   double rope_base = 10000;
   bool value_embeddings = true;
   std::string attention_backend = "auto";  // auto | flash | sdpa | math
+  // RMSNorm epsilon; <= 0: the machine epsilon of the activations' dtype (upstream's F.rms_norm
+  // default). Set only to compute an fp32 model's function in fp64 (`xv-train verify --precision
+  // fp64`), never from a recipe.
+  double norm_eps = 0;
 };
 
 // Builds the model shape from a recipe and its resolved sizes (model_dim, n_head, n_kv_head).

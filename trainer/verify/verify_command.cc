@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include <CLI/CLI.hpp>
 
@@ -27,8 +29,7 @@ torch::Tensor ToOutput(const torch::Tensor& t) {
 }
 
 xv::Status RunCaseOrThrow(const std::map<std::string, torch::Tensor>& case_tensors,
-                          const nlohmann::json& case_config, const std::string& device,
-                          const std::string& attention_backend, bool free_running,
+                          const nlohmann::json& case_config, const VerifyRunOptions& options,
                           std::map<std::string, torch::Tensor>* out) {
   if (!case_config.contains("config") || !case_config["config"].is_object()) {
     return xv::Status::InvalidArgument("config: the case JSON needs a \"config\" object");
@@ -42,19 +43,26 @@ xv::Status RunCaseOrThrow(const std::map<std::string, torch::Tensor>& case_tenso
   } catch (const nlohmann::json::exception& e) {
     return xv::Status::InvalidArgument(std::string("config: ") + e.what());
   }
-  cfg.attention_backend = attention_backend;
+  cfg.attention_backend = options.attention_backend;
   XV_RETURN_IF_ERROR(ValidateGPTConfig(cfg).WithContext("config."));
+  if (options.precision != "fp32" && options.precision != "fp64") {
+    return xv::Status::InvalidArgument("--precision: expected fp32 or fp64, got '" +
+                                       options.precision + "'");
+  }
+  const bool fp64 = options.precision == "fp64";
+  // The reference is an fp32 model: in fp64 its RMSNorm epsilon stays fp32's.
+  if (fp64) cfg.norm_eps = std::numeric_limits<float>::epsilon();
   for (const char* key : {"input/idx", "input/targets"}) {
     if (!case_tensors.count(key))
       return xv::Status::NotFound(std::string(key) + ": missing in case");
   }
-  torch::Device dev(device == "cuda" ? torch::kCUDA : torch::kCPU);
+  torch::Device dev(options.device == "cuda" ? torch::kCUDA : torch::kCPU);
   if (dev.is_cuda() && !torch::cuda::is_available()) {
     return xv::Status::FailedPrecondition(
         "--device cuda: no CUDA/ROCm device is visible to LibTorch");
   }
   GPT model(cfg);
-  model->to(dev);
+  model->to(dev, fp64 ? torch::kDouble : torch::kFloat32);
   XV_RETURN_IF_ERROR(model->LoadParameters(case_tensors, "param/"));
   torch::Tensor idx = case_tensors.at("input/idx").to(dev, torch::kInt64);
   torch::Tensor targets = case_tensors.at("input/targets").to(dev, torch::kInt64);
@@ -89,7 +97,7 @@ xv::Status RunCaseOrThrow(const std::map<std::string, torch::Tensor>& case_tenso
   // gradient differences of ~1e-6 into ~1e-2 differences of a few matrices, which would otherwise
   // reach every parameter through the step-2 gradients.
   bool teacher_forced = false;
-  if (!free_running) {
+  if (!options.free_running) {
     xv::Status forced = model->LoadParameters(case_tensors, "step1/");
     teacher_forced = forced.ok();
   }
@@ -99,8 +107,9 @@ xv::Status RunCaseOrThrow(const std::map<std::string, torch::Tensor>& case_tenso
   loss1.backward();
   optimizer.Step();
   for (auto& [name, p] : model->NamedParameters()) result["step2/" + name] = ToOutput(p);
-  std::cerr << "verify: device " << dev.str() << ", attention " << model->AttentionBackend()
-            << ", loss " << result["output/loss"].item<float>() << ", step 2 from "
+  std::cerr << "verify: device " << dev.str() << ", " << options.precision << ", attention "
+            << model->AttentionBackend() << ", loss " << result["output/loss"].item<float>()
+            << ", step 2 from "
             << (teacher_forced ? "the case's step1/* parameters" : "this run's step 1") << "\n";
   *out = std::move(result);
   return xv::Status::Ok();
@@ -156,13 +165,18 @@ std::string FindBuiltinCases() {
 
 bool PrintComparison(const std::vector<FamilyComparison>& rows) {
   bool all = true;
-  std::printf("%-26s %-12s %-10s %-6s %s\n", "family", "worst_rel", "tolerance", "result",
-              "worst_tensor");
+  std::printf("%-26s %-12s %-10s %-6s %-12s %s\n", "family", "worst_rel", "tolerance", "result",
+              "ref_floor", "worst_tensor");
   for (const auto& r : rows) {
-    std::printf("%-26s %-12.3e %-10.0e %-6s %s\n", r.family.c_str(), r.worst, r.tolerance,
-                r.pass ? "PASS" : "FAIL", r.worst_name.c_str());
+    char floor[32] = "-";
+    if (r.floor >= 0) std::snprintf(floor, sizeof floor, "%.3e", r.floor);
+    std::printf("%-26s %-12.3e %-10.0e %-6s %-12s %s\n", r.family.c_str(), r.worst, r.tolerance,
+                r.pass ? "PASS" : "FAIL", floor, r.worst_name.c_str());
     all = all && r.pass;
   }
+  std::printf(
+      "(ref_floor: the family's error of the same case computed in fp64, i.e. how far the fp32 "
+      "reference itself is from exact arithmetic)\n");
   std::printf("%s\n", all ? "PASS" : "FAIL");
   return all;
 }
@@ -170,20 +184,32 @@ bool PrintComparison(const std::vector<FamilyComparison>& rows) {
 }  // namespace
 
 xv::Status RunVerifyCase(const std::map<std::string, torch::Tensor>& case_tensors,
-                         const nlohmann::json& case_config, const std::string& device,
-                         const std::string& attention_backend, bool free_running,
+                         const nlohmann::json& case_config, const VerifyRunOptions& options,
                          std::map<std::string, torch::Tensor>* out) {
   try {
-    return RunCaseOrThrow(case_tensors, case_config, device, attention_backend, free_running, out);
+    return RunCaseOrThrow(case_tensors, case_config, options, out);
   } catch (const c10::Error& e) {
     return xv::Status::Internal(std::string("verify: LibTorch error: ") +
                                 e.what_without_backtrace());
   }
 }
 
+double RelativeError(const torch::Tensor& actual, const torch::Tensor& expected) {
+  if (!actual.defined() || !expected.defined() || actual.sizes() != expected.sizes()) {
+    return std::numeric_limits<double>::infinity();
+  }
+  torch::Tensor a = actual.detach().to(torch::kCPU, torch::kFloat64);
+  torch::Tensor b = expected.detach().to(torch::kCPU, torch::kFloat64);
+  const double diff = (a - b).abs().max().item<double>();
+  const double scale = b.abs().max().item<double>();
+  const double rel = scale > 0 ? diff / scale : diff;
+  return std::isnan(rel) ? std::numeric_limits<double>::infinity() : rel;
+}
+
 std::vector<FamilyComparison> CompareAgainstReference(
     const std::map<std::string, torch::Tensor>& actual,
-    const std::map<std::string, torch::Tensor>& reference) {
+    const std::map<std::string, torch::Tensor>& reference,
+    const std::map<std::string, torch::Tensor>* exact) {
   std::map<std::string, FamilyComparison> families;
   for (const auto& [name, ref] : reference) {
     auto [family, tol] = FamilyOf(name);
@@ -194,16 +220,13 @@ std::vector<FamilyComparison> CompareAgainstReference(
       f.tolerance = tol;
       f.pass = true;
     }
-    double rel = 0;
     auto it = actual.find(name);
-    if (it == actual.end() || it->second.sizes() != ref.sizes()) {
-      rel = std::numeric_limits<double>::infinity();
-    } else {
-      torch::Tensor a = it->second.to(torch::kFloat64), b = ref.to(torch::kFloat64);
-      const double diff = (a - b).abs().max().item<double>();
-      const double scale = b.abs().max().item<double>();
-      rel = scale > 0 ? diff / scale : diff;
-      if (std::isnan(rel)) rel = std::numeric_limits<double>::infinity();
+    const double rel = it == actual.end() ? std::numeric_limits<double>::infinity()
+                                          : RelativeError(it->second, ref);
+    if (exact) {
+      auto e = exact->find(name);
+      f.floor = std::max(f.floor, e == exact->end() ? std::numeric_limits<double>::infinity()
+                                                    : RelativeError(e->second, ref));
     }
     if (rel >= f.worst) {
       f.worst = rel;
@@ -218,16 +241,20 @@ std::vector<FamilyComparison> CompareAgainstReference(
 
 int RunVerifyCommand(int argc, char** argv) {
   CLI::App app{"xv-train verify: check this stack's numerics against upstream reference cases"};
-  std::string case_path, config_path, out_path, against_path, device = "cpu", attention = "auto";
-  bool builtin = false, free_running = false;
+  std::string case_path, config_path, out_path, against_path;
+  VerifyRunOptions run;
+  bool builtin = false;
   app.add_option("--case", case_path, "case safetensors (param/*, input/idx, input/targets)");
   app.add_option("--config", config_path, "case JSON (config, optimizer_kwargs)");
   app.add_option("--out", out_path, "where to write the outputs (fp32 safetensors)");
   app.add_option("--against", against_path, "reference safetensors to compare with");
-  app.add_option("--device", device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--attention", attention, "auto | flash | sdpa | math")
+  app.add_option("--device", run.device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--attention", run.attention_backend, "auto | flash | sdpa | math")
       ->check(CLI::IsMember({"auto", "flash", "sdpa", "math"}));
-  app.add_flag("--free-running", free_running,
+  app.add_option("--precision", run.precision,
+                 "fp32 (as trained) | fp64 (the fp32 model's function in exact arithmetic)")
+      ->check(CLI::IsMember({"fp32", "fp64"}));
+  app.add_flag("--free-running", run.free_running,
                "take step 2 from this run's step-1 parameters even when the case has step1/*");
   app.add_flag("--builtin", builtin, "run and check every case shipped with xv-train");
   try {
@@ -245,15 +272,22 @@ int RunVerifyCommand(int argc, char** argv) {
     XV_RETURN_IF_ERROR(LoadSafetensors(cpath, &tensors));
     nlohmann::json config;
     XV_RETURN_IF_ERROR(ReadJsonFile(jpath, &config));
-    XV_RETURN_IF_ERROR(RunVerifyCase(tensors, config, device, attention, free_running, &outputs)
-                           .WithContext(cpath + ": "));
+    XV_RETURN_IF_ERROR(RunVerifyCase(tensors, config, run, &outputs).WithContext(cpath + ": "));
     if (!opath.empty()) XV_RETURN_IF_ERROR(SaveSafetensors(opath, outputs));
     if (!apath.empty()) {
       std::map<std::string, torch::Tensor> reference;
       XV_RETURN_IF_ERROR(apath == cpath ? (reference = tensors, xv::Status::Ok())
                                         : LoadSafetensors(apath, &reference));
+      // The floor: the same case in exact arithmetic on the CPU, with the plainest attention.
+      VerifyRunOptions exact_run = run;
+      exact_run.device = "cpu";
+      exact_run.precision = "fp64";
+      exact_run.attention_backend = "math";
+      std::map<std::string, torch::Tensor> exact;
+      XV_RETURN_IF_ERROR(
+          RunVerifyCase(tensors, config, exact_run, &exact).WithContext(cpath + " (fp64): "));
       std::printf("case %s against %s\n", cpath.c_str(), apath.c_str());
-      if (!PrintComparison(CompareAgainstReference(outputs, reference))) *rc = kExitFail;
+      if (!PrintComparison(CompareAgainstReference(outputs, reference, &exact))) *rc = kExitFail;
     }
     return xv::Status::Ok();
   };

@@ -1,8 +1,8 @@
 // `xv-train verify`: checks a device/LibTorch stack's numerics against upstream reference cases.
 //
 //   xv-train verify --case CASE.safetensors --config CASE.json --out OUT.safetensors
-//                   [--device cpu|cuda] [--attention auto|flash|sdpa|math] [--against
-//                   REF.safetensors]
+//                   [--device cpu|cuda] [--attention auto|flash|sdpa|math]
+//                   [--precision fp32|fp64] [--against REF.safetensors]
 //   xv-train verify --against REF.safetensors --out OUT.safetensors
 //   xv-train verify --builtin [--device cpu|cuda]   (the cases shipped in trainer/verify/cases/)
 //
@@ -10,8 +10,12 @@
 // loss_none), backward (grad/<name>), two MuonAdamW steps with the case's optimizer_kwargs
 // (step1/<name>, output/loss_after_step1, step2/<name>) and writes them in fp32 to --out. With
 // --against: prints the worst relative error max|a-b|/max|b| per tensor family, its tolerance and
-// PASS/FAIL. Exit codes: 0 = pass (or outputs written), 1 = a comparison failed, 2 = bad arguments
-// or input.
+// PASS/FAIL, and beside it the reference's own rounding floor: the same family's error of this
+// case computed in fp64 on the CPU (the fp32 reference's function, exactly). A stack whose error
+// sits at the floor differs from the reference no more than exact arithmetic does.
+// --precision fp64 runs the whole case in fp64 (with fp32's RMSNorm epsilon, so it computes the
+// fp32 model's function; Muon's orthogonalisation stays in bf16 as upstream). Exit codes: 0 = pass
+// (or outputs written), 1 = a comparison failed, 2 = bad arguments or input.
 #pragma once
 
 #include <map>
@@ -27,12 +31,24 @@ namespace xv::trainer {
 // argv after "verify" (argv[0] is ignored, as a program name). Prints to stdout/stderr.
 int RunVerifyCommand(int argc, char** argv);
 
+struct VerifyRunOptions {
+  std::string device = "cpu";              // cpu | cuda
+  std::string attention_backend = "auto";  // auto | flash | sdpa | math
+  std::string precision = "fp32";          // fp32 | fp64 (see the file comment)
+  // Step 2 from this run's step-1 parameters even when the case has step1/* (by default step 2
+  // starts from the case's own step-1 parameters, so each step is checked on its own).
+  bool free_running = false;
+};
+
 // Runs a case: `case_tensors` holds param/*, input/idx, input/targets; `case_config` holds "config"
 // and "optimizer_kwargs". Fills `out` with output/*, grad/*, step1/*, step2/* (fp32, CPU).
 xv::Status RunVerifyCase(const std::map<std::string, torch::Tensor>& case_tensors,
-                         const nlohmann::json& case_config, const std::string& device,
-                         const std::string& attention_backend, bool free_running,
+                         const nlohmann::json& case_config, const VerifyRunOptions& options,
                          std::map<std::string, torch::Tensor>* out);
+
+// Worst relative error max|a-b|/max|b| of `actual` against `expected`; infinity for a missing
+// tensor, a shape mismatch or NaN.
+double RelativeError(const torch::Tensor& actual, const torch::Tensor& expected);
 
 struct FamilyComparison {
   std::string family;      // "output/logits", "grad", "step1/muon", "step1/adamw", ...
@@ -40,14 +56,18 @@ struct FamilyComparison {
   std::string worst_name;  // the tensor that has it
   double tolerance = 0;
   bool pass = false;
+  double floor = -1;  // the reference's own rounding floor for the family (-1: not computed)
 };
 
 // Compares every tensor of `reference` with `actual` (a missing tensor or a shape mismatch fails
 // its family). Families and tolerances: output/logits, output/loss, output/loss_none 1e-5; grad
 // 1e-4; step1|step2 of transformer.h.* (Muon) 1e-2, other step1|step2 1e-5; output/loss_after_step1
 // 1e-3.
+// `exact`, when given, is the case computed with precision fp64: each family's `floor` is its worst
+// error against `reference` (information only; PASS/FAIL uses the fixed tolerances).
 std::vector<FamilyComparison> CompareAgainstReference(
     const std::map<std::string, torch::Tensor>& actual,
-    const std::map<std::string, torch::Tensor>& reference);
+    const std::map<std::string, torch::Tensor>& reference,
+    const std::map<std::string, torch::Tensor>* exact = nullptr);
 
 }  // namespace xv::trainer

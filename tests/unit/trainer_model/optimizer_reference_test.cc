@@ -1,10 +1,13 @@
 // MuonAdamW against upstream: parameter groups, two optimizer steps, polar express.
 #include <gtest/gtest.h>
-#include <torch/version.h>
+
+#include <algorithm>
+#include <string>
 
 #include "tests/unit/trainer_model/reference_fixture.h"
 #include "trainer/model/gpt.h"
 #include "trainer/optim/muon_adamw.h"
+#include "trainer/verify/verify_command.h"
 
 namespace xv::trainer {
 namespace {
@@ -25,10 +28,14 @@ class OptimizerReferenceTest : public ::testing::TestWithParam<std::string> {
   }
   // Worst relative error of the model's parameters against `prefix`/<name>, split into Muon
   // matrices (transformer.h.*), AdamW embedding tables (transformer.wte, value_embeds.*) and the
-  // other AdamW parameters (lm_head, resid_lambdas, x0_lambdas); expects the given tolerances.
+  // other AdamW parameters (lm_head, resid_lambdas, x0_lambdas). Muon matrices are held to
+  // `muon_tolerance`, AdamW parameters to `adamw_tolerance`; with `exact` (the case computed in
+  // fp64 by `xv-train verify --precision fp64`), an AdamW parameter whose exact value is itself
+  // further than that from the reference (the reference's own fp32 rounding) is held to that
+  // distance instead, never to more than kReferenceFloorCap.
   void ExpectParams(const std::string& prefix, double muon_tolerance, double adamw_tolerance,
-                    double embedding_tolerance) {
-    double worst_muon = 0, worst_adam = 0, worst_embedding = 0;
+                    const std::map<std::string, torch::Tensor>* exact = nullptr) {
+    double worst_muon = 0, worst_adam = 0, worst_embedding = 0, worst_floor = 0;
     for (auto& [name, p] : model_->NamedParameters()) {
       auto it = ref_.find(prefix + name);
       ASSERT_NE(it, ref_.end()) << prefix << name;
@@ -36,18 +43,38 @@ class OptimizerReferenceTest : public ::testing::TestWithParam<std::string> {
       const bool muon = name.rfind("transformer.h.", 0) == 0;
       const bool embedding =
           name == "transformer.wte.weight" || name.rfind("value_embeds.", 0) == 0;
+      double tolerance = muon ? muon_tolerance : adamw_tolerance;
+      if (exact && !muon) {
+        const double floor = RelativeError(exact->at(prefix + name), it->second);
+        EXPECT_LE(floor, kReferenceFloorCap) << "fp64 " << prefix << name;
+        tolerance = std::min(kReferenceFloorCap, std::max(tolerance, floor));
+        worst_floor = std::max(worst_floor, floor);
+      }
+      EXPECT_LE(rel, tolerance) << prefix << name;
       double& worst = muon ? worst_muon : embedding ? worst_embedding : worst_adam;
-      EXPECT_LE(rel, muon        ? muon_tolerance
-                     : embedding ? embedding_tolerance
-                                 : adamw_tolerance)
-          << prefix << name;
       worst = std::max(worst, rel);
     }
     std::printf(
         "[%s] %s worst relative error: muon matrices %.3e, adamw embedding tables %.3e, other "
         "adamw params %.3e\n",
         GetParam().c_str(), prefix.c_str(), worst_muon, worst_embedding, worst_adam);
+    if (exact) {
+      std::printf("[%s] %s the fp64 computation's worst adamw relative error (the floor): %.3e\n",
+                  GetParam().c_str(), prefix.c_str(), worst_floor);
+    }
   }
+  // The case in exact arithmetic (verify's fp64 mode, math attention, step 2 from step1/*).
+  std::map<std::string, torch::Tensor> ExactCase() {
+    VerifyRunOptions options;
+    options.precision = "fp64";
+    options.attention_backend = "math";
+    std::map<std::string, torch::Tensor> exact;
+    xv::Status st = RunVerifyCase(ref_, manifest_, options, &exact);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return exact;
+  }
+  // See TwoStepsAndLossAfterStep1.
+  static constexpr double kReferenceFloorCap = 2e-5;
   nlohmann::json manifest_;
   std::map<std::string, torch::Tensor> ref_;
   GPT model_{nullptr};
@@ -97,7 +124,8 @@ TEST_P(OptimizerReferenceTest, TwoStepsAndLossAfterStep1) {
   MuonAdamW opt(model_, MuonAdamWOptionsFromJson(manifest_["optimizer_kwargs"]));
   model_->forward(idx, targets).backward();
   opt.Step();
-  ExpectParams("step1/", 1e-2, 1e-5, 1e-5);
+  const std::map<std::string, torch::Tensor> exact = ExactCase();
+  ExpectParams("step1/", 1e-2, 1e-5, &exact);
   opt.ZeroGrad();
   for (auto& [name, p] : model_->NamedParameters()) EXPECT_FALSE(p.grad().defined()) << name;
   ASSERT_TRUE(model_->LoadParameters(ref_, "step1/").ok());
@@ -110,22 +138,20 @@ TEST_P(OptimizerReferenceTest, TwoStepsAndLossAfterStep1) {
   loss1.backward();
   opt.Step();
   // Step 2 runs on the reference's own step-1 parameters, so its gradient is ours at those
-  // parameters. Gradients agree to <= 6.4e-7 (max-normalised; x0_lambdas 2.2e-6): fp32 summation
-  // order, LibTorch 1.13 against PyTorch 2.11. AdamW's second step divides each element's first
-  // moment by the RMS of its two gradients, so an element whose gradients are ~1% of the tensor's
-  // largest turns their few-% relative noise into an lr-sized error, and the embedding tables run
-  // at lr 0.69. Measured on the CPU (max|a-b| / max|b|): gpt_tiny_sl value_embeds.0.weight
-  // 1.015e-5 (element 4431: g1 = -1.46e-5, g2 = 6.05e-6 against max|g| 1.5e-3; |dp| = 1.6e-5 on
-  // max|p| = 1.59), transformer.wte.weight 5.4e-6, value_embeds.2.weight 4.0e-6; gpt_tiny_gqa
-  // <= 2.0e-6; lm_head and the scalars <= 1.9e-6. The optimizer's arithmetic is not the source:
-  // step 1 fed the reference's own gradients agrees to 2.0e-7, and step 2 after it still gives
-  // 9.85e-6 for value_embeds.0.weight. Built against LibTorch 2.11 (the reference's version; its
-  // CPU SDPA kernel gives gradients within 8e-8) the same test gives 7.2e-7 for the embedding
-  // tables and 1.8e-6 for the rest on the CPU, and `xv-train verify --device cuda` 2.3e-5 for
-  // value_embeds.0.weight. So on LibTorch 2.x every non-Muon parameter is held to the issue's
-  // 1e-5; on 1.13 the embedding tables get 5e-5 (as `xv-train verify`), the rest 1e-5.
-  const double embedding_tolerance = TORCH_VERSION_MAJOR >= 2 ? 1e-5 : 5e-5;
-  ExpectParams("step2/", 1e-2, 1e-5, embedding_tolerance);
+  // parameters. Gradients agree to <= 6.4e-7 (max-normalised; x0_lambdas 2.2e-6) on LibTorch 1.13,
+  // and each fp32 computation, the reference's included, is 3e-7..9e-7 from the fp64 one: both
+  // are fp32 rounding, in different summation orders. AdamW's second step divides each element's
+  // first moment by the RMS of its two gradients, so an element whose gradients are ~1% of the
+  // tensor's largest turns that rounding into an lr-sized error, and the embedding tables run at
+  // lr 0.69. On gpt_tiny_sl the exact (fp64) step 2 of value_embeds.0.weight is 1.15e-5 from the
+  // reference's step2/ tensor: the reference itself is no closer than that to exact arithmetic
+  // there, and no fp32 implementation can be held to the 1e-5 on that tensor unless it
+  // repeats PyTorch 2.11's summation order (LibTorch 2.11 builds do: 7.2e-7). So each AdamW
+  // parameter is held to 1e-5, or to its fp64 value's own distance from the reference where that
+  // is larger, capped at kReferenceFloorCap so an error of ours can never widen its own bound (the
+  // fp64 values must be within the cap too). Measured here on 1.13: value_embeds.0.weight 1.015e-5
+  // against a floor of 1.150e-5; every other AdamW parameter is below 1e-5.
+  ExpectParams("step2/", 1e-2, 1e-5, &exact);
 }
 
 // Free-running: both steps from this optimizer. The bound is loose on purpose (see above) and only
@@ -139,7 +165,7 @@ TEST_P(OptimizerReferenceTest, FreeRunningTwoStepsStayClose) {
     model_->forward(idx, targets).backward();
     opt.Step();
   }
-  ExpectParams("step2/", 5e-2, 1e-1, 1e-1);
+  ExpectParams("step2/", 5e-2, 1e-1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, OptimizerReferenceTest,

@@ -32,18 +32,6 @@ std::map<std::string, torch::Tensor> LoadReferenceTensors(const std::string& fil
   return out;
 }
 
-double RelativeError(const torch::Tensor& actual, const torch::Tensor& expected) {
-  if (!actual.defined() || actual.sizes() != expected.sizes()) {
-    return std::numeric_limits<double>::infinity();
-  }
-  torch::Tensor a = actual.detach().to(torch::kCPU, torch::kFloat64);
-  torch::Tensor b = expected.detach().to(torch::kCPU, torch::kFloat64);
-  double diff = (a - b).abs().max().item<double>();
-  double scale = b.abs().max().item<double>();
-  double rel = scale > 0 ? diff / scale : diff;
-  return std::isnan(rel) ? std::numeric_limits<double>::infinity() : rel;
-}
-
 void UseAllCores() {
   unsigned n = std::thread::hardware_concurrency();
   at::set_num_threads(n > 0 ? static_cast<int>(n) : 1);

@@ -8,6 +8,8 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "trainer/verify/verify_command.h"
+
 namespace xv::trainer::testing {
 
 // $XV_REFERENCE_DIR, or the checkout's ../shared/reference.
@@ -16,8 +18,9 @@ std::string ReferenceDir();
 nlohmann::json LoadManifest();
 // Loads REFERENCE_DIR/<file> (fails the test if it cannot).
 std::map<std::string, torch::Tensor> LoadReferenceTensors(const std::string& file);
-// max|a-b| / max|b| (max|a-b| when b is all zeros); infinity on shape mismatch or NaN.
-double RelativeError(const torch::Tensor& actual, const torch::Tensor& expected);
+// max|a-b| / max|b| (max|a-b| when b is all zeros); infinity on shape mismatch or NaN: the
+// measure `xv-train verify` reports.
+using xv::trainer::RelativeError;
 // Sets LibTorch's intra-op threads to the hardware concurrency (Debian's default is 1).
 void UseAllCores();
 

@@ -82,6 +82,39 @@ TEST(VerifyCommandArgsTest, MissingConfigIsRefused) {
   EXPECT_EQ(RunVerify({"--case", "/nonexistent.safetensors", "--config", "/nonexistent.json",
                        "--out", "/tmp/x.safetensors"}),
             2);
+  EXPECT_EQ(RunVerify({"--case", CasesDir() + "/gpt_tiny_sl.safetensors", "--config",
+                       CasesDir() + "/gpt_tiny_sl.json", "--out", "/tmp/x.safetensors",
+                       "--precision", "fp16"}),
+            2);
+}
+
+// --precision fp64 computes the fp32 reference's function in exact arithmetic: it lands on the
+// reference within fp32 rounding, and CompareAgainstReference reports its distance as each
+// family's floor.
+TEST(VerifyCommandPrecisionTest, Fp64RunGivesTheReferenceFloor) {
+  testing::UseAllCores();
+  auto ref = testing::LoadReferenceTensors("gpt_tiny_sl.safetensors");
+  nlohmann::json config = testing::LoadManifest()["cases"]["gpt_tiny_sl"];
+  VerifyRunOptions fp32, fp64;
+  fp64.precision = "fp64";
+  fp64.attention_backend = "math";
+  std::map<std::string, torch::Tensor> ours, exact;
+  ASSERT_TRUE(RunVerifyCase(ref, config, fp32, &ours).ok());
+  ASSERT_TRUE(RunVerifyCase(ref, config, fp64, &exact).ok());
+  for (const auto& [name, t] : exact) EXPECT_EQ(t.scalar_type(), torch::kFloat32) << name;
+  // fp32 rounding of the logits, loss and gradients is ~1e-7..1e-6 of their scale; fp64's own
+  // RMSNorm epsilon instead of the fp32 model's would move every gradient by 1.3e-5..2.3e-5.
+  EXPECT_LE(RelativeError(exact.at("output/logits"), ref.at("output/logits")), 2e-6);
+  EXPECT_LE(RelativeError(exact.at("output/loss_none"), ref.at("output/loss_none")), 2e-6);
+  int with_floor = 0;
+  for (const auto& row : CompareAgainstReference(ours, ref, &exact)) {
+    EXPECT_GE(row.floor, 0) << row.family;
+    if (row.family == "grad") EXPECT_LE(row.floor, 5e-6);
+    if (row.family == "step2/adamw") EXPECT_LE(row.floor, 2e-5);
+    ++with_floor;
+  }
+  EXPECT_GE(with_floor, 8);
+  for (const auto& row : CompareAgainstReference(ours, ref)) EXPECT_EQ(row.floor, -1) << row.family;
 }
 
 }  // namespace
