@@ -86,6 +86,14 @@ Status DaemonClient::DrainWorker(const v1::DrainWorkerRequest& req, v1::DrainWor
   return FromGrpc(stub_->DrainWorker(&ctx, req, resp));
 }
 
+Status DaemonClient::Cancel(int64_t experiment_id, v1::CancelResponse* resp) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  v1::CancelRequest req;
+  req.set_experiment_id(experiment_id);
+  return FromGrpc(stub_->Cancel(&ctx, req, resp));
+}
+
 Status DaemonClient::GetStatus(v1::StatusResponse* resp) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 30);

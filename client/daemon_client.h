@@ -30,6 +30,10 @@ class DaemonClient {
   std::unique_ptr<grpc::ClientReader<v1::WatchEvent>> Watch(grpc::ClientContext* ctx,
                                                             const v1::WatchRequest& req);
   Status DrainWorker(const v1::DrainWorkerRequest& req, v1::DrainWorkerResponse* resp);
+  // Experiments.Cancel: a queued, assigned or running experiment ends `cancelled` (its trainer is
+  // stopped); a finished one keeps its state. resp->state() is the state after the call.
+  // NotFound for an unknown id.
+  Status Cancel(int64_t experiment_id, v1::CancelResponse* resp);
 
   // Campaigns service. `name_or_id` is a campaign name, or its numeric id.
   Status CreateCampaign(const v1::CreateCampaignRequest& req, v1::Campaign* resp);

@@ -9,6 +9,7 @@
 #include "client/experiment_view.h"
 #include "client/number_format.h"
 #include "client/progress_bar.h"
+#include "client/status_view.h"
 #include "client/text_table.h"
 
 namespace xv::client {
@@ -20,36 +21,7 @@ int RunStatus(bool json, const ClientOptions& options) {
   Status st = client.GetStatus(&resp);
   if (!st.ok()) return ReportError(st);
   if (json) {
-    nlohmann::json workers = nlohmann::json::array(), active = nlohmann::json::array();
-    for (const auto& w : resp.workers()) {
-      workers.push_back(
-          {{"id", w.id()},
-           {"name", w.name()},
-           {"state", w.state()},
-           {"device", w.device().name()},
-           {"backend", w.device().backend()},
-           {"current_experiment_id", w.current_experiment_id()},
-           {"last_heartbeat", w.last_heartbeat()},
-           {"probe", WorkerProbeJson(w)},
-           {"trainers", std::vector<std::string>(w.trainers().begin(), w.trainers().end())}});
-    }
-    nlohmann::json unserved = nlohmann::json::array();
-    for (const auto& u : resp.unserved_trainers()) {
-      unserved.push_back({{"trainer", u.trainer()}, {"queued", u.queued()}});
-    }
-    for (const auto& e : resp.active()) active.push_back(ExperimentJson(e));
-    nlohmann::json j = {
-        {"address", client.address()},
-        {"version", resp.version()},
-        {"database", resp.database()},
-        {"queued", resp.queued()},
-        {"running", resp.running()},
-        {"finished", resp.finished()},
-        {"workers", workers},
-        {"active", active},
-        {"write_mode", resp.write_mode().empty() ? "read-write" : resp.write_mode()}};
-    j["unserved_trainers"] = unserved;
-    std::cout << j.dump(2) << std::endl;
+    std::cout << StatusJson(resp, client.address()).dump(2) << std::endl;
     return kExitOk;
   }
   std::cout << "xvd " << resp.version() << " at " << client.address() << " (database "

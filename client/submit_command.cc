@@ -25,11 +25,7 @@ int RunSubmit(const SubmitArgs& a, const ClientOptions& options) {
   st = client.Submit(req, &resp);
   if (!st.ok()) return ReportError(st);
   if (a.json) {
-    nlohmann::json j = {{"campaign_id", resp.campaign_id()},
-                        {"round_id", resp.round_id()},
-                        {"experiment_ids", std::vector<int64_t>(resp.experiment_ids().begin(),
-                                                                resp.experiment_ids().end())}};
-    std::cout << j.dump() << std::endl;
+    std::cout << SubmitResponseJson(resp).dump() << std::endl;
     return kExitOk;
   }
   std::cout << "submitted " << resp.experiment_ids_size() << " experiment"

@@ -78,4 +78,11 @@ Status BuildSubmitRequest(const SubmitArgs& a, v1::SubmitRequest* req) {
   return Status::Ok();
 }
 
+nlohmann::json SubmitResponseJson(const v1::SubmitResponse& resp) {
+  return {{"campaign_id", resp.campaign_id()},
+          {"round_id", resp.round_id()},
+          {"experiment_ids",
+           std::vector<int64_t>(resp.experiment_ids().begin(), resp.experiment_ids().end())}};
+}
+
 }  // namespace xv::client

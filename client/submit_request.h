@@ -2,6 +2,7 @@
 // --candidate and --sweep flags into one v1::SubmitRequest. Thread-safety: pure functions.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,8 @@ struct SubmitArgs {
 // round of kind "sweep" unless --round-kind says otherwise. Without a recipe file, --campaign is
 // required (the daemon builds from its head). InvalidArgument naming the flag on bad input.
 Status BuildSubmitRequest(const SubmitArgs& args, v1::SubmitRequest* req);
+
+// `submit --json`: {"campaign_id", "round_id", "experiment_ids"}.
+nlohmann::json SubmitResponseJson(const v1::SubmitResponse& resp);
 
 }  // namespace xv::client

@@ -7,6 +7,7 @@
 #include "client/commands.h"
 #include "client/daemon_client.h"
 #include "client/device_health_view.h"
+#include "client/status_view.h"
 
 namespace xv::client {
 namespace {
@@ -17,21 +18,7 @@ int RunWorkers(bool json, const ClientOptions& options) {
   Status st = client.GetStatus(&resp);
   if (!st.ok()) return ReportError(st);
   if (json) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& w : resp.workers()) {
-      nlohmann::json probe = nlohmann::json::parse(w.probe_json(), nullptr, false);
-      arr.push_back({{"id", w.id()},
-                     {"name", w.name()},
-                     {"state", w.state()},
-                     {"device", w.device().name()},
-                     {"vendor", w.device().vendor()},
-                     {"backend", w.device().backend()},
-                     {"current_experiment_id", w.current_experiment_id()},
-                     {"last_heartbeat", w.last_heartbeat()},
-                     {"probe", WorkerProbeJson(w)},
-                     {"probe_json", probe.is_object() ? probe : nlohmann::json(nullptr)}});
-    }
-    std::cout << nlohmann::json{{"workers", arr}}.dump(2) << std::endl;
+    std::cout << WorkersJson(resp).dump(2) << std::endl;
     return kExitOk;
   }
   if (resp.workers_size() == 0) {
