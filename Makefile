@@ -1,5 +1,5 @@
 # xv: the README's two commands are `make demo` and `make test`; both install what they need.
-# Targets: deps, build, test, demo, data, format, clean.
+# Targets: deps, build, test, demo, data, bench, format, clean.
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 DATA_DIR ?= data/demo
 STATE_DIR ?= .xv/demo
 
-.PHONY: all deps build test demo data format clean
+.PHONY: all deps build test demo data bench format clean
 
 all: build
 
@@ -28,6 +28,12 @@ data: build
 
 demo: build
 	@DATA_DIR=$(DATA_DIR) STATE_DIR=$(STATE_DIR) bash deploy/demo.sh all
+
+# The benchmarks (bench/README.md), built and run one after another; BENCHES picks some of them.
+BENCHES ?= trainer daemon tokenizer
+bench: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target $(addprefix xv-bench-,$(BENCHES))
+	@for b in $(BENCHES); do echo "==> xv-bench-$$b"; $(BUILD_DIR)/bin/xv-bench-$$b || exit 1; done
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

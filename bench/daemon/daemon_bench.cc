@@ -1,0 +1,549 @@
+// xv-bench-daemon: load on a real xvd (the binary, as a child process on a fresh state dir, unix
+// socket only), from in-process fake workers (tests/integration/daemon_fake_worker.h: one gRPC
+// Session stream each, runs that finish at once). In one run, four phases:
+//   1. single submits: K Submit calls of one candidate each (no worker connected);
+//   2. assignment: N workers take the K experiments, each run reporting only its summary event and
+//      Finished, acknowledged before the next: experiments/s, and a worker's idle gap from sending
+//      Finished to its next Assign;
+//   3. batched submits: K experiments in Submit calls of B candidates (no worker connected);
+//   4. event ingest: N workers take those K, each run streaming E `step` events then its summary
+//      before Finished: events/s, and the cost of one step event beyond the run's own cost.
+// Printed: submit latency p50/p99 per call and per experiment, experiments/s, events/s, the
+// daemon's CPU time per experiment (from /proc), database bytes per experiment (SQLite pages in
+// use, WAL included), and the ratios batched/single and with/without events. Every submitted
+// experiment must end succeeded (checked through Status), else the exit code is 1.
+//
+// Usage: xv-bench-daemon [--workers N] [--experiments K] [--events E] [--batch B] [--xvd PATH]
+//                        [--work-dir DIR] [--keep]
+#include <limits.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/process_harness.h"
+#include "tests/integration/daemon_fake_worker.h"
+#include "xv/v1/experiments.grpc.pb.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The p-th percentile (0..100) of `v` by nearest rank.
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size()) + 0.999999);
+  rank = std::min(std::max<size_t>(rank, 1), v.size());
+  return v[rank - 1];
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// CPU seconds (user + system) of process `pid` so far, from /proc/PID/stat; -1 when unreadable.
+double ProcessCpuSeconds(pid_t pid) {
+  const std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state letter
+    if (i == 14) utime = std::atoll(field.c_str());
+    if (i == 15) stime = std::atoll(field.c_str());
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Bytes of the database's pages in use (page_count - freelist_count) x page_size, read through a
+// read-only connection, so pages still in the WAL count; -1 on error.
+int64_t DatabaseBytes(const std::string& db_path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return -1;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  auto pragma = [db](const char* sql) -> int64_t {
+    sqlite3_stmt* st = nullptr;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      v = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    return v;
+  };
+  const int64_t pages = pragma("PRAGMA page_count");
+  const int64_t free_pages = pragma("PRAGMA freelist_count");
+  const int64_t page_size = pragma("PRAGMA page_size");
+  sqlite3_close(db);
+  if (pages < 0 || free_pages < 0 || page_size < 0) return -1;
+  return (pages - free_pages) * page_size;
+}
+
+// The base recipe of every submitted experiment: cpu-tiny's shape; the fake runs ignore it.
+const char kRecipeYaml[] =
+    "depth: 2\naspect_ratio: 64\nhead_dim: 64\nwindow_pattern: SL\nvocab_size: 8192\n"
+    "sequence_len: 256\ndevice_batch_size: 4\ntotal_batch_size: 2048\ndtype: float32\n"
+    "time_budget_s: 25\neval_tokens: 16384\nattention_backend: math\ndevice: auto\n";
+
+// One candidate overriding the seed: every experiment of the bench has its own resolved config,
+// so none is answered from an earlier identical run.
+void AddSeedCandidate(xv::v1::SubmitRequest* req, int64_t seed) {
+  auto* o = req->add_candidates()->add_overrides();
+  o->set_key("seed");
+  o->set_value(std::to_string(seed));
+}
+
+struct SubmitFigures {
+  std::vector<double> call_s;  // per Submit call
+  int64_t experiments = 0;
+  double seconds = 0;  // the whole phase
+  bool ok = true;
+};
+
+// Submits `k` experiments in calls of `batch` candidates (seeds seed0, seed0+1, ...) to campaign
+// `campaign`.
+SubmitFigures SubmitExperiments(xv::v1::Experiments::Stub* stub, const std::string& campaign,
+                                int64_t k, int batch, int64_t seed0) {
+  SubmitFigures f;
+  const double start = Now();
+  for (int64_t done = 0; done < k;) {
+    xv::v1::SubmitRequest req;
+    req.set_recipe_yaml(kRecipeYaml);
+    req.set_recipe_name("cpu-tiny");
+    req.set_campaign(campaign);
+    req.set_submitter("xv-bench-daemon");
+    const int64_t n = std::min<int64_t>(batch, k - done);
+    for (int64_t i = 0; i < n; ++i) AddSeedCandidate(&req, seed0 + done + i);
+    xv::v1::SubmitResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    const double t0 = Now();
+    const grpc::Status s = stub->Submit(&ctx, req, &resp);
+    f.call_s.push_back(Now() - t0);
+    if (!s.ok() || resp.experiment_ids_size() != n) {
+      std::fprintf(stderr, "xv-bench-daemon: Submit of %lld candidates to %s: %s (%d ids)\n",
+                   static_cast<long long>(n), campaign.c_str(), s.error_message().c_str(),
+                   resp.experiment_ids_size());
+      f.ok = false;
+      break;
+    }
+    done += n;
+    f.experiments = done;
+  }
+  f.seconds = Now() - start;
+  return f;
+}
+
+// A step event as xv-train writes it (trainer/train/training_loop.cc).
+std::string StepEventJson(int64_t step) {
+  return nlohmann::json{{"type", "step"},
+                        {"t", 1.0 + 0.1 * step},
+                        {"step", step},
+                        {"loss", 9.0 - 0.001 * step},
+                        {"lrm", 1.0},
+                        {"dt_ms", 100.0},
+                        {"tok_per_sec", 20480},
+                        {"mfu_percent", nullptr},
+                        {"progress", 0.5},
+                        {"remaining_s", 10.0},
+                        {"epoch", 0}}
+      .dump();
+}
+
+struct RunFigures {
+  int64_t finished = 0;
+  int64_t events = 0;
+  double seconds = 0;         // first worker registered .. last Finished acknowledged
+  std::vector<double> gap_s;  // Finished sent .. next Assign read, per worker
+  bool ok = true;
+};
+
+// N fake workers run queued experiments until `k` have finished, each run sending `events` step
+// events and a summary, then Finished, and waiting for its acknowledgement; then every worker is
+// drained (Experiments.DrainWorker) and closes its session.
+RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
+                      xv::v1::Experiments::Stub* stub, int workers, int64_t k, int events,
+                      const std::string& phase) {
+  RunFigures f;
+  std::atomic<int64_t> finished{0}, sent{0};
+  std::atomic<int> registered{0};
+  std::mutex gaps_mu;
+  std::vector<std::thread> threads;
+  const double start = Now();
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      xv::daemon::fake::FakeWorker worker(channel, "bench-" + phase + "-" + std::to_string(w));
+      xv::v1::DaemonMessage msg;
+      if (!worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg)) {
+        std::fprintf(stderr, "xv-bench-daemon: worker %d: no Registered\n", w);
+        return;
+      }
+      ++registered;
+      worker.StartHeartbeats(std::chrono::milliseconds(msg.registered().heartbeat_interval_ms()));
+      std::vector<double> gaps;
+      double finished_at = -1;
+      while (worker.ReadUntil([](auto& m) { return m.has_assign() || m.has_drain(); }, &msg)) {
+        if (msg.has_drain()) break;
+        if (finished_at > 0) gaps.push_back(Now() - finished_at);
+        const auto& spec = msg.assign().spec();
+        int64_t seq = 0;
+        for (int e = 0; e < events; ++e) {
+          worker.SendEvent(spec.experiment_id(), spec.attempt(), ++seq, StepEventJson(e));
+        }
+        worker.SendEvent(spec.experiment_id(), spec.attempt(), ++seq,
+                         xv::daemon::fake::SummaryJson(2.0));
+        sent += seq;
+        xv::v1::WorkerMessage fin;
+        fin.mutable_finished()->set_experiment_id(spec.experiment_id());
+        fin.mutable_finished()->set_attempt(spec.attempt());
+        fin.mutable_finished()->set_state("succeeded");
+        fin.mutable_finished()->set_last_seq(seq);
+        fin.mutable_finished()->set_wall_seconds(0.001);
+        worker.Send(fin);
+        finished_at = Now();
+        const int64_t id = spec.experiment_id();
+        if (!worker.ReadUntil(
+                [&](auto& m) {
+                  return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id;
+                },
+                &msg)) {
+          std::fprintf(stderr, "xv-bench-daemon: worker %d: stream ended before the ack of %lld\n",
+                       w, static_cast<long long>(id));
+          break;
+        }
+        ++finished;
+      }
+      worker.Close();
+      std::lock_guard<std::mutex> lock(gaps_mu);
+      f.gap_s.insert(f.gap_s.end(), gaps.begin(), gaps.end());
+    });
+  }
+  // Wait for the k runs (at most 10 minutes: the fake worker's session deadline is 60 s).
+  while (finished.load() < k && Now() - start < 600) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (registered.load() == 0 && Now() - start > 30) break;
+  }
+  f.seconds = Now() - start;
+  f.finished = finished.load();
+  f.events = sent.load();
+  xv::v1::DrainWorkerRequest drain;
+  drain.set_all(true);
+  drain.set_reason("xv-bench-daemon: phase " + phase + " done");
+  xv::v1::DrainWorkerResponse drained;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  const grpc::Status s = stub->DrainWorker(&ctx, drain, &drained);
+  if (!s.ok()) {
+    std::fprintf(stderr, "xv-bench-daemon: DrainWorker: %s\n", s.error_message().c_str());
+  }
+  for (auto& t : threads) t.join();
+  f.ok = f.finished == k;
+  if (!f.ok) {
+    std::fprintf(stderr, "xv-bench-daemon: phase %s: %lld of %lld runs finished\n", phase.c_str(),
+                 static_cast<long long>(f.finished), static_cast<long long>(k));
+  }
+  return f;
+}
+
+bool StatusCounts(xv::v1::Experiments::Stub* stub, xv::v1::StatusResponse* out) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  const grpc::Status s = stub->Status(&ctx, xv::v1::StatusRequest(), out);
+  if (!s.ok()) std::fprintf(stderr, "xv-bench-daemon: Status: %s\n", s.error_message().c_str());
+  return s.ok();
+}
+
+// Failures the fake worker's EXPECT checks recorded outside any test; printed, true when any.
+bool ReportFakeWorkerFailures() {
+  const testing::TestResult& r = testing::UnitTest::GetInstance()->ad_hoc_test_result();
+  for (int i = 0; i < r.total_part_count(); ++i) {
+    const testing::TestPartResult& part = r.GetTestPartResult(i);
+    if (part.failed()) {
+      std::fprintf(stderr, "xv-bench-daemon: fake worker check failed at %s:%d: %s\n",
+                   part.file_name() ? part.file_name() : "?", part.line_number(), part.summary());
+    }
+  }
+  return r.Failed();
+}
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  return fs::path(buf).parent_path().string();
+}
+
+bool ParseCount(const std::string& flag, const std::string& text, int64_t min, int64_t max,
+                int64_t* out) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < min || v > max) {
+    std::fprintf(stderr, "%s: expected an integer in %lld..%lld, got '%s'\n", flag.c_str(),
+                 static_cast<long long>(min), static_cast<long long>(max), text.c_str());
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+int Usage(FILE* out) {
+  std::fprintf(
+      out,
+      "usage: xv-bench-daemon [--workers N] [--experiments K] [--events E] [--batch B] "
+      "[--xvd PATH] [--work-dir DIR] [--keep]\n"
+      "  --workers      fake workers connected at once (default 4)\n"
+      "  --experiments  experiments per phase: single submits, then batched (default 400)\n"
+      "  --events       step events each run streams in the event phase (default 50)\n"
+      "  --batch        candidates per batched Submit (default 64, at most 256)\n"
+      "  --xvd          the daemon binary (default: xvd beside this program)\n"
+      "  --work-dir     where the state dir is made (default a fresh /tmp directory)\n"
+      "  --keep         keep the state dir and xvd.log\n");
+  return out == stdout ? 0 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t workers = 4, k = 400, events = 50, batch = 64;
+  std::string xvd = SelfDir() + "/xvd";
+  std::string work_dir =
+      (fs::temp_directory_path() / ("xv-bench-daemon-" + std::to_string(getpid()))).string();
+  bool keep = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") return Usage(stdout);
+    if (a == "--keep") {
+      keep = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", a.c_str());
+      return Usage(stderr);
+    }
+    const std::string v = argv[++i];
+    bool ok = true;
+    if (a == "--workers") {
+      ok = ParseCount(a, v, 1, 256, &workers);
+    } else if (a == "--experiments") {
+      ok = ParseCount(a, v, 1, 1000000, &k);
+    } else if (a == "--events") {
+      ok = ParseCount(a, v, 0, 1000000, &events);
+    } else if (a == "--batch") {
+      ok = ParseCount(a, v, 1, 256, &batch);  // the daemon's limit of candidates per Submit
+    } else if (a == "--xvd") {
+      xvd = v;
+    } else if (a == "--work-dir") {
+      work_dir = v;
+    } else {
+      std::fprintf(stderr, "unknown argument '%s'\n", a.c_str());
+      return Usage(stderr);
+    }
+    if (!ok) return 2;
+  }
+  if (access(xvd.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "xv-bench-daemon: --xvd: %s is not an executable (build xvd first)\n",
+                 xvd.c_str());
+    return 2;
+  }
+  std::error_code ec;
+  fs::create_directories(work_dir + "/state", ec);
+  if (ec) {
+    std::fprintf(stderr, "xv-bench-daemon: --work-dir: cannot create %s/state: %s\n",
+                 work_dir.c_str(), ec.message().c_str());
+    return 2;
+  }
+  const std::string state = work_dir + "/state";
+  const std::string socket = state + "/xvd.sock";
+  const std::string db_path = state + "/xv.db";
+
+  int rc = 0;
+  {
+    xv::e2e::ChildGuard daemon({xvd, "--state-dir", state, "--listen", "none"}, {},
+                               work_dir + "/xvd.log");
+    if (!xv::e2e::WaitForUnixListener(socket, 20)) {
+      std::fprintf(stderr, "xv-bench-daemon: xvd did not listen on %s; its log:\n%s\n",
+                   socket.c_str(), xv::e2e::FileTail(work_dir + "/xvd.log").c_str());
+      return 1;
+    }
+    auto channel = grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
+    auto stub = xv::v1::Experiments::NewStub(channel);
+    std::printf(
+        "xv-bench-daemon: xvd %s on %s; %lld fake workers (in this process), %lld experiments per "
+        "phase, %lld step events per run in the event phase, batches of %lld\n",
+        xvd.c_str(), state.c_str(), static_cast<long long>(workers), static_cast<long long>(k),
+        static_cast<long long>(events), static_cast<long long>(batch));
+
+    const pid_t pid = daemon.pid();
+    const int64_t db0 = DatabaseBytes(db_path);
+    double cpu = ProcessCpuSeconds(pid);
+    auto cpu_delta = [&] {
+      const double now = ProcessCpuSeconds(pid);
+      const double d = now - cpu;
+      cpu = now;
+      return d;
+    };
+
+    const SubmitFigures single = SubmitExperiments(stub.get(), "bench-single", k, 1, 1000);
+    const double single_cpu = cpu_delta();
+    const int64_t db_single_queued = DatabaseBytes(db_path);
+    const RunFigures plain =
+        single.ok ? RunWorkers(channel, stub.get(), static_cast<int>(workers), k, 0, "assign")
+                  : RunFigures{};
+    const double plain_cpu = cpu_delta();
+    const int64_t db_plain_done = DatabaseBytes(db_path);
+    const SubmitFigures batched =
+        SubmitExperiments(stub.get(), "bench-batched", k, static_cast<int>(batch), 1000 + 2 * k);
+    const double batched_cpu = cpu_delta();
+    const int64_t db_batched_queued = DatabaseBytes(db_path);
+    const RunFigures streamed = batched.ok
+                                    ? RunWorkers(channel, stub.get(), static_cast<int>(workers), k,
+                                                 static_cast<int>(events), "events")
+                                    : RunFigures{};
+    const double streamed_cpu = cpu_delta();
+    const int64_t db_streamed_done = DatabaseBytes(db_path);
+
+    xv::v1::StatusResponse status;
+    const bool status_ok = StatusCounts(stub.get(), &status);
+    int64_t succeeded = 0;
+    for (const char* campaign : {"bench-single", "bench-batched"}) {
+      for (int64_t after = 0;;) {
+        xv::v1::ListExperimentsRequest req;
+        req.set_campaign(campaign);
+        req.set_state("succeeded");
+        req.set_limit(1000);
+        req.set_after_id(after);
+        xv::v1::ListExperimentsResponse resp;
+        grpc::ClientContext ctx;
+        if (!stub->ListExperiments(&ctx, req, &resp).ok() || resp.experiments_size() == 0) break;
+        succeeded += resp.experiments_size();
+        after = resp.experiments(resp.experiments_size() - 1).id();
+      }
+    }
+
+    // Submit latency.
+    auto ms = [](double s) { return s * 1e3; };
+    auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
+    std::printf("\n%-34s %9s %9s %9s %9s %11s %13s %12s\n", "submit (no worker connected)", "calls",
+                "p50 ms", "p99 ms", "max ms", "per exp ms", "experiments/s", "xvd cpu ms/exp");
+    for (const auto* f : {&single, &batched}) {
+      const bool is_single = f == &single;
+      const double c = is_single ? single_cpu : batched_cpu;
+      std::printf("%-34s %9zu %9.2f %9.2f %9.2f %11.3f %13.0f %12.3f\n",
+                  is_single
+                      ? "single (1 candidate per call)"
+                      : ("batched (" + std::to_string(batch) + " candidates per call)").c_str(),
+                  f->call_s.size(), ms(Percentile(f->call_s, 50)), ms(Percentile(f->call_s, 99)),
+                  ms(Percentile(f->call_s, 100)), rate(ms(f->seconds), f->experiments),
+                  rate(f->experiments, f->seconds), rate(ms(c), f->experiments));
+    }
+    std::printf("\n%-34s %9s %9s %13s %11s %11s %12s\n", "runs (fake, finish at once)", "runs",
+                "seconds", "experiments/s", "events/s", "gap p50 ms", "xvd cpu ms/exp");
+    for (const auto* f : {&plain, &streamed}) {
+      const bool is_plain = f == &plain;
+      const double c = is_plain ? plain_cpu : streamed_cpu;
+      std::printf(
+          "%-34s %9lld %9.2f %13.1f %11.0f %11.2f %12.3f\n",
+          is_plain ? "summary only" : (std::to_string(events) + " step events + summary").c_str(),
+          static_cast<long long>(f->finished), f->seconds, rate(f->finished, f->seconds),
+          rate(static_cast<double>(f->events), f->seconds), ms(Percentile(f->gap_s, 50)),
+          rate(ms(c), f->finished));
+    }
+    std::printf(
+        "(gap: a worker's Finished sent .. its next Assign read, acknowledgement included; "
+        "gap p99 %.2f ms / %.2f ms)\n",
+        ms(Percentile(plain.gap_s, 99)), ms(Percentile(streamed.gap_s, 99)));
+
+    std::printf("\n%-58s %12s\n", "database (SQLite pages in use, WAL included)", "bytes");
+    std::printf("%-58s %12lld\n", "fresh", static_cast<long long>(db0));
+    auto per = [](int64_t a, int64_t b, int64_t n) {
+      return n > 0 && a >= 0 && b >= 0 ? static_cast<double>(b - a) / static_cast<double>(n) : 0.0;
+    };
+    std::printf("%-58s %12.0f\n", "per experiment, queued (single submit: round + experiment)",
+                per(db0, db_single_queued, k));
+    std::printf("%-58s %12.0f\n", "per experiment, queued (batched submit)",
+                per(db_plain_done, db_batched_queued, k));
+    std::printf("%-58s %12.0f\n", "per run finished, summary only (attempt, result, events)",
+                per(db_single_queued, db_plain_done, k));
+    std::printf("%-58s %12.0f\n",
+                ("per run finished, " + std::to_string(events) + " step events + summary").c_str(),
+                per(db_batched_queued, db_streamed_done, k));
+    if (events > 0) {
+      std::printf(
+          "%-58s %12.0f\n", "per step event (difference of the two above)",
+          (per(db_batched_queued, db_streamed_done, k) - per(db_single_queued, db_plain_done, k)) /
+              static_cast<double>(events));
+    }
+    std::printf("%-58s %12lld\n", "total", static_cast<long long>(db_streamed_done));
+
+    std::printf("\nratios:\n");
+    std::printf("  submit experiments/s, batched / single: %.1fx\n",
+                rate(batched.experiments, batched.seconds) /
+                    std::max(rate(single.experiments, single.seconds), 1e-9));
+    std::printf("  runs/s, summary only / with %lld step events: %.2fx\n",
+                static_cast<long long>(events),
+                rate(plain.finished, plain.seconds) /
+                    std::max(rate(streamed.finished, streamed.seconds), 1e-9));
+    if (events > 0 && plain.finished > 0 && streamed.finished > 0) {
+      const double extra = streamed.seconds / streamed.finished - plain.seconds / plain.finished;
+      std::printf(
+          "  wall cost of one step event beyond the run's own: %.1f us (all %lld workers "
+          "together)\n",
+          1e6 * extra / static_cast<double>(events), static_cast<long long>(workers));
+    }
+
+    const bool counts_ok =
+        status_ok && status.queued() == 0 && status.running() == 0 && succeeded == 2 * k;
+    if (!counts_ok) {
+      std::fprintf(stderr,
+                   "xv-bench-daemon: expected %lld succeeded and nothing queued or running; "
+                   "found %lld succeeded, %lld queued, %lld running\n",
+                   static_cast<long long>(2 * k), static_cast<long long>(succeeded),
+                   static_cast<long long>(status.queued()),
+                   static_cast<long long>(status.running()));
+    }
+    if (!single.ok || !batched.ok || !plain.ok || !streamed.ok || !counts_ok ||
+        ReportFakeWorkerFailures()) {
+      rc = 1;
+    }
+    const int wait_status = daemon.Stop();
+    if (wait_status != 0) {
+      std::fprintf(stderr, "xv-bench-daemon: xvd did not exit cleanly (wait status %d); log %s\n",
+                   wait_status, (work_dir + "/xvd.log").c_str());
+      rc = 1;
+    }
+  }
+  if (rc != 0 || keep) {
+    std::printf("state dir and xvd.log kept in %s\n", work_dir.c_str());
+  } else {
+    fs::remove_all(work_dir, ec);
+  }
+  return rc;
+}
