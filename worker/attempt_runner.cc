@@ -218,6 +218,9 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
             emit_line(out_buf);
             out_buf.clear();
           }
+          // The lines of one read reach the file now: a worker killed mid-attempt leaves an
+          // events.jsonl of whole lines that anyone can read while the trainer runs.
+          events_file.flush();
         } else {
           stderr_file.write(buf, n);
           stderr_file.flush();

@@ -6,7 +6,8 @@
 //    configured program with XV_* variables (worker/command_trainer.h).
 // Either runs in its own process group (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES set); every
 // stdout line ('\n' or '\r' ended) is read in the trainer's output format
-// (worker/trainer_output_reader.h) into TrainerEvents (seq 1, 2, 3 ...); stderr is copied to
+// (worker/trainer_output_reader.h) into TrainerEvents (seq 1, 2, 3 ...), whose JSON is appended
+// to SPEC_DIR/events.jsonl, flushed after the lines of every read; stderr is copied to
 // SPEC_DIR/trainer.stderr.log and its last lines kept; the hard deadline is enforced (TERM the
 // group, KILL after a grace); the child is reaped and the exit classified
 // (worker/exit_classification.h, then ApplyOutputVerdict). A trainer name this worker does not

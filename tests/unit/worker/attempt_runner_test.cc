@@ -211,6 +211,35 @@ TEST_F(AttemptRunnerTest, CancelFromAnotherThreadEndsAsCancelled) {
   EXPECT_EQ(fin.failure_kind(), "cancelled");
 }
 
+TEST_F(AttemptRunnerTest, EventsFileHoldsEveryLineWhileTheTrainerRuns) {
+  // The trainer prints start and step 1, then hangs: what events.jsonl holds meanwhile is what a
+  // worker killed at that moment leaves behind.
+  ScopedEnv mode("XV_FAKE_MODE", "hang");
+  AttemptRunner runner(inv_, launcher_.get());
+  const fs::path events_path = dir_ / "work" / "exp-12-a1" / "events.jsonl";
+  std::vector<std::string> lines;
+  std::thread reader([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+      std::ifstream f(events_path);
+      std::vector<std::string> now;
+      for (std::string line; std::getline(f, line);) now.push_back(line);
+      if (now.size() >= 2) {
+        lines = now;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    runner.Cancel(12, 1);
+  });
+  v1::Finished fin = Run(Spec(0.04), &runner);
+  reader.join();
+  EXPECT_EQ(fin.state(), "cancelled");
+  ASSERT_EQ(lines.size(), 2u) << "events.jsonl was not flushed while the trainer ran";
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["type"], "start");
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["type"], "step");
+}
+
 TEST_F(AttemptRunnerTest, MissingTrainerBinaryIsAFailedAttemptNotAWorkerCrash) {
   inv_.trainer_bin = (dir_ / "no-such-trainer").string();
   v1::Finished fin = Run(Spec(0.04));
