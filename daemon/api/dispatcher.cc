@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 
 #include "daemon/api/budget_contract.h"
@@ -76,6 +77,11 @@ void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session,
     slot = session;
   }
   leases_.Touch(session->worker_id(), sched::LeaseTable::Clock::now());
+  {
+    // `reconcile` has seen what the re-registered worker runs.
+    std::lock_guard<std::mutex> lock(mu_);
+    returning_.erase(session->worker_id());
+  }
   if (old && old != session) {
     spdlog::info("worker {} re-registered; closing its previous session", session->name());
     old->Close();
@@ -159,7 +165,12 @@ void Dispatcher::OnRegistered(const std::shared_ptr<WorkerSession>& session, boo
 }
 
 void Dispatcher::Touch(int64_t worker_id) {
-  leases_.Touch(worker_id, sched::LeaseTable::Clock::now());
+  const auto now = sched::LeaseTable::Clock::now();
+  if (leases_.Expired(worker_id, now)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    returning_.insert(worker_id);
+  }
+  leases_.Touch(worker_id, now);
 }
 
 bool Dispatcher::IsConnected(int64_t worker_id) const { return SessionOf(worker_id) != nullptr; }
@@ -187,7 +198,8 @@ void Dispatcher::Schedule() {
     // just requeued from it would go straight back to it and be lost again.
     const auto now = sched::LeaseTable::Clock::now();
     for (auto& [id, s] : sessions_) {
-      if (!s->closed() && !drains_.count(id) && !leases_.Expired(id, now)) sessions.push_back(s);
+      if (!s->closed() && !drains_.count(id) && !returning_.count(id) && !leases_.Expired(id, now))
+        sessions.push_back(s);
     }
   }
   if (sessions.empty()) return;
@@ -272,19 +284,76 @@ void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
       }
       spdlog::warn("experiment {} attempt {} lost ({}){}", a.experiment_id, a.attempt, detail,
                    requeued ? "; requeued" : "");
-      // A silent but still connected worker must stop the attempt it lost.
-      SendCancel(a.worker_id, a.experiment_id, a.attempt, "lease expired");
+      // No Cancel now: a silent worker that comes back with the trainer still running lists the
+      // attempt in its next heartbeat, and ReclaimRunningAttempt then reclaims it (the requeue
+      // still queued) or cancels it.
+    }
+  }
+}
+
+void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<WorkerSession>& session,
+                                       int64_t experiment_id, int attempt) {
+  // The common case (a reconnect while the attempt is still held) is a read, not a transaction.
+  bool active = false;
+  Status s = store_->IsActiveAttemptOf(session->worker_id(), experiment_id, attempt, &active);
+  if (s.ok() && active) return;
+  store::ReclaimDecision decision;
+  if (s.ok()) {
+    s = store_->ReclaimLostAttempt(session->worker_id(), experiment_id, attempt, &decision);
+  }
+  if (!s.ok()) {
+    spdlog::error("worker {}: experiment {} attempt {}: reclaim: {}", session->name(),
+                  experiment_id, attempt, s.ToString());
+    return;
+  }
+  switch (decision.outcome) {
+    case store::ReclaimDecision::Outcome::kActive:
+      return;
+    case store::ReclaimDecision::Outcome::kReclaimed:
+      spdlog::warn("experiment {} attempt {} reclaimed ({}): {}", experiment_id, attempt,
+                   decision.state, decision.reason);
+      return;
+    case store::ReclaimDecision::Outcome::kRefused: {
+      spdlog::info("worker {}: cancelling experiment {} attempt {}: {}", session->name(),
+                   experiment_id, attempt, decision.reason);
+      xv::v1::DaemonMessage msg;
+      msg.mutable_cancel()->set_experiment_id(experiment_id);
+      msg.mutable_cancel()->set_attempt(attempt);
+      msg.mutable_cancel()->set_reason("the daemon no longer holds this attempt for this worker: " +
+                                       decision.reason);
+      session->Push(std::move(msg));
+      return;
     }
   }
 }
 
 void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& heartbeat) {
   std::lock_guard<std::mutex> pass(schedule_mu_);
+  // Whatever happens below, the worker's heartbeat has been looked at: it may take work again.
+  struct EndReturn {
+    Dispatcher* d;
+    int64_t id;
+    ~EndReturn() {
+      std::lock_guard<std::mutex> lock(d->mu_);
+      d->returning_.erase(id);
+    }
+  } end_return{this, worker_id};
   std::vector<store::ActiveAttempt> active;
   Status s = store_->ListActive(&active);
   if (!s.ok()) {
     spdlog::error("heartbeat reconcile: {}", s.ToString());
     return;
+  }
+  // Attempts it runs that the store does not give it (lost during a silence, or not its own).
+  if (std::shared_ptr<WorkerSession> session = SessionOf(worker_id)) {
+    for (const auto& ra : heartbeat.running()) {
+      if (ra.finished()) continue;  // its Finished is on its way
+      const bool held = std::any_of(active.begin(), active.end(), [&](const auto& a) {
+        return a.worker_id == worker_id && a.experiment_id == ra.experiment_id() &&
+               a.attempt == ra.attempt();
+      });
+      if (!held) ReclaimRunningAttempt(session, ra.experiment_id(), ra.attempt());
+    }
   }
   for (const auto& a : active) {
     if (a.worker_id != worker_id || a.assigned_age_ms <= options_.lease_ms) continue;

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,7 +57,10 @@ class Dispatcher {
               const std::function<void()>& reconcile = nullptr);
   // The session ended; no-op when a newer session of the worker replaced it.
   void Detach(const std::shared_ptr<WorkerSession>& session);
-  // Any message from the worker renews its lease.
+  // Any message from the worker renews its lease. A worker heard from again after its lease
+  // lapsed gets no new work until its next heartbeat was reconciled (ReconcileHeartbeat): an
+  // attempt it still runs may be reclaimed, and the requeue of that attempt must not be assigned
+  // back to it first.
   void Touch(int64_t worker_id);
   bool IsConnected(int64_t worker_id) const;
   // The trainer names a connected worker offers ({"libtorch"} when it listed none; empty when it
@@ -70,8 +74,18 @@ class Dispatcher {
   void SendCancel(int64_t worker_id, int64_t experiment_id, int attempt, const std::string& reason);
   // A heartbeat lists the attempts the worker holds. An attempt the store gives this worker that
   // the heartbeat does not list, assigned more than one lease ago, is lost (the Assign never
-  // reached the trainer, or the worker dropped it): requeued per policy.
+  // reached the trainer, or the worker dropped it): requeued per policy. A listed attempt with its
+  // trainer still running that the store does not give this worker goes through
+  // ReclaimRunningAttempt.
   void ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& heartbeat);
+  // The worker `session` reports that it still runs (experiment, attempt) and the store does not
+  // give it to that worker as active: ExperimentStore::ReclaimLostAttempt decides; a reclaimed
+  // attempt is logged, a refused one is cancelled on the worker. Call with no scheduling pass in
+  // flight (under Attach's reconcile, or from ReconcileHeartbeat) so that the requeue cannot be
+  // assigned in between. A store error is logged and leaves the trainer running (the next
+  // heartbeat retries).
+  void ReclaimRunningAttempt(const std::shared_ptr<WorkerSession>& session, int64_t experiment_id,
+                             int attempt);
   // One lease pass at `now`: attempts whose worker's lease lapsed become lost (requeued per
   // policy).
   void CheckLeases(sched::LeaseTable::Clock::time_point now);
@@ -101,7 +115,10 @@ class Dispatcher {
   std::map<int64_t, std::shared_ptr<WorkerSession>> sessions_;  // by worker id; guarded by mu_
   std::map<int64_t, bool> drains_;  // worker id -> its session ended (drained); guarded by mu_
   std::map<int64_t, std::string> drain_reasons_;  // guarded by mu_
-  bool stopping_ = false;                         // guarded by mu_
+  // Workers heard from after their lease lapsed whose next heartbeat is not reconciled yet: no
+  // new work for them meanwhile (see Touch). Guarded by mu_.
+  std::set<int64_t> returning_;
+  bool stopping_ = false;  // guarded by mu_
   std::condition_variable stop_cv_;
   std::thread monitor_;
   std::function<void()> tick_hook_;  // set before Start(); read by the monitor thread only

@@ -65,6 +65,13 @@ bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
     out->set_detail("attempt " + std::to_string(row.attempt) + " lost: " + Text(j, "detail"));
     return true;
   }
+  if (row.source == "daemon" && row.type == "reclaimed") {
+    // A lost attempt whose worker came back with the trainer running is active again.
+    out->set_kind("state");
+    out->set_state(Text(j, "state"));
+    out->set_detail("attempt " + std::to_string(row.attempt) + " reclaimed: " + Text(j, "detail"));
+    return true;
+  }
   if (row.source == "audit" && row.type == "cancel") {
     out->set_kind("state");
     out->set_state("cancelled");

@@ -61,10 +61,8 @@ grpc::Status WorkersService::Session(
     std::set<std::pair<int64_t, int>> reported;
     for (const auto& ra : reg.running()) {
       reported.insert({ra.experiment_id(), ra.attempt()});
-      bool active = false;
-      Status rs = store_->IsActiveAttemptOf(worker_id, ra.experiment_id(), ra.attempt(), &active);
       int64_t seq = 0;
-      if (rs.ok()) rs = store_->HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
+      Status rs = store_->HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
       if (!rs.ok()) {
         reconcile_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
         return;
@@ -75,14 +73,10 @@ grpc::Status WorkersService::Session(
       ack.mutable_ack()->set_attempt(ra.attempt());
       ack.mutable_ack()->set_seq(seq);
       session->Push(std::move(ack));
-      if (!active && !ra.finished()) {
-        xv::v1::DaemonMessage cancel;
-        cancel.mutable_cancel()->set_experiment_id(ra.experiment_id());
-        cancel.mutable_cancel()->set_attempt(ra.attempt());
-        cancel.mutable_cancel()->set_reason(
-            "the daemon no longer holds this attempt for this worker");
-        session->Push(std::move(cancel));
-      }
+      // Still running: kept when active, reclaimed when it was lost and its requeue is still
+      // queued, else cancelled.
+      if (!ra.finished())
+        dispatcher_->ReclaimRunningAttempt(session, ra.experiment_id(), ra.attempt());
     }
     // Attempts the store gives this worker that it does not report are gone with its old process.
     std::vector<store::ActiveAttempt> active;

@@ -2,7 +2,10 @@
 // Types written (source 'daemon'): state {"state", "detail"?} when an experiment changes state
 // (queued at submission, assigned, and its end); decision {"campaign_id", "round_id", "summary",
 // "kept_candidate", "kept_experiment_id"} when a round is decided; head {"campaign_id",
-// "round_id", "candidate", "experiment_id", "reason"} when a kept candidate becomes the head.
+// "round_id", "candidate", "experiment_id", "reason"} when a kept candidate becomes the head;
+// reclaimed {"state", "worker_id", "worker", "detail", "lost_detail"} when a lost attempt is
+// active again (attempt_reclaim_store.cc). ExperimentStore::MarkAttemptLost writes lost
+// {"detail", "requeued"}.
 // Thread-safety: as SqliteConnection (the caller holds the store's mutex, inside a transaction).
 #pragma once
 

@@ -212,6 +212,18 @@ struct AppliedEvents {
   int rejected = 0;                    // events for attempts this worker does not hold
 };
 
+// What ReclaimLostAttempt decided about an attempt a worker reports still running.
+struct ReclaimDecision {
+  enum class Outcome {
+    kActive,     // it is this worker's active attempt: nothing to do
+    kReclaimed,  // it was lost and is this worker's active attempt again
+    kRefused,    // the daemon does not hold it for this worker: the worker must cancel it
+  };
+  Outcome outcome = Outcome::kRefused;
+  std::string reason;  // kReclaimed: what was withdrawn; kRefused: why (for the Cancel and logs)
+  std::string state;   // kReclaimed: the experiment's state now (assigned or running)
+};
+
 class ExperimentStore {
  public:
   // Opens (creating) the database at `path` read-write, checks its integrity and applies the
@@ -287,6 +299,20 @@ class ExperimentStore {
   Status HighestContiguousSeq(int64_t experiment_id, int attempt, int64_t* seq);
   // Does the attempts table say `worker_id` holds this attempt and it is still active?
   Status IsActiveAttemptOf(int64_t worker_id, int64_t experiment_id, int attempt, bool* active);
+  // A worker reports (Register or Heartbeat) that it still runs this attempt, its trainer not
+  // finished. One transaction decides (attempt_reclaim_store.cc), so that it is atomic with
+  // assignment, cancellation and the round decision:
+  //  - kActive when it is this worker's active attempt;
+  //  - kReclaimed when the attempt was this worker's, was marked lost, and the experiment is still
+  //    queued at that attempt number (its requeue not assigned to anyone) in an open round: the
+  //    attempt and the experiment become active again on this worker (assigned, or running once
+  //    the trainer's start event is stored), with the same attempt number, progress from its last
+  //    stored step, and a 'reclaimed' daemon event. The loss costs no attempt: the requeue that
+  //    would have counted was never assigned (max_attempts counts assigned attempts);
+  //  - kRefused otherwise (the requeue was assigned, the experiment cancelled or ended, the round
+  //    decided or cancelled, the attempt finished or never this worker's), *reason saying which.
+  Status ReclaimLostAttempt(int64_t worker_id, int64_t experiment_id, int attempt,
+                            ReclaimDecision* decision);
 
   // ---- Campaigns, rounds and decisions (campaign_store.cc) ----
   // Creates a campaign and its first head_history row. AlreadyExists when the name is taken.
