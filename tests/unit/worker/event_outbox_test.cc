@@ -4,34 +4,18 @@
 
 #include <thread>
 
+#include "tests/unit/worker/outbox_test_fixtures.h"
+
 namespace xv::worker {
 namespace {
 
 using std::chrono::milliseconds;
-
-v1::WorkerMessage Event(int64_t exp, int32_t att, int64_t seq) {
-  v1::WorkerMessage m;
-  auto* e = m.mutable_event();
-  e->set_experiment_id(exp);
-  e->set_attempt(att);
-  e->set_seq(seq);
-  e->set_type("step");
-  return m;
-}
-
-v1::WorkerMessage Finished(int64_t exp, int32_t att, int64_t last_seq) {
-  v1::WorkerMessage m;
-  auto* f = m.mutable_finished();
-  f->set_experiment_id(exp);
-  f->set_attempt(att);
-  f->set_last_seq(last_seq);
-  f->set_state("succeeded");
-  return m;
-}
+using testing::StepEvent;
+using testing::SucceededFinished;
 
 TEST(EventOutbox, SendsInOrderAndTimesOutWhenEmpty) {
   EventOutbox box;
-  for (int s = 1; s <= 3; ++s) box.Push(Event(7, 1, s));
+  for (int s = 1; s <= 3; ++s) box.Push(StepEvent(7, 1, s));
   v1::WorkerMessage m;
   for (int s = 1; s <= 3; ++s) {
     ASSERT_TRUE(box.NextToSend(&m, milliseconds(10)));
@@ -44,8 +28,8 @@ TEST(EventOutbox, SendsInOrderAndTimesOutWhenEmpty) {
 
 TEST(EventOutbox, ResendsOnlyWhatWasNotAcknowledged) {
   EventOutbox box;
-  for (int s = 1; s <= 4; ++s) box.Push(Event(7, 1, s));
-  box.Push(Finished(7, 1, 4));
+  for (int s = 1; s <= 4; ++s) box.Push(StepEvent(7, 1, s));
+  box.Push(SucceededFinished(7, 1, 4));
   v1::WorkerMessage m;
   while (box.NextToSend(&m, milliseconds(1))) {
   }
@@ -63,8 +47,8 @@ TEST(EventOutbox, ResendsOnlyWhatWasNotAcknowledged) {
 
 TEST(EventOutbox, AcksOfAnotherAttemptDoNotDropMessages) {
   EventOutbox box;
-  box.Push(Event(7, 1, 1));
-  box.Push(Event(7, 2, 1));
+  box.Push(StepEvent(7, 1, 1));
+  box.Push(StepEvent(7, 2, 1));
   box.Ack(7, 1, 10, true);
   EXPECT_EQ(box.held(), 1u);
   v1::WorkerMessage m;
@@ -74,10 +58,10 @@ TEST(EventOutbox, AcksOfAnotherAttemptDoNotDropMessages) {
 
 TEST(EventOutbox, HeldAttemptsReportLastSeqAndFinished) {
   EventOutbox box;
-  box.Push(Event(3, 1, 1));
-  box.Push(Event(3, 1, 2));
-  box.Push(Finished(3, 1, 2));
-  box.Push(Event(4, 1, 1));
+  box.Push(StepEvent(3, 1, 1));
+  box.Push(StepEvent(3, 1, 2));
+  box.Push(SucceededFinished(3, 1, 2));
+  box.Push(StepEvent(4, 1, 1));
   auto held = box.HeldAttempts();
   ASSERT_EQ(held.size(), 2u);
   EXPECT_EQ(held[0].experiment_id(), 3);
@@ -89,7 +73,7 @@ TEST(EventOutbox, HeldAttemptsReportLastSeqAndFinished) {
 
 TEST(EventOutbox, BoundsTheSentButUnacknowledgedMessages) {
   EventOutbox box(/*max_unacked=*/3);
-  for (int s = 1; s <= 10; ++s) box.Push(Event(1, 1, s));
+  for (int s = 1; s <= 10; ++s) box.Push(StepEvent(1, 1, s));
   v1::WorkerMessage m;
   while (box.NextToSend(&m, milliseconds(1))) {
   }
@@ -103,7 +87,7 @@ TEST(EventOutbox, WakeReleasesAWaiterAndPushWakesIt) {
   EventOutbox box;
   std::thread t([&] {
     std::this_thread::sleep_for(milliseconds(50));
-    box.Push(Event(1, 1, 1));
+    box.Push(StepEvent(1, 1, 1));
   });
   v1::WorkerMessage m;
   EXPECT_TRUE(box.NextToSend(&m, milliseconds(5000)));

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/unit/worker/outbox_test_fixtures.h"
 #include "worker/event_outbox.h"
 #include "worker/orphan_trainer.h"
 
@@ -22,40 +23,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
-
-v1::WorkerMessage Event(int64_t exp, int32_t att, int64_t seq) {
-  v1::WorkerMessage m;
-  auto* e = m.mutable_event();
-  e->set_experiment_id(exp);
-  e->set_attempt(att);
-  e->set_seq(seq);
-  e->set_type("step");
-  e->set_json("{\"type\":\"step\",\"step\":" + std::to_string(seq) + "}");
-  return m;
-}
-
-v1::WorkerMessage Finished(int64_t exp, int32_t att, int64_t last_seq) {
-  v1::WorkerMessage m;
-  auto* f = m.mutable_finished();
-  f->set_experiment_id(exp);
-  f->set_attempt(att);
-  f->set_last_seq(last_seq);
-  f->set_state("succeeded");
-  f->set_stderr_tail("val_bpb: 1.2\n");
-  return m;
-}
+using testing::ScratchDir;
+using testing::StepEvent;
+using testing::SucceededFinished;
 
 class EventSpoolTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("xv-spool-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
   std::unique_ptr<EventSpool> OpenSpool() {
     std::unique_ptr<EventSpool> spool;
     Status st = EventSpool::Open(dir_.string(), &spool);
@@ -70,7 +43,8 @@ class EventSpoolTest : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << st.ToString();
     return out;
   }
-  fs::path dir_;
+  ScratchDir scratch_{"spool"};
+  const fs::path dir_ = scratch_.path();  // not created: EventSpool::Open makes it
 };
 
 TEST(SpoolCrc32, MatchesTheStandardCheckValue) {
@@ -87,9 +61,9 @@ TEST_F(EventSpoolTest, RecordsSurviveAReopenPerAttempt) {
     std::vector<std::string> warnings;
     ASSERT_TRUE(spool->Recover(&none, &warnings).ok());
     EXPECT_TRUE(none.empty());
-    for (int s = 1; s <= 3; ++s) ASSERT_TRUE(spool->Append(Event(7, 1, s)).ok());
-    ASSERT_TRUE(spool->Append(Finished(7, 1, 3)).ok());
-    ASSERT_TRUE(spool->Append(Event(8, 2, 1)).ok());
+    for (int s = 1; s <= 3; ++s) ASSERT_TRUE(spool->Append(StepEvent(7, 1, s)).ok());
+    ASSERT_TRUE(spool->Append(SucceededFinished(7, 1, 3)).ok());
+    ASSERT_TRUE(spool->Append(StepEvent(8, 2, 1)).ok());
     ASSERT_TRUE(spool->SyncDirty().ok());
     EXPECT_TRUE(fs::exists(spool->PathOf(7, 1)));
     EXPECT_EQ(spool->PathOf(7, 1), (dir_ / "exp-7-a1.spool").string());
@@ -109,7 +83,7 @@ TEST_F(EventSpoolTest, RecordsSurviveAReopenPerAttempt) {
   ASSERT_EQ(a.messages.size(), 4u);
   for (int s = 1; s <= 3; ++s) {
     EXPECT_EQ(a.messages[s - 1].event().seq(), s);
-    EXPECT_EQ(a.messages[s - 1].event().json(), Event(7, 1, s).event().json());
+    EXPECT_EQ(a.messages[s - 1].event().json(), StepEvent(7, 1, s).event().json());
   }
   EXPECT_EQ(a.messages[3].finished().stderr_tail(), "val_bpb: 1.2\n");
   EXPECT_FALSE(attempts[1].finished);
@@ -126,11 +100,11 @@ TEST_F(EventSpoolTest, ATornLastRecordIsDroppedWithTheFileAndOffset) {
     std::vector<SpooledAttempt> none;
     std::vector<std::string> w;
     ASSERT_TRUE(spool->Recover(&none, &w).ok());
-    ASSERT_TRUE(spool->Append(Event(3, 1, 1)).ok());
-    ASSERT_TRUE(spool->Append(Event(3, 1, 2)).ok());
+    ASSERT_TRUE(spool->Append(StepEvent(3, 1, 1)).ok());
+    ASSERT_TRUE(spool->Append(StepEvent(3, 1, 2)).ok());
     path = spool->PathOf(3, 1);
     two_records = fs::file_size(path);
-    ASSERT_TRUE(spool->Append(Event(3, 1, 3)).ok());
+    ASSERT_TRUE(spool->Append(StepEvent(3, 1, 3)).ok());
   }
   // A crash in the middle of writing the third record.
   const uintmax_t full = fs::file_size(path);
@@ -153,7 +127,7 @@ TEST_F(EventSpoolTest, ATornLastRecordIsDroppedWithTheFileAndOffset) {
     std::vector<SpooledAttempt> again;
     std::vector<std::string> w;
     ASSERT_TRUE(spool->Recover(&again, &w).ok());
-    ASSERT_TRUE(spool->Append(Event(3, 1, 3)).ok());
+    ASSERT_TRUE(spool->Append(StepEvent(3, 1, 3)).ok());
   }
   warnings.clear();
   attempts = Recover(&warnings);
@@ -178,11 +152,11 @@ TEST_F(EventSpoolTest, AFlippedByteFailsTheCrcCheck) {
     std::vector<SpooledAttempt> none;
     std::vector<std::string> w;
     ASSERT_TRUE(spool->Recover(&none, &w).ok());
-    ASSERT_TRUE(spool->Append(Event(4, 1, 1)).ok());
+    ASSERT_TRUE(spool->Append(StepEvent(4, 1, 1)).ok());
     path = spool->PathOf(4, 1);
     one_record = fs::file_size(path);
-    ASSERT_TRUE(spool->Append(Event(4, 1, 2)).ok());
-    ASSERT_TRUE(spool->Append(Event(4, 1, 3)).ok());
+    ASSERT_TRUE(spool->Append(StepEvent(4, 1, 2)).ok());
+    ASSERT_TRUE(spool->Append(StepEvent(4, 1, 3)).ok());
   }
   {
     // Flip one payload byte of the second record (past its 9-byte header).
@@ -234,7 +208,7 @@ TEST_F(EventSpoolTest, AcknowledgementsCompactTheFileAndSurviveAReopen) {
     ASSERT_TRUE(spool->Recover(&none, &w).ok());
     std::vector<v1::WorkerMessage> held;
     for (int s = 1; s <= n; ++s) {
-      held.push_back(Event(5, 1, s));
+      held.push_back(StepEvent(5, 1, s));
       ASSERT_TRUE(spool->Append(held.back()).ok());
     }
     path = spool->PathOf(5, 1);
@@ -248,7 +222,7 @@ TEST_F(EventSpoolTest, AcknowledgementsCompactTheFileAndSurviveAReopen) {
     ASSERT_TRUE(spool->Acknowledge(5, 1, 2500, held).ok());
     EXPECT_LT(fs::file_size(path), before / 4);
     // Appending continues in the rewritten file.
-    ASSERT_TRUE(spool->Append(Finished(5, 1, n)).ok());
+    ASSERT_TRUE(spool->Append(SucceededFinished(5, 1, n)).ok());
     // An older or equal acknowledgement changes nothing.
     const uintmax_t size = fs::file_size(path);
     ASSERT_TRUE(spool->Acknowledge(5, 1, 2000, held).ok());
@@ -283,8 +257,8 @@ TEST_F(EventSpoolTest, RemoveDeletesTheAttemptsFile) {
   std::vector<SpooledAttempt> none;
   std::vector<std::string> w;
   ASSERT_TRUE(spool->Recover(&none, &w).ok());
-  ASSERT_TRUE(spool->Append(Event(6, 1, 1)).ok());
-  ASSERT_TRUE(spool->Append(Event(6, 2, 1)).ok());
+  ASSERT_TRUE(spool->Append(StepEvent(6, 1, 1)).ok());
+  ASSERT_TRUE(spool->Append(StepEvent(6, 2, 1)).ok());
   EXPECT_EQ(spool->open_files(), 2u);
   ASSERT_TRUE(spool->Remove(6, 1).ok());
   EXPECT_FALSE(fs::exists(spool->PathOf(6, 1)));
@@ -321,9 +295,9 @@ TEST_F(EventSpoolTest, OutboxRebuiltFromTheSpoolResendsOnlyWhatWasNotAcknowledge
     std::vector<SpooledAttempt> recovered;
     ASSERT_TRUE(box.AttachSpool(OpenSpool(), &recovered).ok());
     EXPECT_TRUE(recovered.empty());
-    for (int s = 1; s <= 5; ++s) box.Push(Event(7, 1, s));
-    box.Push(Finished(7, 1, 5));
-    box.Push(Event(8, 1, 1));
+    for (int s = 1; s <= 5; ++s) box.Push(StepEvent(7, 1, s));
+    box.Push(SucceededFinished(7, 1, 5));
+    box.Push(StepEvent(8, 1, 1));
     v1::WorkerMessage m;
     while (box.NextToSend(&m, milliseconds(1))) {
     }
@@ -365,7 +339,7 @@ TEST_F(EventSpoolTest, AnAbandonedAttemptIsNotReportedAndGoesWhenItsEventsAreAck
     EventOutbox box;
     std::vector<SpooledAttempt> recovered;
     ASSERT_TRUE(box.AttachSpool(OpenSpool(), &recovered).ok());
-    for (int s = 1; s <= 4; ++s) box.Push(Event(9, 1, s));
+    for (int s = 1; s <= 4; ++s) box.Push(StepEvent(9, 1, s));
   }
   EventOutbox box;
   std::vector<SpooledAttempt> recovered;
