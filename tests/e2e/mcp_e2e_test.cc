@@ -1,0 +1,354 @@
+// `xvctl mcp` end to end: a real xvd, a real xv-worker running the scripted fake trainer
+// (tests/fixtures/fake_trainer.sh: val_bpb = 1 + 10 * matrix_lr; the cpu-tiny head scores 1.4), and
+// `xvctl mcp` as a child process spoken to over pipes, the way an MCP client runs it:
+// initialize -> tools/list -> campaign_create -> a refused submit (unknown knob: isError naming it,
+// nothing queued) -> submit a sweep -> wait (progress notifications, the figures and the round's
+// decision) -> results -> experiment (events) -> campaign_show (the head moved) -> cancel; protocol
+// errors from the real process; with xvd stopped, status is a tool error saying how to start it and
+// results read the database; EOF on stdin ends the server with exit 0.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tests/e2e/process_harness.h"
+
+namespace xv::e2e {
+namespace {
+
+using nlohmann::json;
+
+// `argv` as a child with its stdin and stdout on pipes (stderr appended to `log_path`): one JSON
+// message per line each way. The destructor closes stdin and reaps the child (SIGKILL if it
+// lingers).
+class McpChild {
+ public:
+  McpChild(const std::vector<std::string>& argv, const std::string& log_path) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], STDIN_FILENO);
+      ::dup2(out[1], STDOUT_FILENO);
+      int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (log >= 0) ::dup2(log, STDERR_FILENO);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_child_ = in[1];
+    from_child_ = out[0];
+  }
+  ~McpChild() {
+    CloseStdin();
+    if (from_child_ >= 0) ::close(from_child_);
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  bool started() const { return pid_ > 0 && to_child_ >= 0; }
+
+  void SendLine(const std::string& line) {
+    std::string data = line + "\n";
+    size_t off = 0;
+    while (off < data.size()) {
+      ssize_t n = ::write(to_child_, data.data() + off, data.size() - off);
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
+
+  // The next line from the child's stdout; false on EOF or after timeout_s.
+  bool ReadLine(std::string* line, double timeout_s) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (true) {
+      size_t nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        *line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return true;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) return false;
+      pollfd p{from_child_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+      char chunk[65536];
+      ssize_t n = ::read(from_child_, chunk, sizeof chunk);
+      if (n <= 0) return false;
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  // Sends a request and returns its response; notifications that come first are appended to
+  // *notifications. Every line must be JSON (stdout carries the protocol only).
+  json Request(const json& request, std::vector<json>* notifications = nullptr,
+               double timeout_s = 60) {
+    SendLine(request.dump());
+    std::string line;
+    while (ReadLine(&line, timeout_s)) {
+      json m = json::parse(line, nullptr, false);
+      EXPECT_FALSE(m.is_discarded()) << "stdout line is not JSON: " << line;
+      if (m.is_discarded()) continue;
+      if (m.contains("id") && request.contains("id") && m["id"] == request["id"]) return m;
+      if (m.contains("id") && m["id"].is_null() && m.contains("error")) return m;
+      if (notifications) notifications->push_back(m);
+    }
+    ADD_FAILURE() << "no response to " << request.dump();
+    return json::object();
+  }
+
+  void CloseStdin() {
+    if (to_child_ >= 0) ::close(to_child_);
+    to_child_ = -1;
+  }
+
+  // Waits for the child to exit; its exit code, or -1 (signal, timeout).
+  int Wait(double timeout_s) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      ::usleep(20 * 1000);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int to_child_ = -1;
+  int from_child_ = -1;
+  std::string buffer_;
+};
+
+class McpE2eTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    worker_.Stop();
+    xvd_.Stop();
+  }
+
+  // tools/call `tool` with `arguments`; the result object (content, structuredContent, isError).
+  json Call(McpChild* mcp, const std::string& tool, const json& arguments,
+            std::vector<json>* notifications = nullptr, const json& meta = nullptr,
+            double timeout_s = 60) {
+    json params = {{"name", tool}, {"arguments", arguments}};
+    if (!meta.is_null()) params["_meta"] = meta;
+    json r = mcp->Request(
+        {{"jsonrpc", "2.0"}, {"id", ++next_id_}, {"method", "tools/call"}, {"params", params}},
+        notifications, timeout_s);
+    EXPECT_TRUE(r.contains("result")) << tool << ": " << r.dump() << Logs();
+    if (!r.contains("result")) return json::object();
+    const json& result = r["result"];
+    EXPECT_EQ(result["content"][0]["type"], "text");
+    return result;
+  }
+
+  // A successful call's structuredContent.
+  json CallOk(McpChild* mcp, const std::string& tool, const json& arguments) {
+    json result = Call(mcp, tool, arguments);
+    EXPECT_EQ(result.value("isError", true), false) << tool << ": " << result.dump(2) << Logs();
+    return result.value("structuredContent", json::object());
+  }
+
+  std::string Logs() {
+    return "\n--- xvd.log ---\n" + FileTail(sb_.Path("xvd.log")) + "\n--- worker.log ---\n" +
+           FileTail(sb_.Path("worker.log")) + "\n--- mcp.log ---\n" + FileTail(sb_.Path("mcp.log"));
+  }
+
+  Sandbox sb_{"mcp"};
+  ChildGuard xvd_, worker_;
+  int next_id_ = 100;
+};
+
+TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
+  ASSERT_TRUE(Sandbox::BinariesBuilt());
+  ASSERT_TRUE(sb_.StartDaemon(&xvd_));
+  worker_ = sb_.StartFakeWorker(
+      "mcp-cpu", {{"XV_FAKE_STEPS", "3"}, {"XV_FAKE_STEP_SECONDS", "0.02"}}, {}, "worker.log");
+  McpChild mcp(sb_.XvctlArgv({"mcp"}), sb_.Path("mcp.log"));
+  ASSERT_TRUE(mcp.started());
+
+  // initialize, then the initialized notification (no reply: the next response is the ping's).
+  json init = mcp.Request({{"jsonrpc", "2.0"},
+                           {"id", 1},
+                           {"method", "initialize"},
+                           {"params",
+                            {{"protocolVersion", "2025-06-18"},
+                             {"capabilities", json::object()},
+                             {"clientInfo", {{"name", "e2e"}, {"version", "0"}}}}}});
+  ASSERT_TRUE(init.contains("result")) << init.dump() << Logs();
+  EXPECT_EQ(init["result"]["protocolVersion"], "2025-06-18");
+  EXPECT_EQ(init["result"]["serverInfo"]["name"], "xv");
+  EXPECT_FALSE(init["result"]["serverInfo"]["version"].get<std::string>().empty());
+  EXPECT_TRUE(init["result"]["capabilities"]["tools"].is_object());
+  mcp.SendLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+  json ping = mcp.Request({{"jsonrpc", "2.0"}, {"id", "p"}, {"method", "ping"}});
+  EXPECT_EQ(ping["id"], "p");
+  EXPECT_EQ(ping["result"], json::object());
+
+  json list = mcp.Request({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});
+  std::set<std::string> names;
+  for (const auto& t : list["result"]["tools"]) {
+    names.insert(t["name"].get<std::string>());
+    EXPECT_EQ(t["inputSchema"]["type"], "object") << t.dump();
+    EXPECT_GT(t["description"].get<std::string>().size(), 80u) << t["name"];
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"submit", "wait", "results", "experiment",
+                                          "campaign_create", "campaign_show", "campaign_list",
+                                          "decide", "cancel", "status", "workers"}));
+
+  // A campaign: head controls and a noise-band policy, 2 s runs.
+  json created = CallOk(&mcp, "campaign_create",
+                        {{"name", "agent"},
+                         {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
+                         {"policy",
+                          {{"mode", "noise_band"},
+                           {"replicates", 1},
+                           {"head_controls", 2},
+                           {"min_effect", 0.01},
+                           {"band_k", 2}}},
+                         {"budget", {{"time_budget_s", 2}}}});
+  EXPECT_EQ(created["name"], "agent") << created.dump(2);
+  EXPECT_EQ(created["policy"]["mode"], "noise_band");
+
+  // Refused: an unknown knob is a tool error naming it, and nothing is queued.
+  json refused =
+      Call(&mcp, "submit", {{"campaign", "agent"}, {"candidates", {{{"matrx_lr", 0.02}}}}});
+  EXPECT_EQ(refused["isError"], true) << refused.dump(2);
+  const std::string why = refused["content"][0]["text"].get<std::string>();
+  EXPECT_NE(why.find("matrx_lr"), std::string::npos) << why;
+  EXPECT_EQ(refused["structuredContent"]["code"], "INVALID_ARGUMENT");
+  // A bad argument is a tool error too, naming the argument.
+  json bad_arg = Call(&mcp, "submit", {{"campaign", "agent"}, {"replicates", 0}});
+  EXPECT_EQ(bad_arg["isError"], true);
+  EXPECT_NE(bad_arg["content"][0]["text"].get<std::string>().find("arguments.replicates"),
+            std::string::npos)
+      << bad_arg.dump();
+  EXPECT_EQ(CallOk(&mcp, "results", {{"campaign", "agent"}})["count"], 0);
+
+  // A sweep from the head: 0.02 -> 1.2 (better than the head's 1.4), 0.06 -> 1.6.
+  json sub =
+      CallOk(&mcp, "submit", {{"campaign", "agent"}, {"sweep", {{"matrix_lr", {0.02, 0.06}}}}});
+  const std::vector<int64_t> ids = sub.value("experiment_ids", std::vector<int64_t>{});
+  ASSERT_EQ(ids.size(), 4u) << sub.dump(2);  // 2 candidates + 2 head controls
+  const int64_t round_id = sub["round_id"];
+  EXPECT_EQ(sub["candidates"], json::array({"matrix_lr=0.02", "matrix_lr=0.06"}));
+
+  // wait: the figures and the decision, with progress notifications along the way.
+  std::vector<json> progress;
+  json waited = Call(&mcp, "wait", {{"experiment_ids", ids}, {"timeout_s", 90}}, &progress,
+                     {{"progressToken", "w1"}}, 120);
+  const json& w = waited["structuredContent"];
+  ASSERT_EQ(w.value("done", false), true) << waited.dump(2) << Logs();
+  EXPECT_EQ(w["timed_out"], false);
+  EXPECT_TRUE(w["unfinished"].empty());
+  ASSERT_GE(progress.size(), 1u);
+  for (const auto& n : progress) {
+    EXPECT_EQ(n["method"], "notifications/progress") << n.dump();
+    EXPECT_EQ(n["params"]["progressToken"], "w1");
+    EXPECT_EQ(n["params"]["total"], 4);
+  }
+  std::map<std::string, std::vector<double>> bpb;
+  for (const auto& e : w["experiments"]) {
+    EXPECT_EQ(e["state"], "succeeded") << e.dump();
+    ASSERT_TRUE(e["val_bpb"].is_number()) << e.dump();
+    bpb[e["name"].get<std::string>()].push_back(e["val_bpb"].get<double>());
+  }
+  ASSERT_EQ(bpb["matrix_lr=0.02"].size(), 1u) << w.dump(2);
+  EXPECT_NEAR(bpb["matrix_lr=0.02"][0], 1.2, 1e-9);
+  EXPECT_NEAR(bpb["matrix_lr=0.06"].at(0), 1.6, 1e-9);
+  ASSERT_EQ(w["rounds"].size(), 1u) << w.dump(2);
+  EXPECT_EQ(w["rounds"][0]["id"], round_id);
+  EXPECT_EQ(w["rounds"][0]["state"], "decided");
+  EXPECT_EQ(w["rounds"][0]["kept_candidate"], "matrix_lr=0.02") << w["rounds"][0].dump(2);
+  EXPECT_EQ(w["rounds"][0]["campaign"], "agent");
+
+  // results, best first: the kept candidate leads with its figures.
+  json results = CallOk(&mcp, "results", {{"campaign", "agent"}, {"sort", "val_bpb"}});
+  EXPECT_EQ(results["count"], 4);
+  EXPECT_EQ(results["source"], "daemon");
+  const json& best = results["experiments"][0];
+  EXPECT_EQ(best["name"], "matrix_lr=0.02");
+  EXPECT_NEAR(best["val_bpb"].get<double>(), 1.2, 1e-9);
+  EXPECT_EQ(best["decision"], "keep");
+  EXPECT_GT(best["num_steps"].get<int64_t>(), 0);
+  EXPECT_TRUE(best["tok_per_sec"].is_number());
+
+  // One experiment in detail: its stored events end with the terminal state.
+  json detail = CallOk(&mcp, "experiment", {{"id", best["id"]}});
+  EXPECT_EQ(detail["id"], best["id"]);
+  EXPECT_TRUE(detail.contains("stderr_tail"));
+  ASSERT_FALSE(detail["events"].empty()) << detail.dump(2);
+  std::set<std::string> kinds, states;
+  for (const auto& ev : detail["events"]) {
+    EXPECT_EQ(ev["experiment_id"], best["id"]) << ev.dump();
+    kinds.insert(ev["kind"].get<std::string>());
+    if (ev["kind"] == "state") states.insert(ev["state"].get<std::string>());
+  }
+  EXPECT_TRUE(kinds.count("summary")) << detail["events"].dump(2);
+  EXPECT_FALSE(kinds.count("step")) << "steps are left out";
+  EXPECT_TRUE(states.count("queued") && states.count("succeeded")) << detail["events"].dump(2);
+  json missing = Call(&mcp, "experiment", {{"id", 99999}});
+  EXPECT_EQ(missing["isError"], true);
+  EXPECT_NE(missing["content"][0]["text"].get<std::string>().find("arguments.id"),
+            std::string::npos);
+
+  // The head moved to the kept candidate.
+  json shown = CallOk(&mcp, "campaign_show", {{"campaign", "agent"}});
+  EXPECT_NEAR(shown["head_recipe"]["matrix_lr"].get<double>(), 0.02, 1e-12) << shown.dump(2);
+  EXPECT_EQ(CallOk(&mcp, "campaign_list", json::object())["campaigns"].size(), 1u);
+
+  // cancel: a finished experiment keeps its state; an unknown one is a tool error naming it.
+  EXPECT_EQ(CallOk(&mcp, "cancel", {{"experiment_id", ids[0]}})["state"], "succeeded");
+  json no_such = Call(&mcp, "cancel", {{"experiment_id", 99999}});
+  EXPECT_EQ(no_such["isError"], true);
+  EXPECT_NE(no_such["content"][0]["text"].get<std::string>().find("arguments.experiment_id"),
+            std::string::npos);
+  EXPECT_EQ(CallOk(&mcp, "workers", json::object())["workers"].size(), 1u);
+
+  // Protocol errors from the real process.
+  json unknown = mcp.Request({{"jsonrpc", "2.0"}, {"id", 3}, {"method", "prompts/list"}});
+  EXPECT_EQ(unknown["error"]["code"], -32601);
+  mcp.SendLine("{not json");
+  std::string line;
+  ASSERT_TRUE(mcp.ReadLine(&line, 10));
+  EXPECT_EQ(json::parse(line)["error"]["code"], -32700) << line;
+
+  // With xvd stopped: status says how to start it; results read the database instead.
+  xvd_.Stop();
+  json down = Call(&mcp, "status", json::object());
+  EXPECT_EQ(down["isError"], true);
+  EXPECT_NE(down["content"][0]["text"].get<std::string>().find("cannot reach xvd"),
+            std::string::npos)
+      << down.dump();
+  json offline = CallOk(&mcp, "results", {{"campaign", "agent"}});
+  EXPECT_EQ(offline["count"], 4);
+  EXPECT_EQ(offline["source"].get<std::string>().rfind("database ", 0), 0u) << offline.dump();
+
+  // EOF on stdin ends the server cleanly.
+  mcp.CloseStdin();
+  EXPECT_EQ(mcp.Wait(20), 0) << Logs();
+}
+
+}  // namespace
+}  // namespace xv::e2e
