@@ -9,6 +9,7 @@
 
 #include "daemon/store/event_log.h"
 #include "daemon/store/experiment_store.h"
+#include "daemon/store/statement_rows.h"
 
 namespace xv::store {
 namespace {
@@ -46,43 +47,30 @@ constexpr const char* kRunColumns =
     "FROM experiments e "
     "LEFT JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt ";
 
+// A row of kRunColumns.
+void RowToRun(const SqliteStatement& st, RoundRun* r) {
+  r->experiment_id = st.ColumnInt(0);
+  r->recipe_id = st.ColumnInt(1);
+  r->reused_from_id = st.ColumnInt(2);
+  r->name = st.ColumnText(3);
+  r->role = st.ColumnText(4);
+  r->state = st.ColumnText(5);
+  r->config_hash = st.ColumnText(6);
+  r->device_name = st.ColumnText(7);
+  r->candidate_index = static_cast<int>(st.ColumnInt(8));
+  r->replicate = static_cast<int>(st.ColumnInt(9));
+  r->has_val_bpb = !st.IsNull(10);
+  r->val_bpb = r->has_val_bpb ? st.ColumnDouble(10) : 0.0;
+}
+
 Status ReadRuns(SqliteStatement* st, std::vector<RoundRun>* out) {
-  bool row = false;
-  while (true) {
-    XV_RETURN_IF_ERROR(st->Step(&row));
-    if (!row) return Status::Ok();
-    RoundRun r;
-    r.experiment_id = st->ColumnInt(0);
-    r.recipe_id = st->ColumnInt(1);
-    r.reused_from_id = st->ColumnInt(2);
-    r.name = st->ColumnText(3);
-    r.role = st->ColumnText(4);
-    r.state = st->ColumnText(5);
-    r.config_hash = st->ColumnText(6);
-    r.device_name = st->ColumnText(7);
-    r.candidate_index = static_cast<int>(st->ColumnInt(8));
-    r.replicate = static_cast<int>(st->ColumnInt(9));
-    r.has_val_bpb = !st->IsNull(10);
-    r.val_bpb = r.has_val_bpb ? st->ColumnDouble(10) : 0.0;
-    out->push_back(std::move(r));
-  }
+  return ForEachRow(st, [out](const SqliteStatement& row) { RowToRun(row, &out->emplace_back()); });
 }
 
 Status LookupCampaignId(SqliteConnection* c, int64_t id, const std::string& name, int64_t* out) {
   SqliteStatement st;
-  if (id != 0) {
-    XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM campaigns WHERE id = ?", &st));
-    st.Bind(1, id);
-  } else {
-    XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM campaigns WHERE name = ?", &st));
-    st.Bind(1, name);
-  }
-  bool row = false;
-  XV_RETURN_IF_ERROR(st.Step(&row));
-  if (!row) {
-    return Status::NotFound(id != 0 ? "campaign id " + std::to_string(id) + ": no such campaign"
-                                    : "campaign '" + name + "': no such campaign");
-  }
+  XV_RETURN_IF_ERROR(
+      SelectOneByIdOrName(c, "SELECT id FROM campaigns ", "id", "name", "campaign", id, name, &st));
   *out = st.ColumnInt(0);
   return Status::Ok();
 }
@@ -171,23 +159,21 @@ Status ExperimentStore::GetCampaign(int64_t id, const std::string& name, bool de
           "LEFT JOIN recipes b ON b.id = rd.base_recipe_id WHERE rd.campaign_id = ? ORDER BY rd.id",
       &rounds));
   rounds.Bind(1, cid);
-  while (true) {
-    XV_RETURN_IF_ERROR(rounds.Step(&row));
-    if (!row) break;
+  XV_RETURN_IF_ERROR(ForEachRow(&rounds, [out](const SqliteStatement& row) {
     xv::v1::RoundInfo* r = out->add_rounds();
-    r->set_id(rounds.ColumnInt(0));
-    r->set_kind(rounds.ColumnText(1));
-    r->set_state(rounds.ColumnText(2));
-    r->set_decision_summary(rounds.ColumnText(3));
-    r->set_decision_json(rounds.ColumnText(4));
-    r->set_kept_experiment_id(rounds.ColumnInt(5));
-    r->set_kept_candidate(rounds.ColumnText(6));
-    r->set_head_recipe_hash(rounds.ColumnText(7));
-    r->set_experiments(static_cast<int32_t>(rounds.ColumnInt(8)));
-    r->set_unfinished(static_cast<int32_t>(rounds.ColumnInt(9)));
-    r->set_created_at(rounds.ColumnText(10));
-    r->set_decided_at(rounds.ColumnText(11));
-  }
+    r->set_id(row.ColumnInt(0));
+    r->set_kind(row.ColumnText(1));
+    r->set_state(row.ColumnText(2));
+    r->set_decision_summary(row.ColumnText(3));
+    r->set_decision_json(row.ColumnText(4));
+    r->set_kept_experiment_id(row.ColumnInt(5));
+    r->set_kept_candidate(row.ColumnText(6));
+    r->set_head_recipe_hash(row.ColumnText(7));
+    r->set_experiments(static_cast<int32_t>(row.ColumnInt(8)));
+    r->set_unfinished(static_cast<int32_t>(row.ColumnInt(9)));
+    r->set_created_at(row.ColumnText(10));
+    r->set_decided_at(row.ColumnText(11));
+  }));
   SqliteStatement hist;
   XV_RETURN_IF_ERROR(c->Prepare(
       "SELECT r.hash, COALESCE(h.round_id, 0), COALESCE(h.experiment_id, 0), h.candidate, "
@@ -195,30 +181,23 @@ Status ExperimentStore::GetCampaign(int64_t id, const std::string& name, bool de
       "WHERE h.campaign_id = ? ORDER BY h.id",
       &hist));
   hist.Bind(1, cid);
-  while (true) {
-    XV_RETURN_IF_ERROR(hist.Step(&row));
-    if (!row) break;
+  return ForEachRow(&hist, [out](const SqliteStatement& row) {
     xv::v1::HeadChange* h = out->add_head_history();
-    h->set_recipe_hash(hist.ColumnText(0));
-    h->set_round_id(hist.ColumnInt(1));
-    h->set_experiment_id(hist.ColumnInt(2));
-    h->set_candidate(hist.ColumnText(3));
-    h->set_reason(hist.ColumnText(4));
-    h->set_created_at(hist.ColumnText(5));
-  }
-  return Status::Ok();
+    h->set_recipe_hash(row.ColumnText(0));
+    h->set_round_id(row.ColumnInt(1));
+    h->set_experiment_id(row.ColumnInt(2));
+    h->set_candidate(row.ColumnText(3));
+    h->set_reason(row.ColumnText(4));
+    h->set_created_at(row.ColumnText(5));
+  });
 }
 
 Status ExperimentStore::ListCampaigns(std::vector<xv::v1::Campaign>* out) {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement st;
   XV_RETURN_IF_ERROR(conn_->Prepare(std::string(kCampaignColumns) + "ORDER BY c.id", &st));
-  bool row = false;
-  while (true) {
-    XV_RETURN_IF_ERROR(st.Step(&row));
-    if (!row) return Status::Ok();
-    RowToCampaign(st, &out->emplace_back());
-  }
+  return ForEachRow(
+      &st, [out](const SqliteStatement& row) { RowToCampaign(row, &out->emplace_back()); });
 }
 
 Status ExperimentStore::SetCampaignState(int64_t id, const std::string& name,
@@ -275,19 +254,15 @@ Status ExperimentStore::ListRoundsToDecide(std::vector<RoundToDecide>* out) {
       "AND NOT EXISTS (SELECT 1 FROM experiments x WHERE x.round_id = rd.id AND x.state NOT IN " +
           std::string(kTerminalStatesSql) + ") ORDER BY rd.id",
       &st));
-  bool row = false;
-  while (true) {
-    XV_RETURN_IF_ERROR(st.Step(&row));
-    if (!row) return Status::Ok();
-    RoundToDecide r;
-    r.round_id = st.ColumnInt(0);
-    r.campaign_id = st.ColumnInt(1);
-    r.policy_json = st.ColumnText(2);
-    r.head_config_hash = st.ColumnText(3);
-    r.kind = st.ColumnText(4);
-    r.keep_rule = st.ColumnText(5);
-    out->push_back(std::move(r));
-  }
+  return ForEachRow(&st, [out](const SqliteStatement& row) {
+    RoundToDecide& r = out->emplace_back();
+    r.round_id = row.ColumnInt(0);
+    r.campaign_id = row.ColumnInt(1);
+    r.policy_json = row.ColumnText(2);
+    r.head_config_hash = row.ColumnText(3);
+    r.kind = row.ColumnText(4);
+    r.keep_rule = row.ColumnText(5);
+  });
 }
 
 Status ExperimentStore::GetRoundState(int64_t round_id, RoundToDecide* round, std::string* state,

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/store/experiment_store.h"
+#include "daemon/store/statement_rows.h"
 
 namespace xv::store {
 namespace {
@@ -55,20 +56,8 @@ Status ExperimentStore::InsertPlan(const StoredPlan& plan, int64_t* id) {
 Status ExperimentStore::GetPlan(int64_t id, const std::string& name, StoredPlan* out) {
   std::lock_guard<std::mutex> lock(mu_);
   SqliteStatement st;
-  if (id != 0) {
-    XV_RETURN_IF_ERROR(conn_->Prepare(std::string(kPlanColumns) + "WHERE p.id = ?", &st));
-    st.Bind(1, id);
-  } else {
-    XV_RETURN_IF_ERROR(conn_->Prepare(
-        std::string(kPlanColumns) + "WHERE p.name = ? ORDER BY p.id DESC LIMIT 1", &st));
-    st.Bind(1, name);
-  }
-  bool row = false;
-  XV_RETURN_IF_ERROR(st.Step(&row));
-  if (!row) {
-    return Status::NotFound(id != 0 ? "plan id " + std::to_string(id) + ": no such plan"
-                                    : "plan '" + name + "': no such plan");
-  }
+  XV_RETURN_IF_ERROR(
+      SelectOneByIdOrName(conn_.get(), kPlanColumns, "p.id", "p.name", "plan", id, name, &st));
   RowToPlan(st, out);
   return Status::Ok();
 }
@@ -83,12 +72,8 @@ Status ExperimentStore::ListPlans(const std::string& state, std::vector<StoredPl
         conn_->Prepare(std::string(kPlanColumns) + "WHERE p.state = ? ORDER BY p.id", &st));
     st.Bind(1, state);
   }
-  bool row = false;
-  while (true) {
-    XV_RETURN_IF_ERROR(st.Step(&row));
-    if (!row) return Status::Ok();
-    RowToPlan(st, &out->emplace_back());
-  }
+  return ForEachRow(&st,
+                    [out](const SqliteStatement& row) { RowToPlan(row, &out->emplace_back()); });
 }
 
 Status ExperimentStore::ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* out) {
@@ -102,20 +87,16 @@ Status ExperimentStore::ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* 
       "WHERE rd.plan_id = ? ORDER BY rd.plan_phase",
       &st));
   st.Bind(1, plan_id);
-  bool row = false;
-  while (true) {
-    XV_RETURN_IF_ERROR(st.Step(&row));
-    if (!row) return Status::Ok();
-    PlanRound r;
-    r.round_id = st.ColumnInt(0);
-    r.phase = static_cast<int>(st.ColumnInt(1));
-    r.state = st.ColumnText(2);
-    r.decision_summary = st.ColumnText(3);
-    r.decision_json = st.ColumnText(4);
-    r.kept_candidate = st.ColumnText(5);
-    r.unfinished = static_cast<int>(st.ColumnInt(6));
-    out->push_back(std::move(r));
-  }
+  return ForEachRow(&st, [out](const SqliteStatement& row) {
+    PlanRound& r = out->emplace_back();
+    r.round_id = row.ColumnInt(0);
+    r.phase = static_cast<int>(row.ColumnInt(1));
+    r.state = row.ColumnText(2);
+    r.decision_summary = row.ColumnText(3);
+    r.decision_json = row.ColumnText(4);
+    r.kept_candidate = row.ColumnText(5);
+    r.unfinished = static_cast<int>(row.ColumnInt(6));
+  });
 }
 
 Status ExperimentStore::UpdatePlan(int64_t plan_id, const std::string& expected_state,

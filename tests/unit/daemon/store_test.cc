@@ -542,6 +542,68 @@ TEST_F(StoreWithWorker, CancelQueuedAndRunning) {
             Status::Code::kNotFound);
 }
 
+// Campaigns and plans are read by id or by name through one lookup (statement_rows.h): the
+// newest row of a name, and NotFound naming what was asked for.
+TEST(Lookup, CampaignsAndPlansByIdOrNameWithNotFoundNamingTheRequest) {
+  TempDir dir;
+  std::unique_ptr<ExperimentStore> store;
+  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  std::map<std::string, int64_t> campaign_ids;
+  for (const char* name : {"lr", "wd"}) {
+    NewCampaign nc;
+    nc.name = name;
+    nc.base_hash = std::string("base-") + name;
+    nc.base_recipe_json = R"({"depth":2})";
+    nc.base_resolved_json = R"({"depth":2,"model_dim":128})";
+    ASSERT_TRUE(store->CreateCampaign(nc, &campaign_ids[name]).ok());
+  }
+  xv::v1::Campaign c;
+  ASSERT_TRUE(store->GetCampaign(0, "wd", false, &c).ok());
+  EXPECT_EQ(c.id(), campaign_ids["wd"]);
+  ASSERT_TRUE(store->GetCampaign(campaign_ids["lr"], "", true, &c).ok());
+  EXPECT_EQ(c.name(), "lr");
+  EXPECT_EQ(c.head_history_size(), 1);
+  Status s = store->GetCampaign(99, "", false, &c);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_EQ(s.message(), "campaign id 99: no such campaign");
+  s = store->SetCampaignState(0, "nope", "paused");
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_EQ(s.message(), "campaign 'nope': no such campaign");
+  std::vector<xv::v1::Campaign> campaigns;
+  ASSERT_TRUE(store->ListCampaigns(&campaigns).ok());
+  ASSERT_EQ(campaigns.size(), 2u);
+  EXPECT_EQ(campaigns[1].name(), "wd");
+
+  // Plan names may repeat: by name is the newest.
+  std::vector<int64_t> plan_ids;
+  for (const char* name : {"nightly", "nightly", "other"}) {
+    StoredPlan plan;
+    plan.campaign_id = campaign_ids["lr"];
+    plan.name = name;
+    plan.yaml = "phases: []\n";
+    ASSERT_TRUE(store->InsertPlan(plan, &plan_ids.emplace_back()).ok());
+  }
+  StoredPlan plan;
+  ASSERT_TRUE(store->GetPlan(0, "nightly", &plan).ok());
+  EXPECT_EQ(plan.id, plan_ids[1]);
+  EXPECT_EQ(plan.campaign, "lr");
+  ASSERT_TRUE(store->GetPlan(plan_ids[0], "", &plan).ok());
+  EXPECT_EQ(plan.name, "nightly");
+  EXPECT_EQ(plan.state, "running");
+  s = store->GetPlan(99, "", &plan);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_EQ(s.message(), "plan id 99: no such plan");
+  s = store->GetPlan(0, "nope", &plan);
+  EXPECT_EQ(s.message(), "plan 'nope': no such plan");
+  std::vector<StoredPlan> plans;
+  ASSERT_TRUE(store->ListPlans("", &plans).ok());
+  ASSERT_EQ(plans.size(), 3u);
+  EXPECT_EQ(plans[2].name, "other");
+  plans.clear();
+  ASSERT_TRUE(store->ListPlans("done", &plans).ok());
+  EXPECT_TRUE(plans.empty());
+}
+
 TEST(Submission, AllRowsOrNoneAndRecipesDeduplicated) {
   TempDir dir;
   std::unique_ptr<ExperimentStore> store;
