@@ -114,18 +114,11 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   }
   if (counts["queued"] > 0) {
     // Queued experiments wait for a worker offering their trainer; say which trainers none offers.
-    xv::v1::ListExperimentsRequest req;
-    req.set_state("queued");
-    req.set_limit(100000);
-    std::vector<xv::v1::Experiment> queued;
-    s = store_->ListExperiments(req, &queued);
+    std::map<std::string, int64_t> queued_by_trainer;
+    s = store_->CountQueuedByTrainer(&queued_by_trainer);
     if (!s.ok()) return ToGrpcStatus(s);
-    std::map<std::string, int64_t> unserved;
-    for (const auto& e : queued) {
-      const std::string trainer = e.trainer().empty() ? "libtorch" : e.trainer();
-      if (offered.count(trainer) == 0) ++unserved[trainer];
-    }
-    for (const auto& [trainer, n] : unserved) {
+    for (const auto& [trainer, n] : queued_by_trainer) {
+      if (offered.count(trainer) != 0) continue;
       xv::v1::UnservedTrainer* u = resp->add_unserved_trainers();
       u->set_trainer(trainer);
       u->set_queued(n);

@@ -11,6 +11,7 @@
 #include "common/probe_figures.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/migration_runner.h"
+#include "daemon/store/statement_rows.h"
 
 namespace xv::store {
 namespace {
@@ -529,6 +530,17 @@ Status ExperimentStore::CountByState(std::map<std::string, int64_t>* out) {
     (*out)[st.ColumnText(0)] = st.ColumnInt(1);
   }
   return Status::Ok();
+}
+
+Status ExperimentStore::CountQueuedByTrainer(std::map<std::string, int64_t>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      conn_->Prepare("SELECT COALESCE(NULLIF(trainer, ''), 'libtorch') AS t, COUNT(*) "
+                     "FROM experiments WHERE state = 'queued' GROUP BY t",
+                     &st));
+  return ForEachRow(
+      &st, [out](const SqliteStatement& row) { (*out)[row.ColumnText(0)] = row.ColumnInt(1); });
 }
 
 Status ExperimentStore::ListWorkers(std::vector<xv::v1::WorkerInfo>* out) {

@@ -250,6 +250,9 @@ class ExperimentStore {
   Status GetExperiment(int64_t id, xv::v1::Experiment* out);
   // Experiments per state ("queued" -> 3, ...).
   Status CountByState(std::map<std::string, int64_t>* out);
+  // Queued experiments per trainer ("libtorch" -> 3, ...; an empty trainer counts as "libtorch"):
+  // one GROUP BY over the queue, for the status line about trainers no connected worker offers.
+  Status CountQueuedByTrainer(std::map<std::string, int64_t>* out);
   // Every worker ever registered, with its current experiment (0 when none).
   Status ListWorkers(std::vector<xv::v1::WorkerInfo>* out);
 

@@ -377,6 +377,57 @@ TEST_F(DaemonApi, GpuRecipesWaitForAGpuWorker) {
   EXPECT_TRUE(worker.Close().ok());
 }
 
+// Status counts the queued experiments whose trainer no connected worker offers (the store's
+// CountQueuedByTrainer), what `xvctl status` prints as "waiting: ...".
+TEST_F(DaemonApi, StatusCountsQueuedExperimentsWhoseTrainerNoConnectedWorkerOffers) {
+  xv::v1::SubmitResponse gpu;  // the default trainer, but no CPU worker takes it
+  ASSERT_TRUE(Submit({"device=cuda"}, &gpu).ok());
+  xv::v1::SubmitRequest req;
+  req.set_recipe_yaml(CpuTinyYaml());
+  req.set_campaign("noisy-runs");
+  req.set_trainer("noisy");
+  for (const char* lr : {"0.05", "0.06", "0.07"}) {
+    auto* o = req.add_candidates()->add_overrides();
+    o->set_key("matrix_lr");
+    o->set_value(lr);
+  }
+  xv::v1::SubmitResponse noisy;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status gs = experiments_->Submit(&ctx, req, &noisy);
+    ASSERT_TRUE(gs.ok()) << gs.error_message();
+  }
+  auto status = [&]() {
+    grpc::ClientContext ctx;
+    xv::v1::StatusResponse st;
+    EXPECT_TRUE(experiments_->Status(&ctx, xv::v1::StatusRequest(), &st).ok());
+    return st;
+  };
+  auto unserved = [](const xv::v1::StatusResponse& st) {
+    std::vector<std::pair<std::string, int64_t>> out;
+    for (const auto& u : st.unserved_trainers()) out.emplace_back(u.trainer(), u.queued());
+    return out;
+  };
+  using Unserved = std::vector<std::pair<std::string, int64_t>>;
+  xv::v1::StatusResponse st = status();
+  EXPECT_EQ(st.queued(), 4);
+  EXPECT_EQ(unserved(st), (Unserved{{"libtorch", 1}, {"noisy", 3}}));
+
+  // A worker offering libtorch connects: only "noisy" is unserved now, and all four still wait.
+  FakeWorker worker(channel_, "host:cpu");
+  xv::v1::DaemonMessage msg;
+  ASSERT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  do {
+    st = status();
+    if (unserved(st).size() == 1) break;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(st.queued(), 4);
+  EXPECT_EQ(unserved(st), (Unserved{{"noisy", 3}}));
+  EXPECT_TRUE(worker.Close().ok());
+}
+
 TEST_F(DaemonApi, SecondDaemonOnTheSameSocketOrStateDirIsRefused) {
   DaemonOptions options;
   options.state_dir = dir_.string();

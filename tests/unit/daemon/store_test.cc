@@ -542,6 +542,35 @@ TEST_F(StoreWithWorker, CancelQueuedAndRunning) {
             Status::Code::kNotFound);
 }
 
+// `xvctl status` names trainers no connected worker offers from this count (one GROUP BY).
+TEST_F(StoreWithWorker, CountQueuedByTrainerCountsOnlyQueuedExperiments) {
+  NewSubmission noisy = MakeSubmission(3, "noisy");
+  noisy.trainer = "noisy";
+  SubmissionIds noisy_ids;
+  ASSERT_TRUE(store_->InsertSubmission(noisy, &noisy_ids).ok());
+  NewSubmission unnamed = MakeSubmission(1, "unnamed");
+  unnamed.trainer = "";  // an empty trainer is the default one
+  SubmissionIds unnamed_ids;
+  ASSERT_TRUE(store_->InsertSubmission(unnamed, &unnamed_ids).ok());
+  std::string state;
+  int64_t worker = 0;
+  int attempt = 0;
+  ASSERT_TRUE(
+      store_->CancelExperiment(noisy_ids.experiment_ids[0], &state, &worker, &attempt).ok());
+  // Fixture: experiment 0 (libtorch) is assigned, experiment 1 (libtorch) queued.
+  std::map<std::string, int64_t> counts;
+  ASSERT_TRUE(store_->CountQueuedByTrainer(&counts).ok());
+  EXPECT_EQ(counts, (std::map<std::string, int64_t>{{"libtorch", 2}, {"noisy", 2}}));
+
+  for (int64_t id : {ids_.experiment_ids[1], noisy_ids.experiment_ids[1],
+                     noisy_ids.experiment_ids[2], unnamed_ids.experiment_ids[0]}) {
+    ASSERT_TRUE(store_->CancelExperiment(id, &state, &worker, &attempt).ok());
+  }
+  counts.clear();
+  ASSERT_TRUE(store_->CountQueuedByTrainer(&counts).ok());
+  EXPECT_TRUE(counts.empty());
+}
+
 // Campaigns and plans are read by id or by name through one lookup (statement_rows.h): the
 // newest row of a name, and NotFound naming what was asked for.
 TEST(Lookup, CampaignsAndPlansByIdOrNameWithNotFoundNamingTheRequest) {
