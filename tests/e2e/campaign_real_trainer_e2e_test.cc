@@ -130,33 +130,17 @@ Welch WelchLower(const std::vector<double>& candidate, const std::vector<double>
 
 class CampaignRealTrainerE2eTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // Short: unix socket paths are limited to 108 bytes.
-    dir_ = fs::path("/tmp") / ("xv-crt-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "state");
-    state_ = (dir_ / "state").string();
-    daemon_ = "unix:" + state_ + "/xvd.sock";
-  }
-  void TearDown() override {
-    worker_a_.Stop();
-    worker_b_.Stop();
-    xvd_.Stop();
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-
-  ChildGuard StartWorker(const std::string& name, const std::string& data) {
+  ChildGuard StartWorker(const std::string& name) {
     // OPENBLAS_NUM_THREADS: the recipe's `threads: 1` sets LibTorch's intra-op threads; OpenBLAS
     // keeps its own pool, so one thread there too keeps each trainer on one core.
-    return ChildGuard({BinaryPath("xv-worker"), "--daemon", daemon_, "--data", data, "--name", name,
-                       "--device", "cpu", "--trainer-bin", BinaryPath("xv-train"), "--work-dir",
-                       (dir_ / ("work-" + name)).string(), "--kill-grace", "2"},
-                      {{"OPENBLAS_NUM_THREADS", "1"}}, (dir_ / (name + ".log")).string());
+    WorkerOptions options;
+    options.trainer_bin = BinaryPath("xv-train");
+    options.extra = {"--kill-grace", "2"};
+    return sb_.StartWorker(name, {{"OPENBLAS_NUM_THREADS", "1"}}, options);
   }
 
   CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
-    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
-    return RunCommand(args, timeout_s);
+    return sb_.Xvctl(std::move(args), timeout_s);
   }
 
   // Runs xvctl expecting exit 0 and JSON on stdout.
@@ -171,7 +155,7 @@ class CampaignRealTrainerE2eTest : public ::testing::Test {
   // sqlite3 -readonly -json on the daemon's database: the rows as a JSON array.
   json Sql(const std::string& query) {
     CommandResult q =
-        RunCommand({"/usr/bin/sqlite3", "-readonly", "-json", state_ + "/xv.db", query}, 30);
+        RunCommand({"/usr/bin/sqlite3", "-readonly", "-json", sb_.database_path(), query}, 30);
     EXPECT_EQ(q.exit_code, 0) << query << ": " << q.err;
     if (q.out.find_first_not_of(" \n") == std::string::npos) return json::array();
     json rows = json::parse(q.out, nullptr, false);
@@ -215,25 +199,23 @@ class CampaignRealTrainerE2eTest : public ::testing::Test {
     for (const auto& [key, value] : knobs) {
       if (!done.count(key)) out << key << ": " << value << "  # e2e test\n";
     }
-    const std::string path = (dir_ / "cpu-tiny-e2e.yaml").string();
+    const std::string path = sb_.Path("cpu-tiny-e2e.yaml");
     std::ofstream(path) << out.str();
     return path;
   }
 
   std::string WriteFile(const std::string& name, const std::string& text) {
-    const std::string path = (dir_ / name).string();
+    const std::string path = sb_.Path(name);
     std::ofstream(path) << text;
     return path;
   }
 
   std::string Logs() {
-    return "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string()) + "\n--- " + kWorkerA +
-           ".log ---\n" + FileTail((dir_ / (std::string(kWorkerA) + ".log")).string()) + "\n--- " +
-           kWorkerB + ".log ---\n" + FileTail((dir_ / (std::string(kWorkerB) + ".log")).string());
+    return sb_.LogTails(
+        {"xvd.log", std::string(kWorkerA) + ".log", std::string(kWorkerB) + ".log"});
   }
 
-  fs::path dir_;
-  std::string state_, daemon_;
+  Sandbox sb_{"crt"};
   ChildGuard xvd_, worker_a_, worker_b_;
 };
 
@@ -277,24 +259,15 @@ std::map<int64_t, std::map<std::string, std::string>> TableCells(
 }
 
 TEST_F(CampaignRealTrainerE2eTest, SweepRoundWithReplicatesAndHeadControlsOnTwoWorkers) {
-  for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
-    ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
-  }
+  ASSERT_TRUE(Sandbox::BinariesBuilt());
   if (!fs::exists(BinaryPath("xv-train"))) {
     GTEST_SKIP() << BinaryPath("xv-train") << " is not built in this build";
   }
-  const std::string data = (dir_ / "data").string();
-  CommandResult prep =
-      RunCommand({BinaryPath("xvctl"), "prepare", "--input", "/usr/share/common-licenses", "--out",
-                  data, "--vocab-size", "512", "--val-fraction", "0.2", "--quiet"},
-                 120);
-  ASSERT_EQ(prep.exit_code, 0) << prep.out << prep.err;
+  ASSERT_TRUE(sb_.PrepareTinyData());
 
-  xvd_ = ChildGuard({BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"}, {},
-                    (dir_ / "xvd.log").string());
-  ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
-  worker_a_ = StartWorker(kWorkerA, data);
-  worker_b_ = StartWorker(kWorkerB, data);
+  ASSERT_TRUE(sb_.StartDaemon(&xvd_));
+  worker_a_ = StartWorker(kWorkerA);
+  worker_b_ = StartWorker(kWorkerB);
   ASSERT_TRUE(WaitForWorkers(240)) << Logs();
 
   // The campaign: cpu-tiny, shrunk, with a Welch policy of 2 + 2 runs.

@@ -23,12 +23,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "tests/e2e/process_harness.h"
@@ -36,7 +34,6 @@
 namespace xv::e2e {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr double kSigma = 0.01;
@@ -48,31 +45,13 @@ int RoundsPerKind() {
   return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 200;
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 class DeciderStatisticsE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
-      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
-    }
-    dir_ = fs::path("/tmp") / ("xv-ds-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "state");
-    fs::create_directories(dir_ / "data");
-    state_ = (dir_ / "state").string();
-    daemon_ = "unix:" + state_ + "/xvd.sock";
-    xvd_ = ChildGuard({BinaryPath("xvd"), "--state-dir", state_, "--listen", "none",
-                       "--heartbeat-ms", "200", "--log-level", "warn"},
-                      {}, (dir_ / "xvd.log").string());
-    ASSERT_TRUE(WaitForPath(state_ + "/xvd.sock", 20)) << FileTail((dir_ / "xvd.log").string());
+    ASSERT_TRUE(Sandbox::BinariesBuilt());
+    ASSERT_TRUE(sb_.StartDaemon(&xvd_, {"--heartbeat-ms", "200", "--log-level", "warn"}));
     // The workers' only trainer: the noisy command trainer, read in upstream's format.
-    const std::string config = (dir_ / "worker.yaml").string();
+    const std::string config = sb_.Path("worker.yaml");
     std::ofstream(config) << "trainers:\n"
                              "  - name: noisy\n"
                              "    kind: command\n"
@@ -84,39 +63,23 @@ class DeciderStatisticsE2eTest : public ::testing::Test {
                           << "\"}\n"
                              "    output: upstream\n";
     for (int i = 0; i < kWorkers; ++i) {
-      const std::string name = "ds-" + std::to_string(i);
       // --trainer-bin: the scripted fake answers `fingerprint` at once (no libtorch is offered).
-      workers_.emplace_back(
-          std::vector<std::string>{BinaryPath("xv-worker"), "--daemon", daemon_, "--data",
-                                   (dir_ / "data").string(), "--name", name, "--device", "cpu",
-                                   "--config", config, "--trainer-bin",
-                                   SourcePath("tests/fixtures/fake_trainer.sh"), "--work-dir",
-                                   (dir_ / "work" / name).string(), "--log-level", "warn"},
-          std::vector<std::pair<std::string, std::string>>{}, (dir_ / (name + ".log")).string());
+      workers_.push_back(sb_.StartFakeWorker("ds-" + std::to_string(i), {},
+                                             {"--config", config, "--log-level", "warn"}));
     }
-  }
-  void TearDown() override {
-    for (auto& w : workers_) w.Stop();
-    xvd_.Stop();
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
   CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) {
-    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
-    return RunCommand(args, timeout_s);
+    return sb_.Xvctl(std::move(args), timeout_s);
   }
 
   std::string Logs() {
-    std::string logs = "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string());
-    for (int i = 0; i < kWorkers; ++i) {
-      logs += "\n--- ds-" + std::to_string(i) + ".log ---\n" +
-              FileTail((dir_ / ("ds-" + std::to_string(i) + ".log")).string(), 1500);
-    }
-    return logs;
+    std::vector<std::string> logs = {"xvd.log"};
+    for (int i = 0; i < kWorkers; ++i) logs.push_back("ds-" + std::to_string(i) + ".log");
+    return sb_.LogTails(logs, 1500);
   }
 
-  fs::path dir_;
-  std::string state_, daemon_;
+  Sandbox sb_{"ds"};
   ChildGuard xvd_;
   std::vector<ChildGuard> workers_;
 };
@@ -133,7 +96,7 @@ struct Round {
 TEST_F(DeciderStatisticsE2eTest, WelchKeepsZeroEffectAtAlphaAndThreeSigmaAtLeast90Percent) {
   const int n = RoundsPerKind();
   const std::string policy = SourcePath("recipes/policies/welch-95.yaml");
-  const std::string base_text = ReadText(SourcePath("recipes/cpu-tiny.yaml"));
+  const std::string base_text = ReadFileText(SourcePath("recipes/cpu-tiny.yaml"));
   ASSERT_FALSE(base_text.empty());
   ASSERT_EQ(base_text.find("\nseed:"), std::string::npos) << "cpu-tiny sets a seed; pick another";
   ASSERT_EQ(base_text.find("\nscalar_lr:"), std::string::npos);
@@ -147,7 +110,7 @@ TEST_F(DeciderStatisticsE2eTest, WelchKeepsZeroEffectAtAlphaAndThreeSigmaAtLeast
     r.campaign = (r.zero_effect ? "zero-" : "strong-") + std::to_string(i / 2);
     r.candidate = r.zero_effect ? "scalar_lr=0.6" : "matrix_lr=0.037";
     // Head controls run seeds s..s+3 and candidates s..s+3: a stride of 10 keeps campaigns apart.
-    const std::string recipe = (dir_ / (r.campaign + ".yaml")).string();
+    const std::string recipe = sb_.Path(r.campaign + ".yaml");
     std::ofstream(recipe) << base_text << "\nseed: " << 1000 + 10 * i << "\n";
     rounds.push_back(r);
   }
@@ -159,9 +122,9 @@ TEST_F(DeciderStatisticsE2eTest, WelchKeepsZeroEffectAtAlphaAndThreeSigmaAtLeast
     submitters.emplace_back([&] {
       for (size_t i = next++; i < rounds.size(); i = next++) {
         Round& r = rounds[i];
-        CommandResult c = Xvctl({"campaign", "create", r.campaign, "--recipe",
-                                 (dir_ / (r.campaign + ".yaml")).string(), "--policy", policy,
-                                 "--trainer", "noisy", "--json"});
+        CommandResult c =
+            Xvctl({"campaign", "create", r.campaign, "--recipe", sb_.Path(r.campaign + ".yaml"),
+                   "--policy", policy, "--trainer", "noisy", "--json"});
         json cj = json::parse(c.out, nullptr, false);
         if (c.exit_code != 0 || cj.is_discarded()) {
           r.error = "campaign create: " + c.out + c.err;

@@ -50,7 +50,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-using Env = std::vector<std::pair<std::string, std::string>>;
 
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -203,81 +202,38 @@ std::string StatesText(const std::map<std::string, int>& states) {
   return s;
 }
 
-// One state directory with its xvd and workers; every case builds on it.
+// One sandbox (state directory, xvd, workers) per case; every case builds on it.
 class FaultInjectionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    for (const char* b : {"xvd", "xv-worker", "xvctl"}) {
-      ASSERT_TRUE(fs::exists(BinaryPath(b))) << BinaryPath(b) << " is not built";
-    }
-    // Short: unix socket paths are limited to 108 bytes.
-    dir_ = fs::path("/tmp") / ("xvf-" + std::to_string(::getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "state");
-    fs::create_directories(dir_ / "data");
-    state_ = (dir_ / "state").string();
-    socket_ = state_ + "/xvd.sock";
-    daemon_ = "unix:" + socket_;
-    db_path_ = state_ + "/xv.db";
-  }
+  void SetUp() override { ASSERT_TRUE(Sandbox::BinariesBuilt()); }
 
   void TearDown() override {
     for (auto& [name, w] : workers_) w.Stop(2);
     xvd_.Stop(5);
     for (int pid : stray_pids_) ::kill(pid, SIGKILL);
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
   // xvd on this state dir with short leases; `extra` adds flags (a TCP listener).
   void StartDaemon(int lease_ms, const std::vector<std::string>& extra = {}) {
-    lease_ms_ = lease_ms;
-    std::vector<std::string> argv = {
-        BinaryPath("xvd"),        "--state-dir",    state_, "--listen", "none", "--lease-ms",
-        std::to_string(lease_ms), "--heartbeat-ms", "200"};
-    for (size_t i = 0; i < extra.size(); i += 2) {
-      if (extra[i] == "--listen") {
-        argv[4] = extra[i + 1];
-      } else {
-        argv.push_back(extra[i]);
-        argv.push_back(extra[i + 1]);
-      }
-    }
-    daemon_argv_ = argv;
+    daemon_extra_ = {"--lease-ms", std::to_string(lease_ms), "--heartbeat-ms", "200"};
+    daemon_extra_.insert(daemon_extra_.end(), extra.begin(), extra.end());
     RestartDaemon();
   }
-  void RestartDaemon() {
-    xvd_ = ChildGuard(daemon_argv_, {}, (dir_ / "xvd.log").string());
-    ASSERT_TRUE(WaitForUnixListener(socket_, 30)) << Logs();
-  }
+  void RestartDaemon() { ASSERT_TRUE(sb_.StartDaemon(&xvd_, daemon_extra_)) << Logs(); }
 
-  // A worker named `name` running `trainer` (the fake one by default) with `env`; `prefix` wraps
+  // A worker named `name` running `trainer` (the fake one by default) with `env`; `wrapper` wraps
   // the command (ip netns exec NS).
   void StartWorker(const std::string& name, const Env& env, const std::string& trainer = "",
-                   const std::string& daemon = "", const std::vector<std::string>& prefix = {}) {
-    std::vector<std::string> argv = prefix;
-    std::vector<std::string> cmd = {
-        BinaryPath("xv-worker"),
-        "--daemon",
-        daemon.empty() ? daemon_ : daemon,
-        "--data",
-        data_dir_.empty() ? (dir_ / "data").string() : data_dir_,
-        "--name",
-        name,
-        "--device",
-        "cpu",
-        "--trainer-bin",
-        trainer.empty() ? SourcePath("tests/fixtures/fake_trainer.sh") : trainer,
-        "--work-dir",
-        WorkDir(name),
-        "--kill-grace",
-        "1"};
-    argv.insert(argv.end(), cmd.begin(), cmd.end());
-    workers_[name] = ChildGuard(argv, env, (dir_ / (name + ".log")).string());
+                   const std::string& daemon = "", const std::vector<std::string>& wrapper = {}) {
+    WorkerOptions options;
+    options.trainer_bin = trainer;
+    options.daemon = daemon;
+    options.wrapper = wrapper;
+    options.extra = {"--kill-grace", "1"};
+    workers_[name] = sb_.StartWorker(name, env, options);
   }
-  std::string WorkDir(const std::string& worker) { return (dir_ / ("work-" + worker)).string(); }
   std::string AttemptDir(const std::string& worker, int64_t id, int attempt) {
-    return WorkDir(worker) + "/exp-" + std::to_string(id) + "-a" + std::to_string(attempt);
+    return sb_.work_dir(worker) + "/exp-" + std::to_string(id) + "-a" + std::to_string(attempt);
   }
   // The fake trainer's pid once it started on `worker` (0 after timeout_s).
   int TrainerPid(const std::string& worker, int64_t id, int attempt, double timeout_s = 30) {
@@ -292,16 +248,12 @@ class FaultInjectionTest : public ::testing::Test {
     return pid;
   }
 
-  CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 30) {
-    args.insert(args.begin(), {BinaryPath("xvctl"), "--daemon", daemon_, "--state-dir", state_});
-    return RunCommand(args, timeout_s);
-  }
   // Submit through xvctl; the acknowledged ids (empty when xvctl failed, e.g. xvd was down).
   std::vector<int64_t> TrySubmit(const std::vector<std::string>& args, std::string* error) {
     std::vector<std::string> full = {"submit"};
     full.insert(full.end(), args.begin(), args.end());
     full.push_back("--json");
-    CommandResult r = Xvctl(full, 20);
+    CommandResult r = sb_.Xvctl(full, 20);
     json j = json::parse(r.out, nullptr, false);
     if (r.exit_code != 0 || !j.is_object() || !j.contains("experiment_ids")) {
       if (error) *error = r.out + r.err;
@@ -331,6 +283,11 @@ class FaultInjectionTest : public ::testing::Test {
       SleepS(0.1);
     } while (Since(t0) < timeout_s);
     return false;
+  }
+  // Polls the database until experiment `id` is in `state`; false after timeout_s.
+  bool WaitForState(int64_t id, const std::string& state, double timeout_s) {
+    return WaitForValue("SELECT state FROM experiments WHERE id = " + std::to_string(id), state,
+                        timeout_s);
   }
   bool WaitAllTerminal(double timeout_s) {
     return WaitForValue(
@@ -390,17 +347,14 @@ class FaultInjectionTest : public ::testing::Test {
   }
 
   std::string Logs() {
-    std::string s = "\n--- xvd.log ---\n" + FileTail((dir_ / "xvd.log").string(), 3000);
-    for (const auto& [name, w] : workers_) {
-      s += "\n--- " + name + ".log ---\n" + FileTail((dir_ / (name + ".log")).string(), 2000);
-    }
-    return s;
+    std::vector<std::string> logs = {"xvd.log"};
+    for (const auto& [name, w] : workers_) logs.push_back(name + ".log");
+    return sb_.LogTails(logs, 3000);
   }
 
-  fs::path dir_;
-  std::string state_, socket_, daemon_, db_path_, data_dir_;
-  std::vector<std::string> daemon_argv_;
-  int lease_ms_ = 0;
+  Sandbox sb_{"faults"};
+  const std::string db_path_ = sb_.database_path();
+  std::vector<std::string> daemon_extra_;
   ChildGuard xvd_;
   std::map<std::string, ChildGuard> workers_;
   std::vector<int> stray_pids_;  // trainers that may outlive a killed worker
@@ -420,12 +374,12 @@ TEST_F(FaultInjectionTest, DaemonKilledDuringRounds) {
   StartDaemon(/*lease_ms=*/2500);
   // A campaign with a policy: each round is 2 sweep candidates + 2 head controls, decided
   // automatically by the daemon when its runs are terminal.
-  const std::string policy = (dir_ / "policy.yaml").string();
+  const std::string policy = sb_.Path("policy.yaml");
   std::ofstream(policy) << "mode: noise_band\nreplicates: 1\nhead_controls: 2\nmin_effect: 0.01\n"
                            "band_k: 2\n";
   CommandResult created =
-      Xvctl({"campaign", "create", "kills", "--recipe", SourcePath("recipes/cpu-tiny.yaml"),
-             "--policy", policy, "--budget", R"({"time_budget_s": 2})", "--json"});
+      sb_.Xvctl({"campaign", "create", "kills", "--recipe", SourcePath("recipes/cpu-tiny.yaml"),
+                 "--policy", policy, "--budget", R"({"time_budget_s": 2})", "--json"});
   ASSERT_EQ(created.exit_code, 0) << created.out << created.err << Logs();
   for (const char* w : {"w1", "w2", "w3"}) StartWorker(w, kQuickFake);
 
@@ -458,6 +412,16 @@ TEST_F(FaultInjectionTest, DaemonKilledDuringRounds) {
       SleepS(0.3);
     }
   });
+
+  // A fatal failure below returns early: the submitter still has to be stopped and joined.
+  struct JoinOnExit {
+    std::atomic<bool>* done;
+    std::thread* thread;
+    ~JoinOnExit() {
+      *done = true;
+      if (thread->joinable()) thread->join();
+    }
+  } join_on_exit{&done, &submitter};
 
   const int kKills = 22;
   for (int i = 0; i < kKills; ++i) {
@@ -497,9 +461,7 @@ TEST_F(FaultInjectionTest, WorkerKilledMidRun) {
   int64_t id = SubmitOne("0.021");
   ASSERT_GT(id, 0);
   ASSERT_GT(TrainerPid("w1", id, 1), 0) << Logs();
-  ASSERT_TRUE(
-      WaitForValue("SELECT state FROM experiments WHERE id = " + std::to_string(id), "running", 10))
-      << Logs();
+  ASSERT_TRUE(WaitForState(id, "running", 10)) << Logs();
   workers_["w1"].Kill(SIGKILL);
   AfterFault("kill -9 of worker w1");
   StartWorker("w2", kQuickFake);
@@ -527,9 +489,7 @@ TEST_F(FaultInjectionTest, TrainerKilledMidRun) {
   ASSERT_GT(id, 0);
   int pid = TrainerPid("w1", id, 1);
   ASSERT_GT(pid, 0) << Logs();
-  ASSERT_TRUE(
-      WaitForValue("SELECT state FROM experiments WHERE id = " + std::to_string(id), "running", 10))
-      << Logs();
+  ASSERT_TRUE(WaitForState(id, "running", 10)) << Logs();
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   AfterFault("kill -9 of a trainer");
   ASSERT_TRUE(WaitAllTerminal(30)) << Logs();
@@ -561,9 +521,7 @@ TEST_F(FaultInjectionTest, TrainerStoppedPastDeadline) {
   StartWorker("w1", {{"XV_FAKE_STEPS", "600"}, {"XV_FAKE_STEP_SECONDS", "0.1"}});
   int pid = TrainerPid("w1", id, 1);
   ASSERT_GT(pid, 0) << Logs();
-  ASSERT_TRUE(
-      WaitForValue("SELECT state FROM experiments WHERE id = " + std::to_string(id), "running", 10))
-      << Logs();
+  ASSERT_TRUE(WaitForState(id, "running", 10)) << Logs();
   auto t0 = Clock::now();
   ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   AfterFault("SIGSTOP of a trainer");
@@ -647,8 +605,8 @@ TEST_F(NetworkCutTest, LeaseExpiresRequeuesAndTheReplayIsAppliedOnce) {
   // for a second or two, and an Assign not acknowledged in a heartbeat within a lease is lost.
   StartDaemon(/*lease_ms=*/3000, {"--listen", "127.0.0.1:0"});
   int xvd_port = 0;
-  ASSERT_TRUE(WaitForPath(state_ + "/xvd.port", 10));
-  std::ifstream(state_ + "/xvd.port") >> xvd_port;
+  ASSERT_TRUE(WaitForPath(sb_.state() + "/xvd.port", 10));
+  std::ifstream(sb_.state() + "/xvd.port") >> xvd_port;
   ASSERT_GT(xvd_port, 0);
   std::string error;
   ASSERT_TRUE(relay_.Start(host_ip_, 0, "127.0.0.1", xvd_port, &error)) << error;
@@ -673,8 +631,7 @@ TEST_F(NetworkCutTest, LeaseExpiresRequeuesAndTheReplayIsAppliedOnce) {
       "SELECT state FROM attempts WHERE experiment_id = " + sid + " AND attempt = 1", "lost", 10))
       << Logs();
   StartWorker("w2", kQuickFake);
-  ASSERT_TRUE(WaitForValue("SELECT state FROM experiments WHERE id = " + sid, "succeeded", 30))
-      << Logs();
+  ASSERT_TRUE(WaitForState(id, "succeeded", 30)) << Logs();
   EXPECT_EQ(Experiment(id)["attempt"], "2");
   // The netns trainer finishes while cut off; its events wait in the worker's outbox.
   const std::string events_file = AttemptDir("ns", id, 1) + "/events.jsonl";
@@ -721,8 +678,7 @@ TEST_F(NetworkCutTest, LeaseExpiresRequeuesAndTheReplayIsAppliedOnce) {
   ASSERT_GT(late, 0);
   ASSERT_GT(TrainerPid("ns", late, 1), 0) << Logs();
   const std::string lid = std::to_string(late);
-  ASSERT_TRUE(WaitForValue("SELECT state FROM experiments WHERE id = " + lid, "running", 10))
-      << Logs();
+  ASSERT_TRUE(WaitForState(late, "running", 10)) << Logs();
   ASSERT_TRUE(SetLink(false));
   AfterFault("the second link cut");
   ASSERT_TRUE(WaitForValue(
@@ -758,12 +714,7 @@ TEST_F(FaultInjectionTest, RealTrainerSurvivesDaemonKill) {
   if (!fs::exists(BinaryPath("xv-train"))) {
     GTEST_SKIP() << BinaryPath("xv-train") << " is not built in this build";
   }
-  data_dir_ = (dir_ / "data").string();
-  CommandResult prep =
-      RunCommand({BinaryPath("xvctl"), "prepare", "--input", "/usr/share/common-licenses", "--out",
-                  data_dir_, "--vocab-size", "512", "--val-fraction", "0.2", "--quiet"},
-                 120);
-  ASSERT_EQ(prep.exit_code, 0) << prep.out << prep.err;
+  ASSERT_TRUE(sb_.PrepareTinyData());
   // The lease covers the worker's reconnect backoff after the restart (up to ~5 s); one LibTorch
   // thread keeps the trainer fast on a loaded 2-core CI machine.
   StartDaemon(/*lease_ms=*/8000);

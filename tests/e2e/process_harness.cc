@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -157,14 +158,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s,
   }
   ::close(out_fd);
   ::close(err_fd);
-  auto slurp = [](const char* p) {
-    std::ifstream f(p);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  };
-  res.out = slurp(out_tmpl);
-  res.err = slurp(err_tmpl);
+  res.out = ReadFileText(out_tmpl);
+  res.err = ReadFileText(err_tmpl);
   ::unlink(out_tmpl);
   ::unlink(err_tmpl);
   res.exit_code = (done && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
@@ -288,11 +283,15 @@ void TcpRelay::Loop() {
   for (const auto& [fd, other] : peer) ::close(fd);
 }
 
-std::string FileTail(const std::string& path, size_t max_bytes) {
-  std::ifstream f(path);
+std::string ReadFileText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
-  std::string s = ss.str();
+  return ss.str();
+}
+
+std::string FileTail(const std::string& path, size_t max_bytes) {
+  std::string s = ReadFileText(path);
   return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
 }
 
@@ -323,22 +322,27 @@ Sandbox::~Sandbox() {
 
 ::testing::AssertionResult Sandbox::StartDaemon(ChildGuard* xvd,
                                                 const std::vector<std::string>& extra) const {
-  std::vector<std::string> argv = {BinaryPath("xvd"), "--state-dir", state_, "--listen", "none"};
+  std::vector<std::string> argv = {BinaryPath("xvd"), "--state-dir", state_};
+  if (std::find(extra.begin(), extra.end(), "--listen") == extra.end()) {
+    argv.insert(argv.end(), {"--listen", "none"});
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   *xvd = ChildGuard(argv, {}, Path("xvd.log"));
-  if (!WaitForPath(socket_path(), 20)) {
-    return ::testing::AssertionFailure() << "xvd made no socket " << socket_path() << " in 20 s:\n"
-                                         << FileTail(Path("xvd.log"));
+  if (!WaitForUnixListener(socket_path(), 30)) {
+    return ::testing::AssertionFailure()
+           << "xvd did not listen on " << socket_path() << " in 30 s:\n"
+           << FileTail(Path("xvd.log"));
   }
   return ::testing::AssertionSuccess();
 }
 
 std::vector<std::string> Sandbox::WorkerArgv(const std::string& name,
                                              const std::string& trainer_bin,
-                                             const std::string& data_dir) const {
+                                             const std::string& data_dir,
+                                             const std::string& daemon_address) const {
   return {BinaryPath("xv-worker"),
           "--daemon",
-          daemon_,
+          daemon_address.empty() ? daemon_ : daemon_address,
           "--data",
           data_dir.empty() ? data() : data_dir,
           "--name",
@@ -348,15 +352,38 @@ std::vector<std::string> Sandbox::WorkerArgv(const std::string& name,
           "--trainer-bin",
           trainer_bin.empty() ? SourcePath("tests/fixtures/fake_trainer.sh") : trainer_bin,
           "--work-dir",
-          Path("work-" + name)};
+          work_dir(name)};
+}
+
+ChildGuard Sandbox::StartWorker(const std::string& name, const Env& env,
+                                const WorkerOptions& options) const {
+  std::vector<std::string> argv = options.wrapper;
+  std::vector<std::string> worker =
+      WorkerArgv(name, options.trainer_bin, options.data_dir, options.daemon);
+  argv.insert(argv.end(), worker.begin(), worker.end());
+  argv.insert(argv.end(), options.extra.begin(), options.extra.end());
+  return ChildGuard(argv, env, Path(options.log_name.empty() ? name + ".log" : options.log_name));
 }
 
 ChildGuard Sandbox::StartFakeWorker(const std::string& name, const Env& env,
                                     const std::vector<std::string>& extra,
                                     const std::string& log_name) const {
-  std::vector<std::string> argv = WorkerArgv(name);
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return ChildGuard(argv, env, Path(log_name.empty() ? name + ".log" : log_name));
+  WorkerOptions options;
+  options.extra = extra;
+  options.log_name = log_name;
+  return StartWorker(name, env, options);
+}
+
+::testing::AssertionResult Sandbox::PrepareTinyData() const {
+  CommandResult prep =
+      RunCommand({BinaryPath("xvctl"), "prepare", "--input", "/usr/share/common-licenses", "--out",
+                  data(), "--vocab-size", "512", "--val-fraction", "0.2", "--quiet"},
+                 120);
+  if (prep.exit_code != 0) {
+    return ::testing::AssertionFailure() << "xvctl prepare exited " << prep.exit_code << ":\n"
+                                         << prep.out << prep.err;
+  }
+  return ::testing::AssertionSuccess();
 }
 
 std::vector<std::string> Sandbox::XvctlArgv(std::vector<std::string> args) const {
@@ -366,6 +393,14 @@ std::vector<std::string> Sandbox::XvctlArgv(std::vector<std::string> args) const
 
 CommandResult Sandbox::Xvctl(std::vector<std::string> args, double timeout_s) const {
   return RunCommand(XvctlArgv(std::move(args)), timeout_s);
+}
+
+std::string Sandbox::LogTails(const std::vector<std::string>& log_names, size_t max_bytes) const {
+  std::string tails;
+  for (const std::string& name : log_names) {
+    tails += "\n--- " + name + " ---\n" + FileTail(Path(name), max_bytes);
+  }
+  return tails;
 }
 
 }  // namespace xv::e2e

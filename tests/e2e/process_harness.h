@@ -96,10 +96,23 @@ class TcpRelay {
   std::thread thread_;
 };
 
+// The whole of a file ("" when it cannot be read).
+std::string ReadFileText(const std::string& path);
+
 // Last `max_bytes` of a file, for failure messages.
 std::string FileTail(const std::string& path, size_t max_bytes = 4000);
 
 using Env = std::vector<std::pair<std::string, std::string>>;
+
+// How Sandbox::StartWorker starts an xv-worker; every field left empty takes the default named.
+struct WorkerOptions {
+  std::string trainer_bin;           // --trainer-bin; default: tests/fixtures/fake_trainer.sh
+  std::string data_dir;              // --data; default: the sandbox's data()
+  std::string daemon;                // --daemon; default: the sandbox's daemon() (unix socket)
+  std::vector<std::string> extra;    // more xv-worker arguments, appended
+  std::vector<std::string> wrapper;  // a command the worker runs under, e.g. ip netns exec NS
+  std::string log_name;              // output appended to <dir>/<log_name>; default <name>.log
+};
 
 // Sandbox: the scratch space of one e2e test and how its processes are started there.
 //  - dir(): /tmp/xv-<tag>-<pid>-<current test name>, made fresh by the constructor with state/ (the
@@ -107,8 +120,8 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 //    the test failed (kept to look at). Unix socket paths are limited to 108 bytes: keep `tag`
 //    short.
 //  - the daemon: `xvd --state-dir <dir>/state --listen none`, socket <dir>/state/xvd.sock (address
-//    daemon()), log <dir>/xvd.log.
-//  - workers: `xv-worker --device cpu` running the scripted fake trainer
+//    daemon()), database <dir>/state/xv.db, log <dir>/xvd.log.
+//  - workers: `xv-worker --device cpu`, by default running the scripted fake trainer
 //    (tests/fixtures/fake_trainer.sh), work dir <dir>/work-<name>.
 // The processes belong to the test's ChildGuards: declare the Sandbox before them, so that they are
 // stopped before the directory goes. Construct it inside a test (it reads the running test's name).
@@ -125,30 +138,51 @@ class Sandbox {
   const std::string& state() const { return state_; }
   std::string data() const { return Path("data"); }
   std::string socket_path() const { return state_ + "/xvd.sock"; }
+  // The daemon's SQLite file, <state>/xv.db.
+  std::string database_path() const { return state_ + "/xv.db"; }
+  // A worker's --work-dir, <dir>/work-<worker>.
+  std::string work_dir(const std::string& worker) const { return Path("work-" + worker); }
   // "unix:<state>/xvd.sock", for --daemon.
   const std::string& daemon() const { return daemon_; }
 
   // Success when xvd, xv-worker and xvctl are built; else a failure naming the missing one.
   static ::testing::AssertionResult BinariesBuilt();
 
-  // Starts xvd (with `extra` appended to its arguments) into *xvd, its output appended to
-  // <dir>/xvd.log, and waits up to 20 s for its socket; a failure carries the log's tail.
+  // Starts xvd (with `extra` appended to its arguments; a `--listen ADDR` pair there replaces the
+  // default `--listen none`) into *xvd, its output appended to <dir>/xvd.log, and waits up to 30 s
+  // until it accepts connections on its socket (a stale socket file left by a killed daemon does
+  // not count); a failure carries the log's tail. Called again with the same `extra` after a kill,
+  // it restarts the daemon on the same state directory.
   ::testing::AssertionResult StartDaemon(ChildGuard* xvd,
                                          const std::vector<std::string>& extra = {}) const;
 
-  // xv-worker --daemon <daemon()> --data <data_dir, default data()> --name <name> --device cpu
-  //   --trainer-bin <trainer_bin, default the fake trainer> --work-dir <dir>/work-<name>
+  // xv-worker --daemon <daemon_address, default daemon()> --data <data_dir, default data()>
+  //   --name <name> --device cpu --trainer-bin <trainer_bin, default the fake trainer>
+  //   --work-dir <work_dir(name)>
   std::vector<std::string> WorkerArgv(const std::string& name, const std::string& trainer_bin = "",
-                                      const std::string& data_dir = "") const;
-  // Starts WorkerArgv(name) + `extra` with `env`; output appended to <dir>/<log_name> (default
+                                      const std::string& data_dir = "",
+                                      const std::string& daemon_address = "") const;
+  // Starts options.wrapper + WorkerArgv(name, options...) + options.extra with `env`.
+  ChildGuard StartWorker(const std::string& name, const Env& env,
+                         const WorkerOptions& options) const;
+  // StartWorker with the fake trainer, the arguments `extra` and the log <dir>/<log_name> (default
   // <name>.log).
   ChildGuard StartFakeWorker(const std::string& name, const Env& env,
                              const std::vector<std::string>& extra = {},
                              const std::string& log_name = "") const;
 
+  // `xvctl prepare` into data(): a 512-token BPE vocabulary and token shards (a fifth held out for
+  // validation) from the license texts every Debian system ships (/usr/share/common-licenses), the
+  // small corpus the real-trainer tests train on. A failure carries xvctl's output.
+  ::testing::AssertionResult PrepareTinyData() const;
+
   // xvctl --daemon <daemon()> --state-dir <state()> args...
   std::vector<std::string> XvctlArgv(std::vector<std::string> args) const;
   CommandResult Xvctl(std::vector<std::string> args, double timeout_s = 60) const;
+
+  // For failure messages: "\n--- <name> ---\n" and the last `max_bytes` of <dir>/<name>, for each
+  // name in `log_names` (e.g. {"xvd.log", "w1.log"}).
+  std::string LogTails(const std::vector<std::string>& log_names, size_t max_bytes = 4000) const;
 
  private:
   std::filesystem::path dir_;
