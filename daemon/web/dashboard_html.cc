@@ -28,7 +28,8 @@ const char kStyle[] =
     ".keep{color:#2e7d32;font-weight:600}.muted{color:#777}"
     ".plot{background:#fff;border:1px solid #ddd}.plot text{font-size:11px;fill:#333}"
     ".plot .plot-title{font-weight:600}dl{display:grid;grid-template-columns:max-content auto;"
-    "gap:2px 12px}dt{color:#555}dd{margin:0}footer{padding:8px 16px;color:#777}";
+    "gap:2px 12px}dt{color:#555}dd{margin:0;overflow-wrap:anywhere}footer{padding:8px "
+    "16px;color:#777}";
 
 std::string E(const std::string& s) { return HtmlEscape(s); }
 
@@ -169,20 +170,18 @@ std::string RenderOverviewPage(const OverviewData& data, const std::string& writ
     b += "<p class=\"muted\">No worker has registered yet.</p>";
   else {
     b += "<table id=\"workers\"><tr><th>name</th><th>state</th><th>device</th><th>backend</th>"
-         "<th>probe matmul</th><th>probe bandwidth</th><th>trainers</th><th>last heartbeat</th>"
+         "<th>probe matmul</th><th>probe bandwidth</th><th>last heartbeat</th>"
          "<th>running</th></tr>";
     for (const WorkerView& w : data.workers) {
       const auto& i = w.info;
       const std::string id = std::to_string(i.id());
-      std::string trainers;
-      for (const auto& t : i.trainers()) trainers += (trainers.empty() ? "" : ", ") + t;
       b += "<tr><td>" + E(i.name()) + "</td><td id=\"worker-state-" + id + "\">" + E(i.state()) +
            "</td><td>" + E(i.device().name()) + "</td><td>" + E(i.device().vendor()) + "/" +
            E(i.device().backend()) + "</td><td class=\"num\">" +
            (i.probe_matmul_tflops() > 0 ? Fixed(i.probe_matmul_tflops(), 2) + " TFLOP/s" : "-") +
            "</td><td class=\"num\">" +
            (i.probe_bandwidth_gbs() > 0 ? Fixed(i.probe_bandwidth_gbs(), 1) + " GB/s" : "-") +
-           "</td><td>" + E(trainers) + "</td><td class=\"num\" id=\"worker-age-" + id + "\">" +
+           "</td><td class=\"num\" id=\"worker-age-" + id + "\">" +
            (w.heartbeat_age_s ? Fixed(*w.heartbeat_age_s, 1) + " s" : "-") + "</td><td>" +
            (i.current_experiment_id() ? ExperimentLink(i.current_experiment_id()) : "-") +
            "</td></tr>";
@@ -480,15 +479,15 @@ std::string RenderExperimentPage(const ExperimentPageData& data) {
     row("detail", "<span id=\"failure-detail\">" + E(e.failure_detail()) + "</span>");
     b += "</dl>";
   }
-  if (!e.stderr_tail().empty()) {
-    b += "<h2>stderr (tail)</h2><pre id=\"stderr-tail\">" + E(e.stderr_tail()) + "</pre>";
-  }
   b += "<h2>Loss curve</h2>" + RenderSvgPlot(LossCurvePlot(data));
   b += "<p class=\"muted\">" + std::to_string(data.metric_rows) + " step rows stored" +
        (static_cast<int64_t>(data.loss_curve.size()) < data.metric_rows
             ? ", " + std::to_string(data.loss_curve.size()) + " drawn"
             : std::string()) +
        ".</p>";
+  if (!e.stderr_tail().empty()) {
+    b += "<h2>stderr (tail)</h2><pre id=\"stderr-tail\">" + E(e.stderr_tail()) + "</pre>";
+  }
   return Page("experiment " + std::to_string(e.id()), b,
               "/api/experiments/" + std::to_string(e.id()));
 }
