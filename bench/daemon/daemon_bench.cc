@@ -332,6 +332,7 @@ int Usage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a pipe or a file
   int64_t workers = 4, k = 400, events = 50, batch = 64;
   std::string xvd = SelfDir() + "/xvd";
   std::string work_dir =

@@ -257,6 +257,7 @@ bool ParseCount(const std::string& flag, const std::string& text, int min, int* 
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a pipe or a file
   std::string recipe_path = XV_BENCH_DEFAULT_RECIPE;
   std::vector<std::string> sets;
   std::string device_flag;
@@ -469,8 +470,9 @@ int main(int argc, char** argv) {
     const double bench_seconds = Now() - bench_start;
 
     // The table.
-    std::printf("\n%-6s %7s %10s %10s %9s %11s %9s %9s %8s %9s\n", "attn", "threads", "ms/step",
-                "fwd+bwd ms", "optim ms", "tok/s", "GFLOP/s", "% matmul", "cpu/wall", "loss");
+    std::printf("\n%-6s %7s %10s %10s %9s %11s %11s %9s %9s %8s %9s\n", "attn", "threads",
+                "ms/step", "fwd+bwd ms", "optim ms", "tok/s", "tok/cpu-s", "GFLOP/s", "% matmul",
+                "cpu/wall", "loss");
     std::vector<double> tok_s(configs.size());
     bool all_finite = true;
     for (size_t i = 0; i < configs.size(); ++i) {
@@ -494,16 +496,19 @@ int main(int argc, char** argv) {
         wall_total += c.step_s[s];
       }
       all_finite = all_finite && c.finite;
-      std::printf("%-6s %7s %10.1f %10.1f %9.1f %11.0f %9.2f %8.1f%% %8.2f %9.4f%s\n",
+      const double cpu_step = Median(c.cpu_s);
+      std::printf("%-6s %7s %10.1f %10.1f %9.1f %11.0f %11.0f %9.2f %8.1f%% %8.2f %9.4f%s\n",
                   c.backend.c_str(), c.threads > 0 ? std::to_string(c.threads).c_str() : "-",
-                  step * 1e3, Median(c.fwd_bwd_s) * 1e3, Median(c.optim_s) * 1e3, tok_s[i], gflops,
+                  step * 1e3, Median(c.fwd_bwd_s) * 1e3, Median(c.optim_s) * 1e3, tok_s[i],
+                  cpu_step > 0 ? static_cast<double>(tokens_per_step) / cpu_step : 0.0, gflops,
                   ceiling > 0 ? 100.0 * gflops / ceiling : 0.0,
                   wall_total > 0 ? cpu_total / wall_total : 0.0, c.last_loss,
                   c.finite ? "" : "  NON-FINITE");
     }
     std::printf(
         "(%% matmul: achieved GFLOP/s against the %s matmul measured above at the same "
-        "thread count; cpu/wall: process CPU seconds per wall second during the step)\n",
+        "thread count; tok/cpu-s: tokens per CPU-second of the process, the figure to compare on "
+        "a loaded machine; cpu/wall: process CPU seconds per wall second during the step)\n",
         gpu ? dtype_name.c_str() : "fp32 512^3");
 
     // Ratios.
