@@ -1,5 +1,5 @@
 // xvctl: the command-line client of xvd. Subcommands: submit, status, results, wait, campaign,
-// decide, prepare, tokenize.
+// decide, prepare, tokenize, mcp (the MCP server for agents) and more (docs/xvctl.md).
 #include <CLI/CLI.hpp>
 
 #include "client/client_options.h"

@@ -288,11 +288,11 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
 
 // ---- experiment ----
 
-// The stored events of experiment `id` (kinds: everything but step), by a Watch replay from cursor
-// 0 that ends when the experiment's terminal state event arrives, or after kEventQuiet without an
-// event.
+// The stored events of experiment `e` (kinds: everything but step), by a Watch replay from cursor
+// 0 that ends when the experiment's terminal state event arrives (*complete = true), or after
+// kEventQuiet without an event, or kEventReadMax in all (a very long event log: *complete = false).
 Status ReadExperimentEvents(DaemonClient* client, const v1::Experiment& e,
-                            std::vector<v1::WatchEvent>* out) {
+                            std::vector<v1::WatchEvent>* out, bool* complete_out) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + kEventReadMax);
   v1::WatchRequest req;
@@ -331,6 +331,7 @@ Status ReadExperimentEvents(DaemonClient* client, const v1::Experiment& e,
     if (cancel) ctx.TryCancel();
   }
   read.join();
+  *complete_out = complete;
   grpc::Status gs = reader->Finish();
   if (!gs.ok() && gs.error_code() != grpc::StatusCode::CANCELLED &&
       gs.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -349,7 +350,8 @@ McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
       "failure its failure_kind (invalid_config, oom, diverged, loss_explosion, timed_out, "
       "crashed, driver_error, lost) and detail, the tail of the trainer's stderr, and its stored "
       "events in order (states with their causes, start, eval, nan, summary, error; steps left "
-      "out). Use it to learn why a candidate failed before proposing the next one.";
+      "out; events_complete is true once the replay reached a finished experiment's last state). "
+      "Use it to learn why a candidate failed before proposing the next one.";
   t.input_schema =
       Schema({{"id", {{"type", "integer"}, {"minimum", 1}, {"description", "experiment id"}}},
               {"events",
@@ -379,13 +381,15 @@ McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
     const size_t max_events = static_cast<size_t>(Int(args, "events", 50));
     if (max_events > 0) {
       std::vector<v1::WatchEvent> events;
-      st = ReadExperimentEvents(client.get(), e, &events);
+      bool complete = false;
+      st = ReadExperimentEvents(client.get(), e, &events, &complete);
       if (!st.ok()) return McpToolResult::Error(st);
       json arr = json::array();
       const size_t first = events.size() > max_events ? events.size() - max_events : 0;
       for (size_t i = first; i < events.size(); ++i) arr.push_back(WatchEventJson(events[i]));
       j["events"] = arr;
       j["events_left_out"] = first;
+      j["events_complete"] = complete;
     }
     return McpToolResult::Json(j);
   };

@@ -308,6 +308,7 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   EXPECT_TRUE(kinds.count("summary")) << detail["events"].dump(2);
   EXPECT_FALSE(kinds.count("step")) << "steps are left out";
   EXPECT_TRUE(states.count("queued") && states.count("succeeded")) << detail["events"].dump(2);
+  EXPECT_EQ(detail["events_complete"], true);
   json missing = Call(&mcp, "experiment", {{"id", 99999}});
   EXPECT_EQ(missing["isError"], true);
   EXPECT_NE(missing["content"][0]["text"].get<std::string>().find("arguments.id"),
