@@ -5,7 +5,8 @@
 //  - HttpEndpoints: plain HTTP/1.1 over a socket: /metrics, /api/overview, /api/campaigns/ID,
 //    /api/experiments/ID, HEAD, 404, 405 on POST, 403 for a foreign Host header.
 //  - BrowserRendersPages: Debian's chromium (headless, --dump-dom) loads the overview, campaign and
-//    experiment pages; the rendered DOM holds the head and the figures, and the hostile names and
+//    experiment pages; the rendered DOM holds the head and the figures, the overview's script ran
+//    under the CSP and refreshed from /api/overview, and the hostile names and
 //    failure text are text, not elements (no injected <script> or <img>, title unchanged). Skipped,
 //    saying why, when chromium is not installed.
 #include <arpa/inet.h>
@@ -285,11 +286,16 @@ TEST_F(DashboardE2eTest, BrowserRendersPages) {
     GTEST_SKIP() << "chromium is not installed (deploy/install-deps.sh installs it); the HTTP "
                     "checks above ran without it";
   }
-  auto dom = [&](const std::string& path) {
-    CommandResult r = RunCommand({chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
-                                  "--user-data-dir=" + sb_->Path("chromium-profile"),
-                                  "http://127.0.0.1:" + std::to_string(port_) + path, "--dump-dom"},
-                                 90);
+  auto dom = [&](const std::string& path, const std::string& extra = "") {
+    std::vector<std::string> argv = {chromium,
+                                     "--headless=new",
+                                     "--no-sandbox",
+                                     "--disable-gpu",
+                                     "--user-data-dir=" + sb_->Path("chromium-profile"),
+                                     "--dump-dom"};
+    if (!extra.empty()) argv.push_back(extra);
+    argv.push_back("http://127.0.0.1:" + std::to_string(port_) + path);
+    CommandResult r = RunCommand(argv, 90);
     EXPECT_EQ(r.exit_code, 0) << path << ": " << r.err.substr(0, 2000);
     EXPECT_NE(r.out.find("</html>"), std::string::npos) << path << ": " << r.out;
     return r.out;
@@ -297,7 +303,10 @@ TEST_F(DashboardE2eTest, BrowserRendersPages) {
   // Text nodes are serialised escaped; an element would appear as a tag.
   const std::string escaped_campaign = "&lt;script&gt;document.title='pwned'&lt;/script&gt;lr";
 
-  const std::string overview = dom("/");
+  // 8 s of virtual time: the overview's script (allowed by the CSP nonce) refreshes from
+  // /api/overview after 5 s.
+  const std::string overview = dom("/", "--virtual-time-budget=8000");
+  EXPECT_NE(overview.find("id=\"refreshed\">refreshed "), std::string::npos) << overview;
   EXPECT_NE(overview.find(escaped_campaign), std::string::npos) << overview;
   EXPECT_EQ(CountOf(overview, "<script"), 1) << "only the dashboard's own script: " << overview;
   EXPECT_NE(overview.find("<title>overview - xv</title>"), std::string::npos);
