@@ -35,6 +35,11 @@ int RunMcp(const ClientOptions& options) {
 void AddMcpCommand(CLI::App* app, const ClientOptions* options) {
   CLI::App* sub = app->add_subcommand(
       "mcp", "serve the Model Context Protocol on stdin/stdout: xv's tools for AI agents");
+  sub->footer(
+      "An MCP client starts it; stdout carries only JSON-RPC messages, one per line, and logs go "
+      "to stderr.\nClient config: {\"mcpServers\": {\"xv\": {\"command\": \"xvctl\", \"args\": "
+      "[\"mcp\"]}}}\n(add \"--state-dir\", \"DIR\" or \"--daemon\", \"ADDR\" before \"mcp\" for "
+      "another daemon). Tools, the loop and the rules: docs/agent.md");
   sub->callback([options] {
     int rc = RunMcp(*options);
     if (rc != kExitOk) throw CLI::RuntimeError(rc);
