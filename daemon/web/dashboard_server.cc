@@ -141,7 +141,9 @@ Status DashboardServer::Start(const std::string& host, int port, int threads,
   if (!ec) a.bind(endpoint, ec);
   if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    return Status::Unavailable("--http " + where + ": cannot listen: " + ec.message());
+    return Status::Unavailable(
+        "--http " + where + ": cannot listen: " + ec.message() +
+        " (another xvd? choose a port with --http HOST:PORT, or --http off)");
   }
   s->port_ = a.local_endpoint().port();
   s->impl_->Accept();
