@@ -56,7 +56,7 @@ class DaemonServer {
   ~DaemonServer();  // Shutdown()s
 
   const std::string& socket_path() const { return socket_path_; }
-  int tcp_port() const { return tcp_port_; }  // 0 when TCP is off
+  int tcp_port() const { return tcp_port_; }    // 0 when TCP is off
   int http_port() const { return http_port_; }  // 0 when the dashboard is off
   store::ExperimentStore* store() { return store_.get(); }
   Dispatcher* dispatcher() { return dispatcher_.get(); }
