@@ -18,6 +18,7 @@
 #include "client/campaign_view.h"
 #include "client/experiment_listing.h"
 #include "client/experiment_view.h"
+#include "client/failure_summary_view.h"
 #include "client/mcp_arguments.h"
 #include "client/status_view.h"
 #include "client/submit_request.h"
@@ -240,28 +241,46 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
       "control) and its reason; null figures for experiments without a result, failure_kind and "
       "failure_detail for failed ones. Filter by campaign, state and decision; sort by id (the "
       "`limit` most recent) or val_bpb (the `limit` best). When no daemon answers, the database "
-      "is read read-only (source says which).";
-  t.input_schema =
-      Schema({{"campaign", CampaignProperty("only this campaign (name or id)")},
-              {"state",
-               {{"type", "string"},
-                {"enum", json::array({"queued", "assigned", "running", "succeeded", "diverged",
-                                      "failed", "invalid", "cancelled", "timed_out", "lost"})},
-                {"description", "only experiments in this state"}}},
-              {"decision",
-               {{"type", "string"},
-                {"enum", json::array({"keep", "discard", "pending", "control"})},
-                {"description", "only experiments with this decision"}}},
-              {"sort",
-               {{"type", "string"},
-                {"enum", json::array({"id", "val_bpb"})},
-                {"description", "id (default) or val_bpb (best first)"}}},
-              {"limit",
-               {{"type", "integer"},
-                {"minimum", 0},
-                {"maximum", 100000},
-                {"description", "at most this many (default 50; 0 = all)"}}}});
+      "is read read-only (source says which). With failures: true it returns instead, per knob "
+      "value that failed at least once, how its runs ended (runs, diverged, crashed, timed_out, "
+      "nan_rate): the values to stop proposing.";
+  t.input_schema = Schema(
+      {{"campaign", CampaignProperty("only this campaign (name or id)")},
+       {"state",
+        {{"type", "string"},
+         {"enum", json::array({"queued", "assigned", "running", "succeeded", "diverged", "failed",
+                               "invalid", "cancelled", "timed_out", "lost"})},
+         {"description", "only experiments in this state"}}},
+       {"decision",
+        {{"type", "string"},
+         {"enum", json::array({"keep", "discard", "pending", "control"})},
+         {"description", "only experiments with this decision"}}},
+       {"sort",
+        {{"type", "string"},
+         {"enum", json::array({"id", "val_bpb"})},
+         {"description", "id (default) or val_bpb (best first)"}}},
+       {"limit",
+        {{"type", "integer"},
+         {"minimum", 0},
+         {"maximum", 100000},
+         {"description", "at most this many (default 50; 0 = all)"}}},
+       {"failures",
+        {{"type", "boolean"},
+         {"description", "the failure summary per knob value instead (campaign filter only)"}}}});
   t.handler = [client, options](const json& args, McpCallContext*) {
+    if (args.value("failures", false)) {
+      v1::FailureSummaryRequest req;
+      const std::string campaign = CampaignRef(args, "campaign");
+      if (!campaign.empty() && campaign.find_first_not_of("0123456789") == std::string::npos) {
+        req.set_campaign_id(std::stoll(campaign));
+      } else {
+        req.set_campaign(campaign);
+      }
+      v1::FailureSummaryResponse resp;
+      Status st = client->FailureSummary(req, &resp);
+      if (!st.ok()) return McpToolResult::Error(st);
+      return McpToolResult::Json(FailureSummaryJson({resp.knobs().begin(), resp.knobs().end()}));
+    }
     ExperimentFilter filter;
     filter.campaign = CampaignRef(args, "campaign");
     filter.state = Str(args, "state");

@@ -183,8 +183,13 @@ class McpE2eTest : public ::testing::Test {
 TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   ASSERT_TRUE(Sandbox::BinariesBuilt());
   ASSERT_TRUE(sb_.StartDaemon(&xvd_));
-  worker_ = sb_.StartFakeWorker(
-      "mcp-cpu", {{"XV_FAKE_STEPS", "3"}, {"XV_FAKE_STEP_SECONDS", "0.02"}}, {}, "worker.log");
+  // matrix_lr 0.06 diverges (a NaN, exit 3).
+  worker_ = sb_.StartFakeWorker("mcp-cpu",
+                                {{"XV_FAKE_STEPS", "3"},
+                                 {"XV_FAKE_STEP_SECONDS", "0.02"},
+                                 {"XV_FAKE_MODE", "diverge"},
+                                 {"XV_FAKE_MODE_IF_MATRIX_LR", "0.06"}},
+                                {}, "worker.log");
   McpChild mcp(sb_.XvctlArgv({"mcp"}), sb_.Path("mcp.log"));
   ASSERT_TRUE(mcp.started());
 
@@ -246,7 +251,7 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
       << bad_arg.dump();
   EXPECT_EQ(CallOk(&mcp, "results", {{"campaign", "agent"}})["count"], 0);
 
-  // A sweep from the head: 0.02 -> 1.2 (better than the head's 1.4), 0.06 -> 1.6.
+  // A sweep from the head: 0.02 -> 1.2 (better than the head's 1.4), 0.06 diverges.
   json sub =
       CallOk(&mcp, "submit", {{"campaign", "agent"}, {"sweep", {{"matrix_lr", {0.02, 0.06}}}}});
   const std::vector<int64_t> ids = sub.value("experiment_ids", std::vector<int64_t>{});
@@ -269,14 +274,24 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
     EXPECT_EQ(n["params"]["total"], 4);
   }
   std::map<std::string, std::vector<double>> bpb;
+  int64_t diverged_id = 0;
   for (const auto& e : w["experiments"]) {
+    if (e["name"] == "matrix_lr=0.06") {
+      EXPECT_EQ(e["state"], "diverged") << e.dump();
+      diverged_id = e["id"];
+      continue;
+    }
     EXPECT_EQ(e["state"], "succeeded") << e.dump();
     ASSERT_TRUE(e["val_bpb"].is_number()) << e.dump();
     bpb[e["name"].get<std::string>()].push_back(e["val_bpb"].get<double>());
   }
   ASSERT_EQ(bpb["matrix_lr=0.02"].size(), 1u) << w.dump(2);
   EXPECT_NEAR(bpb["matrix_lr=0.02"][0], 1.2, 1e-9);
-  EXPECT_NEAR(bpb["matrix_lr=0.06"].at(0), 1.6, 1e-9);
+  ASSERT_EQ(bpb["head"].size(), 2u) << w.dump(2);
+  EXPECT_NEAR(bpb["head"][0], 1.4, 1e-9);
+  EXPECT_GT(diverged_id, 0) << w.dump(2);
+  EXPECT_EQ(w["states"]["succeeded"], 3);
+  EXPECT_EQ(w["states"]["diverged"], 1);
   ASSERT_EQ(w["rounds"].size(), 1u) << w.dump(2);
   EXPECT_EQ(w["rounds"][0]["id"], round_id);
   EXPECT_EQ(w["rounds"][0]["state"], "decided");
@@ -293,6 +308,11 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   EXPECT_EQ(best["decision"], "keep");
   EXPECT_GT(best["num_steps"].get<int64_t>(), 0);
   EXPECT_TRUE(best["tok_per_sec"].is_number());
+  // The failure summary names the diverging value.
+  json failures = CallOk(&mcp, "results", {{"campaign", "agent"}, {"failures", true}});
+  ASSERT_EQ(failures.value("failures", json::array()).size(), 1u) << failures.dump();
+  EXPECT_EQ(failures["failures"][0]["knob"], "matrix_lr");
+  EXPECT_EQ(failures["failures"][0]["diverged"], 1);
 
   // One experiment in detail: its stored events end with the terminal state.
   json detail = CallOk(&mcp, "experiment", {{"id", best["id"]}});
@@ -309,6 +329,11 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   EXPECT_FALSE(kinds.count("step")) << "steps are left out";
   EXPECT_TRUE(states.count("queued") && states.count("succeeded")) << detail["events"].dump(2);
   EXPECT_EQ(detail["events_complete"], true);
+  // The diverged one says why.
+  json failed = CallOk(&mcp, "experiment", {{"id", diverged_id}});
+  EXPECT_EQ(failed["state"], "diverged");
+  EXPECT_FALSE(failed["failure_kind"].get<std::string>().empty()) << failed.dump(2);
+  EXPECT_TRUE(failed["val_bpb"].is_null());
   json missing = Call(&mcp, "experiment", {{"id", 99999}});
   EXPECT_EQ(missing["isError"], true);
   EXPECT_NE(missing["content"][0]["text"].get<std::string>().find("arguments.id"),
