@@ -74,3 +74,5 @@ sqlite3 -header -column "$STATE_DIR/xv.db" \
      FROM experiments e LEFT JOIN results r ON r.experiment_id = e.id ORDER BY e.id;"
 
 say "Done. Read the results again at any time with: $BIN/xvctl results --state-dir $STATE_DIR"
+echo "Or in a browser (read-only dashboard, docs/dashboard.md): $BIN/xvd --state-dir $STATE_DIR --listen 127.0.0.1:0 --http 127.0.0.1:8470 &"
+echo "then open http://127.0.0.1:8470/ (stop it with: kill %1)"
