@@ -39,6 +39,13 @@ std::optional<double> ParseNumber(std::string_view text) {
   return v;
 }
 
+// The integer value of a number printed where upstream prints an integer (num_steps, depth,
+// epoch); nullopt for nan, inf and values outside int64 (converting those is undefined).
+std::optional<int64_t> IntegerOf(double v) {
+  if (!std::isfinite(v) || v < -9.2e18 || v > 9.2e18) return std::nullopt;
+  return static_cast<int64_t>(v);
+}
+
 bool IsKeyName(std::string_view key) {
   if (key.empty()) return false;
   for (char c : key) {
@@ -94,7 +101,12 @@ void UpstreamOutputParser::ParseSegment(std::string_view raw, double now_s,
       }
       const std::string name(key);
       if (name == "num_steps" || name == "depth") {
-        summary_[name] = static_cast<int64_t>(*value);
+        const std::optional<int64_t> integer = IntegerOf(*value);
+        if (integer) {
+          summary_[name] = *integer;
+        } else {
+          summary_[name] = nullptr;
+        }
       } else if (std::isfinite(*value)) {
         summary_[name] = *value;
       } else {
@@ -135,6 +147,8 @@ bool UpstreamOutputParser::ParseProgress(std::string_view segment, double now_s,
     if (bar == std::string_view::npos) break;
     start = bar + 1;
   }
+  // "step" and the first '|' may be all there is: "step | loss: 3.0" (parts[0] is then "step").
+  if (parts[0].size() < 5) return false;
   std::string_view head = Trim(parts[0].substr(5));
   size_t digits = 0;
   while (digits < head.size() && std::isdigit(static_cast<unsigned char>(head[digits]))) ++digits;
@@ -173,7 +187,7 @@ bool UpstreamOutputParser::ParseProgress(std::string_view segment, double now_s,
     } else if (key == "mfu") {
       ev["mfu_percent"] = *value;
     } else if (key == "epoch") {
-      ev["epoch"] = static_cast<int64_t>(*value);
+      if (const std::optional<int64_t> epoch = IntegerOf(*value)) ev["epoch"] = *epoch;
     } else if (key == "remaining") {
       ev["remaining_s"] = *value;
     }

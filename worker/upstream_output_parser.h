@@ -16,7 +16,9 @@
 //    any other numeric key a fork adds) -> one `summary` event when the block ends (a line that is
 //    not `key: value`, or Finish), with `tok_per_sec` (mean of the progress figures after step 10,
 //    else total tokens / training seconds), `metric_version: "upstream"` and
-//    `output_format: "upstream"` added. A non-finite val_bpb counts as diverged;
+//    `output_format: "upstream"` added. A non-finite val_bpb counts as diverged. num_steps, depth
+//    and a progress line's epoch are integers: a value with no int64 value (nan, inf, 1e30) is
+//    null in the summary and left out of the step event;
 //  - anything else -> a `log` event {text}. A segment that looks like upstream output but does not
 //    parse (a `step ...` line without a step number or loss, a `key: value` line of the summary
 //    block whose value is not a number) is relayed as a log, counted in malformed_lines(), and

@@ -195,6 +195,39 @@ TEST(UpstreamOutputParserTest, FailAloneAndExplodingLossAreDiverged) {
   }
 }
 
+// Integer fields printed as nan, inf or beyond int64 (found while writing tests/fuzz): converting
+// those to an integer was undefined behaviour (INT64_MIN on x86, stored as the run's step count).
+// They are now null in the summary and left out of the step event.
+TEST(UpstreamOutputParserTest, IntegerFieldsWithoutAnIntegerValueAreNullOrLeftOut) {
+  UpstreamOutputParser p(0);
+  std::vector<json> events =
+      ParseAll(&p, {"step 00003 (0.1%) | loss: 9.000000 | lrm: 1.00 | epoch: nan",
+                    "step 00004 (0.2%) | loss: 8.000000 | epoch: 1e30", "---", "val_bpb: 1.25",
+                    "num_steps: nan", "depth: 1e300"});
+  std::vector<json> steps = OfType(events, "step");
+  ASSERT_FALSE(steps.empty());
+  for (const auto& s : steps) EXPECT_FALSE(s.contains("epoch")) << s.dump();
+  std::vector<json> summary = OfType(events, "summary");
+  ASSERT_EQ(summary.size(), 1u);
+  EXPECT_TRUE(summary[0]["num_steps"].is_null()) << summary[0].dump();
+  EXPECT_TRUE(summary[0]["depth"].is_null()) << summary[0].dump();
+  EXPECT_EQ(summary[0]["val_bpb"], 1.25);
+}
+
+// "step" followed at once by '|' (found by tests/fuzz): the progress parser cut 5 characters off
+// the 4-character part before the first '|', and std::out_of_range left ParseLine, ending the
+// worker's read of the trainer's output. It is a malformed line now.
+TEST(UpstreamOutputParserTest, StepFollowedByABarIsMalformedNotAnException) {
+  UpstreamOutputParser p(0);
+  std::vector<json> events;
+  ASSERT_NO_THROW(events = ParseAll(&p, {"step | loss: 3.0", "step |", "step 00001 | loss: 2.5"}));
+  EXPECT_EQ(p.malformed_lines(), 2);
+  ASSERT_EQ(OfType(events, "log").size(), 2u);
+  EXPECT_EQ(OfType(events, "log")[0]["text"], "step | loss: 3.0");
+  ASSERT_EQ(OfType(events, "step").size(), 1u);
+  EXPECT_EQ(OfType(events, "step")[0]["step"], 1);
+}
+
 TEST(UpstreamOutputParserTest, MalformedLinesAreCountedRelayedAndNeverFatal) {
   UpstreamOutputParser p(0);
   std::vector<json> events = ParseAll(
