@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -181,8 +182,19 @@ Status EventSpool::Recover(std::vector<SpooledAttempt>* attempts,
       continue;
     }
     if (!std::regex_match(name, m, name_re)) continue;
-    found.push_back({{std::stoll(m[1].str()), static_cast<int32_t>(std::stol(m[2].str()))},
-                     entry.path().string()});
+    // Numbers beyond what an experiment id or attempt can be (std::stoll would throw out of
+    // Recover): not a file this worker wrote; leave it alone.
+    errno = 0;
+    const long long experiment = std::strtoll(m[1].str().c_str(), nullptr, 10);
+    const long long attempt = std::strtoll(m[2].str().c_str(), nullptr, 10);
+    if (errno == ERANGE || attempt > INT32_MAX) {
+      const std::string text =
+          "spool " + entry.path().string() + ": experiment or attempt number out of range; ignored";
+      spdlog::warn("{}", text);
+      warnings->push_back(text);
+      continue;
+    }
+    found.push_back({{experiment, static_cast<int32_t>(attempt)}, entry.path().string()});
   }
   if (ec) return Status::IoError(dir_ + ": cannot list the spool directory: " + ec.message());
   std::sort(found.begin(), found.end());

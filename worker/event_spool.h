@@ -70,8 +70,9 @@ class EventSpool {
 
   // Reads every spool file of the directory; call once, before the first Append. Every dropped
   // record is logged (warn) and described in *warnings. A file that does not start with the magic
-  // is renamed to <file>.unreadable and left alone. Attempts come out ordered by (experiment,
-  // attempt); files that hold nothing but acknowledged events are deleted.
+  // is renamed to <file>.unreadable and left alone; one whose name holds an experiment or attempt
+  // number out of range (not a file this worker wrote) is ignored with a warning. Attempts come out
+  // ordered by (experiment, attempt); files that hold nothing but acknowledged events are deleted.
   Status Recover(std::vector<SpooledAttempt>* attempts, std::vector<std::string>* warnings);
 
   // Appends an event or Finished message (other kinds: InvalidArgument) to its attempt's file,
