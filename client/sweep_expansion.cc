@@ -47,6 +47,20 @@ Status ExpandSweeps(const std::vector<std::string>& sweeps,
     }
     axes.push_back(std::move(axis));
   }
+  // Each axis has at least one value, so the running product only grows: stop at the limit
+  // (hostile or mistyped flags could otherwise ask for billions of candidates).
+  size_t count = 1;
+  for (const auto& axis : axes) {
+    count *= axis.values.size();
+    if (count > kMaxSweepCandidates) {
+      std::string sizes;
+      for (const auto& a : axes)
+        sizes += (sizes.empty() ? "" : " x ") + std::to_string(a.values.size());
+      return Status::InvalidArgument("--sweep: " + sizes + " values make more than " +
+                                     std::to_string(kMaxSweepCandidates) +
+                                     " candidates; sweep fewer values at once");
+    }
+  }
   std::vector<std::vector<v1::Override>> product;
   if (!axes.empty()) product.emplace_back();
   for (const auto& axis : axes) {

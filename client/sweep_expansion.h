@@ -23,9 +23,14 @@ struct SweepAxis {
 // key is empty, a value is empty, a value repeats, or brackets/quotes are unbalanced.
 Status ParseSweep(const std::string& text, SweepAxis* out);
 
+// At most this many candidates are expanded (the daemon's own limit per round, max_candidates, is
+// usually lower and is checked there); a larger product is refused before it is built.
+constexpr size_t kMaxSweepCandidates = 4096;
+
 // The cartesian product of `sweeps` (each parsed with ParseSweep; a knob may appear in one flag
 // only). Each element is one candidate's overrides, one per axis, in flag order. Empty input gives
-// an empty output. On error *out is unchanged.
+// an empty output. InvalidArgument naming "--sweep" when the product exceeds kMaxSweepCandidates.
+// On error *out is unchanged.
 Status ExpandSweeps(const std::vector<std::string>& sweeps,
                     std::vector<std::vector<v1::Override>>* out);
 

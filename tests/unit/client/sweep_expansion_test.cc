@@ -86,6 +86,27 @@ TEST(ExpandSweeps, AKnobSweptTwiceIsRefused) {
             "--sweep 'matrix_lr=0.05': matrix_lr is already swept by another --sweep flag");
 }
 
+// Found while writing tests/fuzz: a few flags of many values asked for their whole product up front
+// (three flags of 2000 values: 8e9 candidates, the memory of the machine).
+TEST(ExpandSweeps, AProductBeyondTheLimitIsRefusedBeforeItIsBuilt) {
+  auto values = [](const std::string& key, int n) {
+    std::string flag = key + "=";
+    for (int i = 1; i <= n; ++i) flag += (i > 1 ? "," : "") + std::to_string(i);
+    return flag;
+  };
+  std::vector<std::vector<v1::Override>> out;
+  Status st =
+      ExpandSweeps({values("depth", 2000), values("head_dim", 2000), values("seed", 2000)}, &out);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("--sweep: 2000 x 2000 x 2000 values make more than 4096"),
+            std::string::npos)
+      << st.message();
+  EXPECT_TRUE(out.empty());
+  // Exactly the limit is expanded.
+  ASSERT_TRUE(ExpandSweeps({values("depth", 64), values("head_dim", 64)}, &out).ok());
+  EXPECT_EQ(out.size(), kMaxSweepCandidates);
+}
+
 TEST(BuildSubmitRequest, SweepWithoutRecipeBuildsFromTheCampaignHead) {
   SubmitArgs a;
   a.campaign = "lr";
