@@ -1,5 +1,6 @@
 #include "trainer/checkpoint/safetensors.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -92,12 +93,22 @@ xv::Status LoadSafetensors(const std::string& path, std::map<std::string, torch:
       return xv::Status::InvalidArgument(where + ": unsupported dtype " + e["dtype"].dump());
     }
     std::vector<int64_t> shape;
-    int64_t numel = 1;
+    int64_t numel = 1, extent = 1;
+    if (!e["shape"].is_array()) {
+      return xv::Status::DataLoss(where + ": shape is not an array: " + e["shape"].dump());
+    }
     for (const auto& d : e["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0) {
         return xv::Status::DataLoss(where + ": bad shape " + e["shape"].dump());
       }
       shape.push_back(d.get<int64_t>());
+      // A header may claim dimensions whose product overflows (the tensor would then look tiny,
+      // or LibTorch would be asked for impossible sizes or strides): refuse it here. Zero
+      // dimensions count as 1, since the strides of the other dimensions still multiply.
+      if (__builtin_mul_overflow(extent, std::max<int64_t>(shape.back(), 1), &extent)) {
+        return xv::Status::DataLoss(where + ": shape " + e["shape"].dump() +
+                                    " has more elements than fit in 64 bits");
+      }
       numel *= shape.back();
     }
     const auto& off = e["data_offsets"];
@@ -106,7 +117,13 @@ xv::Status LoadSafetensors(const std::string& path, std::map<std::string, torch:
       return xv::Status::DataLoss(where + ": bad data_offsets " + off.dump());
     }
     const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
-    const uint64_t expected = static_cast<uint64_t>(numel) * c10::elementSize(type);
+    uint64_t expected = 0;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(numel),
+                               static_cast<uint64_t>(c10::elementSize(type)), &expected)) {
+      return xv::Status::DataLoss(where + ": shape " + e["shape"].dump() + " of " +
+                                  e["dtype"].get<std::string>() +
+                                  " needs more bytes than fit in 64 bits");
+    }
     if (begin > end || end > data_size) {
       return xv::Status::DataLoss(where + ": data_offsets [" + std::to_string(begin) + ", " +
                                   std::to_string(end) + "] (file offset " +

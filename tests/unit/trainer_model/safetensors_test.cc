@@ -75,5 +75,35 @@ TEST(SafetensorsTest, GarbageHeaderIsRejected) {
   EXPECT_EQ(LoadSafetensors(path, &out).code(), xv::Status::Code::kNotFound);
 }
 
+// Headers lying about shapes (found while writing tests/fuzz): a product of dimensions that
+// overflows 64 bits wrapped to 0 elements, passed the size check against empty data_offsets and
+// reached torch::empty; a shape that is not an array was read as its values.
+TEST(SafetensorsTest, HeaderWithOverflowingOrNonArrayShapeIsRefused) {
+  const std::string path = TempPath("lying-shape");
+  auto write_header = [&](const std::string& header) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    const uint64_t len = header.size();
+    f.write(reinterpret_cast<const char*>(&len), 8);
+    f << header;
+  };
+  std::map<std::string, torch::Tensor> out;
+  for (const std::string shape :
+       {"[4294967296,4294967296]", "[0,4611686018427387904,4611686018427387904]",
+        "[4611686018427387904]"}) {
+    write_header(R"({"w":{"dtype":"F32","shape":)" + shape + R"(,"data_offsets":[0,0]}})");
+    xv::Status st;
+    ASSERT_NO_THROW(st = LoadSafetensors(path, &out)) << shape;
+    EXPECT_EQ(st.code(), xv::Status::Code::kDataLoss) << shape;
+    EXPECT_NE(st.message().find("tensor 'w': shape " + shape), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("64 bits"), std::string::npos) << st.message();
+  }
+  write_header(R"({"w":{"dtype":"U8","shape":3,"data_offsets":[0,0]}})");
+  xv::Status st = LoadSafetensors(path, &out);
+  EXPECT_EQ(st.code(), xv::Status::Code::kDataLoss);
+  EXPECT_NE(st.message().find("shape is not an array"), std::string::npos) << st.message();
+  EXPECT_TRUE(out.empty());
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace xv::trainer
