@@ -29,6 +29,8 @@ void AddConfirmCommand(CLI::App* app, const ClientOptions* options);
 void AddWatchCommand(CLI::App* app, const ClientOptions* options);
 // `drain WORKER|--all`: the worker finishes its running attempt and exits.
 void AddDrainCommand(CLI::App* app, const ClientOptions* options);
+// `cancel ID...`: queued, assigned or running experiments end cancelled.
+void AddCancelCommand(CLI::App* app, const ClientOptions* options);
 // `mcp`: the Model Context Protocol server on stdin/stdout for AI agents (docs/agent.md).
 void AddMcpCommand(CLI::App* app, const ClientOptions* options);
 

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   xv::client::AddPlanCommand(&app, &options);
   xv::client::AddWatchCommand(&app, &options);
   xv::client::AddDrainCommand(&app, &options);
+  xv::client::AddCancelCommand(&app, &options);
   xv::client::AddMcpCommand(&app, &options);
   xv::tok::AddPrepareCommand(&app);
   xv::tok::AddTokenizeCommand(&app);

@@ -7,6 +7,9 @@
 //  - CampaignMaxAttemptsLimitsRequeues: `campaign create --max-attempts 1` is shown by `campaign
 //    show`; a worker killed with -9 mid-run loses the attempt and, with one attempt allowed, the
 //    experiment ends lost instead of being requeued; out-of-range values are refused by flag.
+//  - CancelStopsRunningAndQueuedExperiments: `xvctl cancel RUNNING QUEUED FINISHED 999999`: the
+//    running trainer is stopped and both end cancelled, the finished one keeps its state, the
+//    unknown id is named and makes the exit code 1; the worker takes the next experiment.
 //  - FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns: the state directory is a 4 MiB tmpfs
 //    (mounted by the test; root only, else skipped) filled to the last byte after the WAL was
 //    truncated: the next submission fails with FAILED_PRECONDITION naming the cause and the
@@ -159,6 +162,72 @@ TEST_F(OperationsE2eTest, DrainFinishesTheRunningAttemptThenTheWorkerExits) {
   for (const auto& id : sub["experiment_ids"]) {
     EXPECT_EQ(Experiment(id).value("state", ""), "succeeded");
   }
+}
+
+TEST_F(OperationsE2eTest, CancelStopsRunningAndQueuedExperiments) {
+  StartDaemon();
+  StartWorker("op-c", {{"XV_FAKE_STEPS", "3"}, {"XV_FAKE_STEP_SECONDS", "0.05"}});
+  const std::string recipe = SourcePath("recipes/cpu-tiny.yaml");
+  json first = XvctlJson({"submit", recipe, "--candidate", "matrix_lr=0.01", "--json"});
+  ASSERT_EQ(first.value("experiment_ids", json::array()).size(), 1u) << first.dump();
+  const int64_t finished = first["experiment_ids"][0];
+  ASSERT_TRUE(
+      Eventually([&] { return Experiment(finished).value("state", "") == "succeeded"; }, 30))
+      << Logs();
+  // A long-running worker for the next ones: restart it with slow steps.
+  workers_.back().Stop();
+  ChildGuard& w = StartWorker("op-c", {{"XV_FAKE_STEPS", "400"}, {"XV_FAKE_STEP_SECONDS", "0.1"}});
+  json sub = XvctlJson({"submit", recipe, "--candidate", "matrix_lr=0.02", "--candidate",
+                        "matrix_lr=0.03", "--candidate", "matrix_lr=0.05", "--json"});
+  ASSERT_EQ(sub.value("experiment_ids", json::array()).size(), 3u) << sub.dump();
+  int64_t running = 0;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        json ws = WorkerStatus("op-c");
+        running = ws.is_null() ? 0 : ws.value("current_experiment_id", int64_t{0});
+        return running != 0 && Experiment(running).value("state", "") == "running";
+      },
+      30))
+      << Logs();
+  int64_t queued = 0, spare = 0;
+  for (const auto& id : sub["experiment_ids"]) {
+    if (id == running) continue;
+    (queued == 0 ? queued : spare) = id.get<int64_t>();
+  }
+  CommandResult cancel = Xvctl({"cancel", std::to_string(running), std::to_string(queued),
+                                std::to_string(finished), "999999"});
+  EXPECT_EQ(cancel.exit_code, 1) << cancel.out << cancel.err;
+  EXPECT_NE(cancel.out.find("experiment " + std::to_string(running) + ": cancelled"),
+            std::string::npos)
+      << cancel.out;
+  EXPECT_NE(cancel.out.find("experiment " + std::to_string(queued) + ": cancelled"),
+            std::string::npos)
+      << cancel.out;
+  EXPECT_NE(cancel.out.find("experiment " + std::to_string(finished) +
+                            ": already succeeded, nothing to cancel"),
+            std::string::npos)
+      << cancel.out;
+  EXPECT_NE(cancel.err.find("999999"), std::string::npos) << cancel.err;
+  EXPECT_EQ(Experiment(running).value("state", ""), "cancelled");
+  EXPECT_EQ(Experiment(queued).value("state", ""), "cancelled");
+  EXPECT_EQ(Experiment(finished).value("state", ""), "succeeded");
+  // The worker stops the cancelled trainer long before its 40 s of steps and takes the spare.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        json ws = WorkerStatus("op-c");
+        return !ws.is_null() && ws.value("current_experiment_id", int64_t{0}) == spare;
+      },
+      20))
+      << Logs();
+  EXPECT_TRUE(w.Alive());
+  CommandResult json_form = Xvctl({"cancel", std::to_string(spare), "--json"});
+  EXPECT_EQ(json_form.exit_code, 0) << json_form.err;
+  json parsed = json::parse(json_form.out, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded()) << json_form.out;
+  EXPECT_EQ(parsed["experiments"][0].value("state", ""), "cancelled") << json_form.out;
+  std::printf("cancel: running %lld and queued %lld cancelled, finished %lld kept, 999999 named\n",
+              static_cast<long long>(running), static_cast<long long>(queued),
+              static_cast<long long>(finished));
 }
 
 TEST_F(OperationsE2eTest, CampaignMaxAttemptsLimitsRequeues) {
