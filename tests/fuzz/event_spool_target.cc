@@ -25,17 +25,34 @@ namespace fs = std::filesystem;
 constexpr size_t kMagicBytes = 8;   // "XVSPOOL1"
 constexpr size_t kHeaderBytes = 9;  // u32 length, u32 crc32, u8 kind
 
-const std::string& ScratchDir() {
-  static const std::string dir = [] {
+// The spool directory of this process, removed at exit. Recovery fsyncs what it cuts back: on
+// tmpfs (/dev/shm where there is one) that costs nothing, so more inputs run.
+class ScratchSpoolDir {
+ public:
+  ScratchSpoolDir() {
     spdlog::set_level(spdlog::level::off);  // every dropped record is a warning
 #if GOOGLE_PROTOBUF_VERSION < 4022000
     google::protobuf::SetLogHandler(nullptr);  // and so is every invalid UTF-8 string field
 #endif
-    const fs::path p = fs::temp_directory_path() / ("xv-fuzz-spool-" + std::to_string(::getpid()));
-    fs::create_directories(p);
-    return p.string();
-  }();
-  return dir;
+    std::error_code ec;
+    const fs::path base =
+        fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
+    path_ = (base / ("xv-fuzz-spool-" + std::to_string(::getpid()))).string();
+    fs::create_directories(path_);
+  }
+  ~ScratchSpoolDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+const std::string& ScratchDir() {
+  static const ScratchSpoolDir dir;
+  return dir.path();
 }
 
 uint32_t GetU32(const std::string& s, size_t at) {

@@ -488,6 +488,8 @@ FuzzReport RunFuzzer(const std::string& name, FuzzTarget target,
     }
   }
   g_current.data = nullptr;
+  std::error_code ec;
+  std::filesystem::remove(options.out_dir, ec);  // only when empty: nothing to look at
   report.seconds = static_cast<double>(NowNs() - start) / 1e9;
   std::cerr << "xv fuzz: target " << name << ": " << report.inputs << " inputs (" << seeds.size()
             << " seeds) in " << report.seconds << " s, " << report.failures

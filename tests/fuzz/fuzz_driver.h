@@ -59,7 +59,7 @@ struct FuzzOptions {
   double seconds = 10.0;
   double input_timeout_s = 10.0;
   size_t max_len = 65536;
-  std::string out_dir;  // created when missing
+  std::string out_dir;  // created when missing; removed again when nothing was written to it
   std::string replay;   // a .hex file: run only that input
 
   // Reads the XV_FUZZ_* variables above; `default_seconds` when XV_FUZZ_SECONDS is unset.

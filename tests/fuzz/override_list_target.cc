@@ -21,7 +21,7 @@ void ApplyToDefaultRecipe(const std::vector<v1::Override>& overrides) {
   std::vector<std::pair<std::string, std::string>> pairs;
   for (const auto& o : overrides) pairs.emplace_back(o.key(), o.value());
   Recipe r;
-  const std::string before = CanonicalHash(r);
+  static const std::string before = CanonicalHash(Recipe());
   const Status st = ApplyOverrides(pairs, &r);
   if (st.ok()) {
     XV_FUZZ_CHECK(ValidateRecipe(r).ok(), "ApplyOverrides accepted an invalid recipe");

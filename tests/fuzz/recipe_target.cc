@@ -55,7 +55,7 @@ int FuzzRecipeYaml(const uint8_t* data, size_t size) {
   const size_t eq = text.find('=');
   if (eq != std::string::npos) {
     Recipe base;
-    const std::string before = CanonicalHash(base);
+    static const std::string before = CanonicalHash(Recipe());
     const Status applied = ApplyOverride(text.substr(0, eq), text.substr(eq + 1), &base);
     if (applied.ok()) {
       CheckAccepted(base, "ApplyOverride");

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,9 +15,14 @@
 namespace xv::fuzz {
 
 int FuzzSafetensors(const uint8_t* data, size_t size) {
-  static const std::string path = (std::filesystem::temp_directory_path() /
-                                   ("xv-fuzz-" + std::to_string(::getpid()) + ".safetensors"))
-                                      .string();
+  // One scratch file for the process, removed at exit.
+  static const struct ScratchFile {
+    std::string path = (std::filesystem::temp_directory_path() /
+                        ("xv-fuzz-" + std::to_string(::getpid()) + ".safetensors"))
+                           .string();
+    ~ScratchFile() { std::remove(path.c_str()); }
+  } scratch;
+  const std::string& path = scratch.path;
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
