@@ -92,7 +92,11 @@ void OnFatalSignal(int sig) {
 void OnSanitizerDeath() { ReportCrash("sanitizer report"); }
 
 void InstallCrashHandlers() {
+  // Under a sanitizer its own handlers report faults (with the stack) and then call the death
+  // callback; taking SIGSEGV from it would lose the report. abort() stays ours.
+  const bool sanitized = __sanitizer_set_death_callback != nullptr;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) {
+    if (sanitized && sig != SIGABRT) continue;
     struct sigaction sa {};
     sa.sa_handler = OnFatalSignal;
     sigemptyset(&sa.sa_mask);
@@ -105,7 +109,7 @@ void InstallCrashHandlers() {
   ss.ss_sp = alt_stack.data();
   ss.ss_size = alt_stack.size();
   ::sigaltstack(&ss, nullptr);
-  if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(OnSanitizerDeath);
+  if (sanitized) __sanitizer_set_death_callback(OnSanitizerDeath);
 }
 
 // Ends the process when one input runs longer than the limit (a hang or an endless loop).
@@ -360,13 +364,26 @@ void CopyInto(char* dst, size_t cap, const std::string& src) {
 
 }  // namespace
 
+// The number in variable `name` (or `fallback`); a clear error naming the variable otherwise.
+template <typename T>
+T EnvNumber(const char* name, T fallback) {
+  const std::string text = EnvOr(name, "");
+  if (text.empty()) return fallback;
+  std::istringstream in(text);
+  T value{};
+  if (!(in >> value) || !in.eof() || value < 0) {
+    throw std::invalid_argument(std::string(name) + ": expected a number >= 0, got '" + text + "'");
+  }
+  return value;
+}
+
 FuzzOptions FuzzOptions::FromEnv(double default_seconds) {
   FuzzOptions o;
-  o.seed = std::stoull(EnvOr("XV_FUZZ_SEED", "1"));
-  o.runs = std::stoll(EnvOr("XV_FUZZ_RUNS", "2000000"));
-  o.seconds = std::stod(EnvOr("XV_FUZZ_SECONDS", std::to_string(default_seconds)));
-  o.input_timeout_s = std::stod(EnvOr("XV_FUZZ_INPUT_TIMEOUT_S", "10"));
-  o.max_len = std::stoull(EnvOr("XV_FUZZ_MAX_LEN", "65536"));
+  o.seed = EnvNumber<uint64_t>("XV_FUZZ_SEED", 1);
+  o.runs = EnvNumber<int64_t>("XV_FUZZ_RUNS", 2000000);
+  o.seconds = EnvNumber<double>("XV_FUZZ_SECONDS", default_seconds);
+  o.input_timeout_s = EnvNumber<double>("XV_FUZZ_INPUT_TIMEOUT_S", 10);
+  o.max_len = EnvNumber<size_t>("XV_FUZZ_MAX_LEN", 65536);
   o.replay = EnvOr("XV_FUZZ_REPLAY", "");
   std::string out = EnvOr("XV_FUZZ_OUT", "");
   if (out.empty()) {
@@ -461,7 +478,10 @@ FuzzReport RunFuzzer(const std::string& name, FuzzTarget target,
     const std::string input = from_fixed ? fixed[i] : mutator.Next();
     CopyInto(g_current.banner, sizeof(g_current.banner),
              "target " + name + ", XV_FUZZ_SEED=" + std::to_string(options.seed) + ", input " +
-                 std::to_string(i) + (from_fixed ? " (a seed)" : " (a mutant)"));
+                 std::to_string(i) +
+                 (replaying    ? " (replayed from " + options.replay + ")"
+                  : from_fixed ? " (a seed)"
+                               : " (a mutant)"));
     g_current.data = input.data();
     g_current.size = input.size();
     g_current.started_ns = NowNs();
