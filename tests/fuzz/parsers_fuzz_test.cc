@@ -113,6 +113,33 @@ TEST(FuzzDriverDeathTest, ACrashWritesTheInputBeforeTheProcessDies) {
   fs::remove_all(dir);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+int PlantedOverflow(const uint8_t* data, size_t size) {
+  if (size > 0 && data[0] == 'X') {
+    std::vector<uint8_t> copy(data, data + size);
+    volatile uint8_t past_the_end = copy.data()[copy.size()];  // heap-buffer-overflow
+    (void)past_the_end;
+  }
+  return 0;
+}
+
+TEST(FuzzDriverDeathTest, ASanitizerReportWritesTheInputBeforeTheProcessDies) {
+  const std::string dir =
+      (fs::temp_directory_path() / ("xv-fuzz-asan-" + std::to_string(::getpid()))).string();
+  FuzzOptions o;
+  o.seed = 4;
+  o.runs = 10;
+  o.out_dir = dir;
+  EXPECT_DEATH(RunFuzzer("overflow", PlantedOverflow, {"ok", "Xtra"}, {}, o),
+               "heap-buffer-overflow(.|\n)*xv fuzz: sanitizer report in target overflow");
+  std::ifstream in(dir + "/overflow-crash.hex");
+  std::stringstream hex;
+  hex << in.rdbuf();
+  EXPECT_EQ(FromHex(hex.str()), "Xtra");
+  fs::remove_all(dir);
+}
+#endif
+
 // --- the parsers -------------------------------------------------------------------------------
 
 TEST(ParserFuzz, RecipeYaml) {
