@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -180,7 +181,7 @@ std::string StepEventJson(int64_t step) {
 struct RunFigures {
   int64_t finished = 0;
   int64_t events = 0;
-  double seconds = 0;         // first worker registered .. last Finished acknowledged
+  double seconds = 0;         // workers started .. the k-th Finished acknowledged
   std::vector<double> gap_s;  // Finished sent .. next Assign read, per worker
   bool ok = true;
 };
@@ -193,7 +194,6 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
                       const std::string& phase) {
   RunFigures f;
   std::atomic<int64_t> finished{0}, sent{0};
-  std::atomic<int> registered{0};
   std::mutex gaps_mu;
   std::vector<std::thread> threads;
   const double start = Now();
@@ -205,14 +205,26 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
         std::fprintf(stderr, "xv-bench-daemon: worker %d: no Registered\n", w);
         return;
       }
-      ++registered;
       worker.StartHeartbeats(std::chrono::milliseconds(msg.registered().heartbeat_interval_ms()));
       std::vector<double> gaps;
       double finished_at = -1;
-      while (worker.ReadUntil([](auto& m) { return m.has_assign() || m.has_drain(); }, &msg)) {
-        if (msg.has_drain()) break;
+      // Assigns read while waiting for an acknowledgement: once the store holds a Finished, another
+      // worker's scheduling pass may push this worker its next run before the ack goes out.
+      std::deque<xv::v1::Assign> pending;
+      for (;;) {
+        xv::v1::Assign assign;
+        if (!pending.empty()) {
+          assign = std::move(pending.front());
+          pending.pop_front();
+        } else {
+          if (!worker.ReadUntil([](auto& m) { return m.has_assign() || m.has_drain(); }, &msg) ||
+              msg.has_drain()) {
+            break;
+          }
+          assign = msg.assign();
+        }
         if (finished_at > 0) gaps.push_back(Now() - finished_at);
-        const auto& spec = msg.assign().spec();
+        const auto& spec = assign.spec();
         int64_t seq = 0;
         for (int e = 0; e < events; ++e) {
           worker.SendEvent(spec.experiment_id(), spec.attempt(), ++seq, StepEventJson(e));
@@ -231,6 +243,7 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
         const int64_t id = spec.experiment_id();
         if (!worker.ReadUntil(
                 [&](auto& m) {
+                  if (m.has_assign()) pending.push_back(m.assign());
                   return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id;
                 },
                 &msg)) {
@@ -245,10 +258,20 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
       f.gap_s.insert(f.gap_s.end(), gaps.begin(), gaps.end());
     });
   }
-  // Wait for the k runs (at most 10 minutes: the fake worker's session deadline is 60 s).
-  while (finished.load() < k && Now() - start < 600) {
+  // Wait for the k runs; give up when none has finished for 20 s (the fake worker's session
+  // deadline is 60 s).
+  int64_t last_count = -1;
+  double last_progress = start;
+  while (finished.load() < k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    if (registered.load() == 0 && Now() - start > 30) break;
+    const int64_t now_count = finished.load();
+    if (now_count != last_count) {
+      last_count = now_count;
+      last_progress = Now();
+    } else if (Now() - last_progress > 20) {
+      std::fprintf(stderr, "xv-bench-daemon: phase %s: no run finished for 20 s\n", phase.c_str());
+      break;
+    }
   }
   f.seconds = Now() - start;
   f.finished = finished.load();
