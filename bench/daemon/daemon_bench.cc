@@ -347,7 +347,7 @@ int Usage(FILE* out) {
       "  --events       step events each run streams in the event phase (default 50)\n"
       "  --batch        candidates per batched Submit (default 64, at most 256)\n"
       "  --xvd          the daemon binary (default: xvd beside this program)\n"
-      "  --work-dir     where the state dir is made (default a fresh /tmp directory)\n"
+      "  --work-dir     where state/ and xvd.log are made (default a fresh /tmp directory)\n"
       "  --keep         keep the state dir and xvd.log\n");
   return out == stdout ? 0 : 2;
 }
@@ -398,6 +398,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::error_code ec;
+  if (fs::exists(work_dir + "/state")) {
+    std::fprintf(stderr, "xv-bench-daemon: --work-dir: %s/state exists; give a fresh directory\n",
+                 work_dir.c_str());
+    return 2;
+  }
+  // Only what the bench made is removed at the end: the directory itself when it made it.
+  const bool made_work_dir = !fs::exists(work_dir);
   fs::create_directories(work_dir + "/state", ec);
   if (ec) {
     std::fprintf(stderr, "xv-bench-daemon: --work-dir: cannot create %s/state: %s\n",
@@ -567,7 +574,9 @@ int main(int argc, char** argv) {
   if (rc != 0 || keep) {
     std::printf("state dir and xvd.log kept in %s\n", work_dir.c_str());
   } else {
-    fs::remove_all(work_dir, ec);
+    fs::remove_all(work_dir + "/state", ec);
+    fs::remove(work_dir + "/xvd.log", ec);
+    if (made_work_dir) fs::remove(work_dir, ec);
   }
   return rc;
 }
