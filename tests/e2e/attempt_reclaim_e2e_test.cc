@@ -12,7 +12,6 @@
 //    cancelled, and the experiment keeps attempt 2's result: exactly one result row.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/e2e/database_file.h"
 #include "tests/e2e/process_harness.h"
 
 namespace xv::e2e {
@@ -32,62 +32,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-bool WaitUntil(const std::function<bool()>& pred, double timeout_s) {
-  const auto t0 = Clock::now();
-  while (std::chrono::duration<double>(Clock::now() - t0).count() < timeout_s) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// Alive and not a zombie.
-bool ProcessRunning(int pid) {
-  if (pid <= 1 || ::kill(pid, 0) != 0) return false;
-  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  const size_t paren = stat.rfind(')');
-  return paren == std::string::npos || stat.size() < paren + 3 || stat[paren + 2] != 'Z';
-}
-
-// The daemon's SQLite file, read-only (WAL: it reads while xvd writes).
-class Database {
- public:
-  explicit Database(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << path << ": " << sqlite3_errmsg(db_);
-    }
-  }
-  ~Database() { sqlite3_close(db_); }
-  // The first column of the first row, as text ("" when there is no row or it is NULL).
-  std::string Text(const std::string& sql) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
-      return "";
-    }
-    std::string out;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-    }
-    sqlite3_finalize(st);
-    return out;
-  }
-  int64_t Int(const std::string& sql) {
-    const std::string t = Text(sql);
-    return t.empty() ? -1 : std::stoll(t);
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
 
 class AttemptReclaimE2ETest : public ::testing::Test {
  protected:
@@ -123,8 +67,8 @@ class AttemptReclaimE2ETest : public ::testing::Test {
     return j["experiment_ids"][0].get<int64_t>();
   }
 
-  std::string Db(const std::string& sql) { return Database(sb_.state() + "/xv.db").Text(sql); }
-  int64_t DbInt(const std::string& sql) { return Database(sb_.state() + "/xv.db").Int(sql); }
+  std::string Db(const std::string& sql) { return DatabaseFile(sb_.state() + "/xv.db").Value(sql); }
+  int64_t DbInt(const std::string& sql) { return DatabaseFile(sb_.state() + "/xv.db").Int(sql); }
   bool WaitForValue(const std::string& sql, const std::string& want, double timeout_s) {
     return WaitUntil([&] { return Db(sql) == want; }, timeout_s);
   }
@@ -200,7 +144,7 @@ TEST_F(AttemptReclaimE2ETest, ReturningWorkerReclaimsItsAttempt) {
   // Nobody else may take the requeue: w1 is the only worker and its lease lapsed.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(Db("SELECT state FROM experiments WHERE id = " + e), "queued");
-  EXPECT_EQ(ReadFile(AttemptDir(id, 1) / "events.jsonl").find("\"summary\""), std::string::npos)
+  EXPECT_EQ(ReadFileText(AttemptDir(id, 1) / "events.jsonl").find("\"summary\""), std::string::npos)
       << "the trainer finished before the worker came back; make it longer";
   const double stopped_s = std::chrono::duration<double>(Clock::now() - stopped_at).count();
   ContinueWorker();
@@ -238,8 +182,8 @@ TEST_F(AttemptReclaimE2ETest, ReturningWorkerReclaimsItsAttempt) {
   EXPECT_NE(lost_at, std::string::npos) << w.out;
   EXPECT_NE(reclaimed_at, std::string::npos) << w.out;
   EXPECT_LT(lost_at, reclaimed_at) << w.out;
-  EXPECT_NE(ReadFile(sb_.Path("xvd.log")).find("attempt 1 reclaimed"), std::string::npos);
-  EXPECT_EQ(ReadFile(sb_.Path("w1.log")).find("cancel experiment"), std::string::npos)
+  EXPECT_NE(ReadFileText(sb_.Path("xvd.log")).find("attempt 1 reclaimed"), std::string::npos);
+  EXPECT_EQ(ReadFileText(sb_.Path("w1.log")).find("cancel experiment"), std::string::npos)
       << "the reclaimed trainer was told to cancel" << Logs();
   std::printf(
       "reclaim e2e: w1 stopped %.1f s (lease 1.5 s); attempt 1 lost, then reclaimed; "
@@ -285,12 +229,12 @@ TEST_F(AttemptReclaimE2ETest, RequeueTakenFirstCancelsTheReturningTrainer) {
       << "w1's trainer ran to its end";
   ExpectNothingTwice(id);
   EXPECT_EQ(DbInt("SELECT count(*) FROM events WHERE type = 'reclaimed'"), 0);
-  EXPECT_NE(ReadFile(sb_.Path("xvd.log"))
+  EXPECT_NE(ReadFileText(sb_.Path("xvd.log"))
                 .find("its requeue was assigned first: attempt 2 on "
                       "worker w2"),
             std::string::npos)
       << Logs();
-  EXPECT_NE(ReadFile(sb_.Path("w1.log")).find("cancel experiment " + e + " attempt 1"),
+  EXPECT_NE(ReadFileText(sb_.Path("w1.log")).find("cancel experiment " + e + " attempt 1"),
             std::string::npos)
       << Logs();
   std::printf(

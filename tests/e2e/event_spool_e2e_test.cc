@@ -12,7 +12,6 @@
 //    attempt succeeds, and the first attempt's events are stored too.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/e2e/database_file.h"
 #include "tests/e2e/process_harness.h"
 
 namespace xv::e2e {
@@ -33,62 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-bool WaitUntil(const std::function<bool()>& pred, double timeout_s) {
-  const auto t0 = Clock::now();
-  while (std::chrono::duration<double>(Clock::now() - t0).count() < timeout_s) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// Alive and not a zombie (an orphan re-parented to a PID 1 that does not reap stays a zombie).
-bool ProcessRunning(int pid) {
-  if (pid <= 1 || ::kill(pid, 0) != 0) return false;
-  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  const size_t paren = stat.rfind(')');
-  return paren == std::string::npos || stat.size() < paren + 3 || stat[paren + 2] != 'Z';
-}
-
-// The SQLite file of the daemon, read-only.
-class Database {
- public:
-  explicit Database(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << path << ": " << sqlite3_errmsg(db_);
-    }
-  }
-  ~Database() { sqlite3_close(db_); }
-  // The first column of the first row, as text ("" when there is no row).
-  std::string Text(const std::string& sql) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
-      return "";
-    }
-    std::string out;
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-    }
-    sqlite3_finalize(st);
-    return out;
-  }
-  int64_t Int(const std::string& sql) {
-    const std::string t = Text(sql);
-    return t.empty() ? -1 : std::stoll(t);
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
 
 class EventSpoolE2ETest : public ::testing::Test {
  protected:
@@ -149,12 +93,12 @@ class EventSpoolE2ETest : public ::testing::Test {
   }
   // The daemon stored at least `n` events of the attempt.
   bool EventsStored(int64_t id, int attempt, int64_t n) {
-    Database db(sb_.state() + "/xv.db");
+    DatabaseFile db(sb_.state() + "/xv.db");
     return db.Int("SELECT COUNT(*) FROM events WHERE source = 'trainer' AND experiment_id = " +
                   std::to_string(id) + " AND attempt = " + std::to_string(attempt)) >= n;
   }
   bool WorkerLogHas(const std::string& text) {
-    return ReadFile(sb_.dir() / "worker.log").find(text) != std::string::npos;
+    return ReadFileText(sb_.dir() / "worker.log").find(text) != std::string::npos;
   }
 
   void WaitAll(double timeout_s) {
@@ -165,15 +109,15 @@ class EventSpoolE2ETest : public ::testing::Test {
   // The experiment ended succeeded exactly once on `attempt`, with every event of that attempt
   // (start, kSteps steps, eval, summary) stored once and one result row.
   void ExpectSucceededOnce(int64_t id, int attempt) {
-    Database db(sb_.state() + "/xv.db");
+    DatabaseFile db(sb_.state() + "/xv.db");
     const std::string e = std::to_string(id);
     const std::string where =
         " WHERE experiment_id = " + e + " AND attempt = " + std::to_string(attempt);
-    EXPECT_EQ(db.Text("SELECT state FROM experiments WHERE id = " + e), "succeeded") << Logs();
+    EXPECT_EQ(db.Value("SELECT state FROM experiments WHERE id = " + e), "succeeded") << Logs();
     EXPECT_EQ(db.Int("SELECT attempt FROM experiments WHERE id = " + e), attempt);
-    EXPECT_EQ(db.Text("SELECT state FROM attempts" + where), "succeeded");
+    EXPECT_EQ(db.Value("SELECT state FROM attempts" + where), "succeeded");
     EXPECT_EQ(db.Int("SELECT COUNT(*) FROM results WHERE experiment_id = " + e), 1);
-    EXPECT_EQ(db.Text("SELECT printf('%.6f', val_bpb) FROM results WHERE experiment_id = " + e),
+    EXPECT_EQ(db.Value("SELECT printf('%.6f', val_bpb) FROM results WHERE experiment_id = " + e),
               "1.200000");
     const int64_t n = kSteps + 3;
     const std::string trainer = where + " AND source = 'trainer'";
@@ -183,7 +127,7 @@ class EventSpoolE2ETest : public ::testing::Test {
     EXPECT_EQ(db.Int("SELECT MAX(seq) FROM events" + trainer), n);
     EXPECT_EQ(db.Int("SELECT COUNT(*) FROM metrics" + where), kSteps);
     EXPECT_EQ(db.Int("SELECT COUNT(DISTINCT step) FROM metrics" + where), kSteps);
-    EXPECT_EQ(db.Text("PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(db.Value("PRAGMA integrity_check"), "ok");
     std::printf(
         "spool e2e: experiment %lld attempt %d: %lld events, %lld metric rows, %lld result\n",
         static_cast<long long>(id), attempt,
@@ -239,9 +183,9 @@ TEST_F(EventSpoolE2ETest, WorkerKilledAfterTheTrainerFinished) {
   ASSERT_TRUE(fs::exists(SpoolFile(id, 1)));
   StartDaemon();
   {
-    Database db(sb_.state() + "/xv.db");
+    DatabaseFile db(sb_.state() + "/xv.db");
     const std::string state =
-        db.Text("SELECT state FROM experiments WHERE id = " + std::to_string(id));
+        db.Value("SELECT state FROM experiments WHERE id = " + std::to_string(id));
     EXPECT_TRUE(state == "running" || state == "assigned") << state;
   }
   StartWorker(env);
@@ -275,9 +219,9 @@ TEST_F(EventSpoolE2ETest, WorkerKilledWhileItsTrainerRuns) {
       << "the orphaned trainer " << orphan_pid_ << " is still running" << Logs();
   WaitAll(60);
   ExpectSucceededOnce(id, 2);
-  Database db(sb_.state() + "/xv.db");
+  DatabaseFile db(sb_.state() + "/xv.db");
   const std::string first = " WHERE experiment_id = " + std::to_string(id) + " AND attempt = 1";
-  EXPECT_EQ(db.Text("SELECT state FROM attempts" + first), "lost");
+  EXPECT_EQ(db.Value("SELECT state FROM attempts" + first), "lost");
   // start and step 1 of the first attempt, replayed from the spool or sent before: once each.
   EXPECT_EQ(db.Int("SELECT COUNT(*) FROM events" + first + " AND source = 'trainer'"), 2);
   EXPECT_TRUE(WorkerLogHas("orphaned trainer process")) << Logs();

@@ -22,7 +22,6 @@
 // L == 0 and D == 0. XV_FAULTS_SEED=<n> replays the random kill moments of a run (printed).
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +41,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/e2e/database_file.h"
 #include "tests/e2e/process_harness.h"
 
 namespace xv::e2e {
@@ -71,57 +71,9 @@ Figures& Totals() {
 const std::set<std::string> kTerminal = {"succeeded", "diverged",  "failed", "invalid",
                                          "cancelled", "timed_out", "lost"};
 
-// The database file opened read-only with the sqlite3 C API (WAL: fine while xvd writes), or
-// read-write for the one test that shortens a deadline before the experiment is assigned.
-class Db {
- public:
-  explicit Db(const std::string& path, bool writable = false) {
-    int flags = writable ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
-    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
-      error_ = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    }
-    if (db_) sqlite3_busy_timeout(db_, 5000);
-  }
-  ~Db() { sqlite3_close(db_); }
-  Db(const Db&) = delete;
-  Db& operator=(const Db&) = delete;
-
-  // Every row, every column as text (NULL -> ""). An error is a test failure naming the query.
-  std::vector<std::vector<std::string>> Rows(const std::string& sql) {
-    std::vector<std::vector<std::string>> rows;
-    sqlite3_stmt* st = nullptr;
-    if (!error_.empty() || sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
-      ADD_FAILURE() << "sqlite: " << (error_.empty() ? sqlite3_errmsg(db_) : error_) << " in "
-                    << sql;
-      return rows;
-    }
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      std::vector<std::string> row;
-      for (int i = 0; i < sqlite3_column_count(st); ++i) {
-        const unsigned char* t = sqlite3_column_text(st, i);
-        row.push_back(t ? reinterpret_cast<const char*>(t) : "");
-      }
-      rows.push_back(std::move(row));
-    }
-    if (rc != SQLITE_DONE) ADD_FAILURE() << "sqlite: " << sqlite3_errmsg(db_) << " in " << sql;
-    sqlite3_finalize(st);
-    return rows;
-  }
-  // The first column of the first row ("" when there is none).
-  std::string Value(const std::string& sql) {
-    auto rows = Rows(sql);
-    return rows.empty() || rows[0].empty() ? "" : rows[0][0];
-  }
-  int64_t Int(const std::string& sql) {
-    std::string v = Value(sql);
-    return v.empty() ? 0 : std::stoll(v);
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-  std::string error_;
-};
+// The database file: DatabaseFile, read-only, or read-write for the one test that shortens a
+// deadline before the experiment is assigned.
+using Db = DatabaseFile;
 
 // What the database says about a set of acknowledged experiment ids, and about everything else.
 struct Audit {

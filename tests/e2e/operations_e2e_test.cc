@@ -80,15 +80,6 @@ class OperationsE2eTest : public ::testing::Test {
     }
     return nullptr;
   }
-  template <typename Pred>
-  bool Eventually(Pred pred, double timeout_s) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    while (std::chrono::steady_clock::now() < end) {
-      if (pred()) return true;
-      ::usleep(100 * 1000);
-    }
-    return pred();
-  }
 
   std::string Logs() {
     std::string s = "\n--- xvd.log ---\n" + FileTail(sb_.Path("xvd.log"));
@@ -112,7 +103,7 @@ TEST_F(OperationsE2eTest, DrainFinishesTheRunningAttemptThenTheWorkerExits) {
                  "--candidate", "matrix_lr=0.02", "--candidate", "matrix_lr=0.03", "--json"});
   ASSERT_EQ(sub.value("experiment_ids", json::array()).size(), 3u) << sub.dump();
   int64_t running = 0;
-  ASSERT_TRUE(Eventually(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         json w = WorkerStatus("op-1");
         running = w.is_null() ? 0 : w.value("current_experiment_id", int64_t{0});
@@ -130,7 +121,7 @@ TEST_F(OperationsE2eTest, DrainFinishesTheRunningAttemptThenTheWorkerExits) {
 
   // The worker finishes the running attempt and exits 0 by itself.
   ChildGuard& w1 = workers_[0];
-  ASSERT_TRUE(Eventually([&] { return !w1.Alive(); }, 40)) << "worker did not exit" << Logs();
+  ASSERT_TRUE(WaitUntil([&] { return !w1.Alive(); }, 40)) << "worker did not exit" << Logs();
   const int status = w1.Stop();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << Logs();
   EXPECT_EQ(Experiment(running).value("state", ""), "succeeded") << Logs();
@@ -171,8 +162,7 @@ TEST_F(OperationsE2eTest, CancelStopsRunningAndQueuedExperiments) {
   json first = XvctlJson({"submit", recipe, "--candidate", "matrix_lr=0.01", "--json"});
   ASSERT_EQ(first.value("experiment_ids", json::array()).size(), 1u) << first.dump();
   const int64_t finished = first["experiment_ids"][0];
-  ASSERT_TRUE(
-      Eventually([&] { return Experiment(finished).value("state", "") == "succeeded"; }, 30))
+  ASSERT_TRUE(WaitUntil([&] { return Experiment(finished).value("state", "") == "succeeded"; }, 30))
       << Logs();
   // A long-running worker for the next ones: restart it with slow steps.
   workers_.back().Stop();
@@ -181,7 +171,7 @@ TEST_F(OperationsE2eTest, CancelStopsRunningAndQueuedExperiments) {
                         "matrix_lr=0.03", "--candidate", "matrix_lr=0.05", "--json"});
   ASSERT_EQ(sub.value("experiment_ids", json::array()).size(), 3u) << sub.dump();
   int64_t running = 0;
-  ASSERT_TRUE(Eventually(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         json ws = WorkerStatus("op-c");
         running = ws.is_null() ? 0 : ws.value("current_experiment_id", int64_t{0});
@@ -212,7 +202,7 @@ TEST_F(OperationsE2eTest, CancelStopsRunningAndQueuedExperiments) {
   EXPECT_EQ(Experiment(queued).value("state", ""), "cancelled");
   EXPECT_EQ(Experiment(finished).value("state", ""), "succeeded");
   // The worker stops the cancelled trainer long before its 40 s of steps and takes the spare.
-  ASSERT_TRUE(Eventually(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         json ws = WorkerStatus("op-c");
         return !ws.is_null() && ws.value("current_experiment_id", int64_t{0}) == spare;
@@ -249,7 +239,7 @@ TEST_F(OperationsE2eTest, CampaignMaxAttemptsLimitsRequeues) {
   ChildGuard& w = StartWorker("op-kill", {{"XV_FAKE_MODE", "hang"}});
   json sub = XvctlJson({"submit", "--campaign", "once", "--candidate", "matrix_lr=0.02", "--json"});
   const int64_t id = sub["experiment_ids"][0];
-  ASSERT_TRUE(Eventually([&] { return Experiment(id).value("state", "") == "running"; }, 30))
+  ASSERT_TRUE(WaitUntil([&] { return Experiment(id).value("state", "") == "running"; }, 30))
       << Logs();
   ::kill(w.pid(), SIGKILL);
   w.Stop();
@@ -263,7 +253,7 @@ TEST_F(OperationsE2eTest, CampaignMaxAttemptsLimitsRequeues) {
       ::kill(pid, SIGKILL);
     }
   }
-  ASSERT_TRUE(Eventually([&] { return Experiment(id).value("state", "") == "lost"; }, 20))
+  ASSERT_TRUE(WaitUntil([&] { return Experiment(id).value("state", "") == "lost"; }, 20))
       << Experiment(id).dump() << Logs();
   json e = Experiment(id);
   EXPECT_EQ(e.value("attempt", 0), 1) << e.dump();
@@ -298,7 +288,7 @@ TEST_F(OperationsE2eTest, FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns) {
   json first = XvctlJson({"submit", recipe, "--candidate", "matrix_lr=0.01", "--json"});
   ASSERT_EQ(first.value("experiment_ids", json::array()).size(), 1u);
   // Idle: the WAL is truncated, so the next write must allocate space.
-  ASSERT_TRUE(Eventually([&] { return fs::file_size(sb_.state() + "/xv.db-wal") == 0; }, 10))
+  ASSERT_TRUE(WaitUntil([&] { return fs::file_size(sb_.state() + "/xv.db-wal") == 0; }, 10))
       << "the idle TRUNCATE checkpoint never emptied the WAL" << FileTail(sb_.Path("xvd.log"));
   FillDisk(sb_.state() + "/filler");
 
@@ -326,7 +316,7 @@ TEST_F(OperationsE2eTest, FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns) {
 
   // Space returns: the daemon retries and leaves the mode by itself.
   fs::remove(sb_.state() + "/filler");
-  ASSERT_TRUE(Eventually(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         return XvctlJson({"status", "--json"}).value("write_mode", "x") == "read-write";
       },

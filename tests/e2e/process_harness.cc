@@ -295,6 +295,22 @@ std::string FileTail(const std::string& path, size_t max_bytes) {
   return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
 }
 
+bool WaitUntil(const std::function<bool()>& pred, double timeout_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+bool ProcessRunning(int pid) {
+  if (pid <= 1 || ::kill(pid, 0) != 0) return false;
+  const std::string stat = ReadFileText("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');  // the state letter follows the command name's ") "
+  return paren == std::string::npos || stat.size() < paren + 3 || stat[paren + 2] != 'Z';
+}
+
 Sandbox::Sandbox(const std::string& tag) {
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
   dir_ = std::filesystem::path("/tmp") /

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -101,6 +102,12 @@ std::string ReadFileText(const std::string& path);
 
 // Last `max_bytes` of a file, for failure messages.
 std::string FileTail(const std::string& path, size_t max_bytes = 4000);
+
+// Polls `pred` every 50 ms until it holds or `timeout_s` passes; returns its last value.
+bool WaitUntil(const std::function<bool()>& pred, double timeout_s);
+
+// `pid` names a live process that is not a zombie.
+bool ProcessRunning(int pid);
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 

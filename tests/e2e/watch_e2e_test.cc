@@ -42,13 +42,6 @@ std::vector<json> JsonLines(const std::string& text) {
   return out;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 class WatchE2eTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(Sandbox::BinariesBuilt()); }
@@ -157,10 +150,10 @@ TEST_F(WatchE2eTest, WatcherSeesEveryExperimentInOrder) {
   ASSERT_EQ(::kill(live.pid(), SIGINT), 0);
   const int live_status = live.Stop(10);
   EXPECT_TRUE(WIFEXITED(live_status) && WEXITSTATUS(live_status) == 0)
-      << "status " << live_status << ": " << ReadFile(live.log_path());
+      << "status " << live_status << ": " << ReadFileText(live.log_path());
 
   std::vector<json> replayed = JsonLines(until_idle.out);
-  std::vector<json> followed = JsonLines(ReadFile(live.log_path()));
+  std::vector<json> followed = JsonLines(ReadFileText(live.log_path()));
   std::printf("watch: --until-idle ended after %.1f s with %zu events; the live watcher saw %zu\n",
               waited, replayed.size(), followed.size());
   for (const auto* events : {&replayed, &followed}) {
@@ -254,7 +247,7 @@ TEST_F(WatchE2eTest, SlowAndClosedWatchersDoNotStallTheDaemon) {
   int64_t dropped = 0;
   for (int i = 0; i < 100 && dropped == 0; ++i) {
     ::usleep(100 * 1000);
-    lagged = JsonLines(ReadFile(slow.log_path()));
+    lagged = JsonLines(ReadFileText(slow.log_path()));
     for (const auto& e : lagged) {
       if (e["kind"] == "dropped") dropped += e["dropped"].get<int64_t>();
     }
