@@ -7,6 +7,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -185,8 +186,9 @@ inline std::string SummaryJson(double val_bpb) {
 // A scripted worker named `worker_name` on `channel` that runs `n` assignments (fewer if the stream
 // ends), heartbeating every 100 ms: each reports ScriptedValBpb in a summary event and finishes
 // succeeded, except those `diverge` says diverge, which finish diverged with
-// `diverged_stderr_tail`; every Finished is acknowledged before the next. Returns the experiment
-// ids it ran, in order.
+// `diverged_stderr_tail`; every Finished is acknowledged before the next. The daemon may send the
+// next Assign before that acknowledgement: it is kept and run next. Returns the experiment ids it
+// ran, in order.
 inline std::vector<int64_t> RunScriptedWorker(
     const std::shared_ptr<grpc::Channel>& channel, const std::string& worker_name, int n,
     const std::function<bool(const nlohmann::json&)>& diverge = nullptr,
@@ -196,8 +198,14 @@ inline std::vector<int64_t> RunScriptedWorker(
   EXPECT_TRUE(worker.ReadUntil([](auto& m) { return m.has_registered(); }, &msg));
   worker.StartHeartbeats(std::chrono::milliseconds(100));
   std::vector<int64_t> ran;
+  std::deque<xv::v1::DaemonMessage> early;  // assigns read while waiting for an acknowledgement
   for (int i = 0; i < n; ++i) {
-    if (!worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg)) break;
+    if (!early.empty()) {
+      msg = early.front();
+      early.pop_front();
+    } else if (!worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg)) {
+      break;
+    }
     const auto& spec = msg.assign().spec();
     const nlohmann::json recipe = nlohmann::json::parse(spec.recipe_json());
     ran.push_back(spec.experiment_id());
@@ -219,7 +227,10 @@ inline std::vector<int64_t> RunScriptedWorker(
     worker.Send(fin);
     const int64_t id = spec.experiment_id();
     EXPECT_TRUE(worker.ReadUntil(
-        [&](auto& m) { return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id; },
+        [&](auto& m) {
+          if (m.has_assign()) early.push_back(m);
+          return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id;
+        },
         &msg));
   }
   worker.Close();
