@@ -2,6 +2,7 @@
 // xvctl plan show NAME|ID [--json]
 // xvctl plan list [--state S] [--json]
 // xvctl plan cancel NAME|ID [--json]
+// xvctl plan pause|resume NAME|ID [--json]
 // A plan is a YAML of phases that xvd runs as successive rounds without an agent (docs/plans.md).
 // `submit` checks the file here first (the same parser as the daemon, so errors name the YAML
 // path without a round trip) and sends the texts of its create.recipe and create.policy files,
@@ -23,7 +24,7 @@ namespace {
 
 struct PlanArgs {
   std::string file;  // submit
-  std::string ref;   // show/cancel: NAME|ID
+  std::string ref;   // show/cancel/pause/resume: NAME|ID
   std::string state;
   bool json = false;
 };
@@ -152,6 +153,9 @@ class PlansClient {
   Status Cancel(const v1::GetPlanRequest& r, v1::Plan* p) {
     return Call_(&v1::Plans::Stub::CancelPlan, r, p);
   }
+  Status SetPaused(const v1::GetPlanRequest& r, bool pause, v1::Plan* p) {
+    return Call_(pause ? &v1::Plans::Stub::PausePlan : &v1::Plans::Stub::ResumePlan, r, p);
+  }
 
  private:
   DaemonClient client_;
@@ -247,7 +251,8 @@ void AddPlanCommand(CLI::App* app, const ClientOptions* options) {
     }
   });
   CLI::App* cancel = plan->add_subcommand(
-      "cancel", "end a running plan: no further phase starts; its open round's runs are cancelled");
+      "cancel",
+      "end a running or paused plan: no further phase starts; its open round's runs are cancelled");
   cancel->add_option("plan", args->ref, "plan name or id")->required();
   cancel->add_flag("--json", args->json, "print as JSON");
   cancel->callback([args, options] {
@@ -257,6 +262,21 @@ void AddPlanCommand(CLI::App* app, const ClientOptions* options) {
     int rc = st.ok() ? Print(*args, p, "cancelled") : ReportError(st);
     if (rc != kExitOk) throw CLI::RuntimeError(rc);
   });
+  for (bool pause : {true, false}) {
+    CLI::App* sub = plan->add_subcommand(
+        pause ? "pause" : "resume",
+        pause ? "start no further phase round (the round in flight is decided as usual)"
+              : "continue a paused plan where it stopped");
+    sub->add_option("plan", args->ref, "plan name or id")->required();
+    sub->add_flag("--json", args->json, "print as JSON");
+    sub->callback([args, options, pause] {
+      PlansClient client(*options);
+      v1::Plan p;
+      Status st = client.SetPaused(PlanRef(args->ref), pause, &p);
+      int rc = st.ok() ? Print(*args, p, pause ? "paused" : "resumed") : ReportError(st);
+      if (rc != kExitOk) throw CLI::RuntimeError(rc);
+    });
+  }
 }
 
 }  // namespace xv::client

@@ -168,6 +168,34 @@ Status PlanRunner::Advance(int64_t plan_id) {
   return AdvanceLocked(plan_id);
 }
 
+Status PlanRunner::Pause(int64_t plan_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return SetStateLocked(plan_id, "running", "paused", "paused by request");
+}
+
+Status PlanRunner::Resume(int64_t plan_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  XV_RETURN_IF_ERROR(SetStateLocked(plan_id, "paused", "running", ""));
+  return AdvanceLocked(plan_id);
+}
+
+Status PlanRunner::SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
+                                  const std::string& reason) {
+  store::StoredPlan plan;
+  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
+  bool updated = false;
+  if (plan.state == from) {
+    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, from, to, plan.current_phase, plan.outcomes_json,
+                                          reason, &updated));
+  }
+  if (!updated) {
+    return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
+                                      ") is " + plan.state + ", not " + from);
+  }
+  spdlog::info("plan {} ({}): {}", plan.id, plan.name, to == "paused" ? "paused" : "resumed");
+  return Status::Ok();
+}
+
 Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   store::StoredPlan plan;
   XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));

@@ -14,8 +14,10 @@
 // one is built, and the store refuses a second round for the same phase, so a daemon stopped at
 // any point continues where it was without losing or duplicating a phase round.
 //
-// Thread-safety: AdvanceAll/Advance may be called from any thread (the dispatcher's tick and the
-// Plans service); mu_ serialises them.
+// Pausing: a paused plan is skipped by AdvanceAll/Advance; Resume puts it back to running.
+//
+// Thread-safety: AdvanceAll/Advance/Pause/Resume may be called from any thread (the dispatcher's
+// tick and the Plans service); mu_ serialises them.
 #pragma once
 
 #include <cstdint>
@@ -42,11 +44,23 @@ class PlanRunner {
   // Moves one plan (no-op unless it is running).
   Status Advance(int64_t plan_id);
 
+  // Pause: a running plan becomes paused (stored, so it survives a restart); no phase round
+  // starts until Resume, and the round in flight is decided as usual. Resume: a paused plan
+  // becomes running and is advanced at once (the next phase starts when the current round was
+  // decided meanwhile). Both hold the same lock as Advance, so the phase and outcomes written
+  // back are current. FAILED_PRECONDITION "plan 3 (name) is done: ..." when the plan is not
+  // running (Pause) or not paused (Resume).
+  Status Pause(int64_t plan_id);
+  Status Resume(int64_t plan_id);
+
   // The API form of a stored plan: its phases with their states, rounds and outcomes.
   Status Describe(const store::StoredPlan& plan, bool with_yaml, xv::v1::Plan* out);
 
  private:
   Status AdvanceLocked(int64_t plan_id);
+  // Moves the plan from `from` to `to` (keeping its phase and outcomes) under mu_.
+  Status SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
+                        const std::string& reason);
 
   store::ExperimentStore* const store_;
   Dispatcher* const dispatcher_;

@@ -181,4 +181,27 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext*, const xv::v1::GetPla
   return ToGrpcStatus(s);
 }
 
+grpc::Status PlansService::PausePlan(grpc::ServerContext*, const xv::v1::GetPlanRequest* req,
+                                     xv::v1::Plan* resp) {
+  return SetPaused(*req, true, resp);
+}
+
+grpc::Status PlansService::ResumePlan(grpc::ServerContext*, const xv::v1::GetPlanRequest* req,
+                                      xv::v1::Plan* resp) {
+  return SetPaused(*req, false, resp);
+}
+
+grpc::Status PlansService::SetPaused(const xv::v1::GetPlanRequest& req, bool pause,
+                                     xv::v1::Plan* resp) {
+  if (req.id() == 0 && req.name().empty()) {
+    return ToGrpcStatus(Status::InvalidArgument("id/name: give a plan id or name"));
+  }
+  store::StoredPlan plan;
+  Status s = store_->GetPlan(req.id(), req.name(), &plan);
+  if (s.ok()) s = pause ? runner_->Pause(plan.id) : runner_->Resume(plan.id);
+  if (s.ok()) s = store_->GetPlan(plan.id, "", &plan);
+  if (s.ok()) s = runner_->Describe(plan, true, resp);
+  return ToGrpcStatus(s);
+}
+
 }  // namespace xv::daemon

@@ -1,5 +1,6 @@
-// PlansService: the xv.v1.Plans gRPC service (SubmitPlan, GetPlan, ListPlans, CancelPlan), a thin
-// layer over the store, the campaigns service (a plan's `create:` section) and the PlanRunner.
+// PlansService: the xv.v1.Plans gRPC service (SubmitPlan, GetPlan, ListPlans, CancelPlan,
+// PausePlan, ResumePlan), a thin layer over the store, the campaigns service (a plan's `create:`
+// section) and the PlanRunner.
 // Thread-safety: gRPC calls the methods concurrently; all state lives in the store.
 #pragma once
 
@@ -29,8 +30,17 @@ class PlansService final : public xv::v1::Plans::Service {
                          xv::v1::ListPlansResponse* resp) override;
   grpc::Status CancelPlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
                           xv::v1::Plan* resp) override;
+  // Through PlanRunner::Pause/Resume; the plan as GetPlan returns it. NOT_FOUND naming an unknown
+  // plan, FAILED_PRECONDITION naming the plan and its state.
+  grpc::Status PausePlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
+                         xv::v1::Plan* resp) override;
+  grpc::Status ResumePlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
+                          xv::v1::Plan* resp) override;
 
  private:
+  // Pause (true) or resume (false) the plan of `req`, then describe it into `resp`.
+  grpc::Status SetPaused(const xv::v1::GetPlanRequest& req, bool pause, xv::v1::Plan* resp);
+
   store::ExperimentStore* const store_;
   Dispatcher* const dispatcher_;
   CampaignsService* const campaigns_;

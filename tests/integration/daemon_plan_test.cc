@@ -350,5 +350,125 @@ TEST_F(DaemonPlan, BadPlansAreRefusedNamingTheYamlPathAndCancelEndsAPlan) {
   EXPECT_EQ(list.plans(0).state(), "cancelled");
 }
 
+// Pause after phase 1 started: phase 1's round runs and is decided as usual, phase 2 does not
+// start while paused (not across a restart either); resume starts it at once and the plan ends
+// done. Pausing or resuming in the wrong state is refused naming the plan and its state; a paused
+// plan can be cancelled.
+TEST_F(DaemonPlan, PausedPlanStartsNoPhaseUntilResumed) {
+  const std::string yaml = R"(
+name: pp
+campaign: pz
+create:
+  recipe: recipes/cpu-tiny.yaml
+  policy: {mode: noise_band, replicates: 1, head_controls: 2}
+phases:
+  - name: lr
+    kind: sweep
+    sweep: {matrix_lr: [0.03, 0.05]}
+  - name: more
+    kind: sweep
+    sweep: {matrix_lr: [0.06]}
+)";
+  auto call = [this](bool pause, const std::string& name, int64_t id, xv::v1::Plan* out) {
+    xv::v1::GetPlanRequest req;
+    req.set_name(name);
+    req.set_id(id);
+    grpc::ClientContext ctx;
+    return pause ? plans_->PausePlan(&ctx, req, out) : plans_->ResumePlan(&ctx, req, out);
+  };
+  xv::v1::Plan plan;
+  grpc::Status gs = SubmitPlan(yaml, &plan);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  const int64_t round1 = plan.phases(0).round_id();
+  ASSERT_NE(round1, 0);
+  ASSERT_EQ(RoundExperiments(round1).size(), 4u);  // 2 candidates + 2 head controls
+
+  xv::v1::Plan paused;
+  gs = call(true, "pp", 0, &paused);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  EXPECT_EQ(paused.state(), "paused");
+  EXPECT_EQ(paused.phases(0).state(), "running");
+  EXPECT_FALSE(paused.yaml().empty()) << "the plan as GetPlan returns it";
+  const std::string where = "plan " + std::to_string(plan.id()) + " (pp)";
+  gs = call(true, "", plan.id(), &paused);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(gs.error_message(), where + " is paused, not running");
+  gs = call(true, "ghost", 0, &paused);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(gs.error_message().find("'ghost'"), std::string::npos) << gs.error_message();
+  gs = call(false, "", 999, &paused);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(gs.error_message().find("999"), std::string::npos) << gs.error_message();
+  gs = call(false, "", 0, &paused);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // The round in flight runs and is decided while the plan is paused; phase 2 does not start.
+  EXPECT_EQ(RunScripted("host:cpu0", 4).size(), 4u);
+  WaitPlan(
+      plan.id(), [](const xv::v1::Plan& p) { return p.phases(0).state() == "decided"; },
+      "phase 1's decision");
+  std::this_thread::sleep_for(400ms);  // several dispatcher ticks
+  xv::v1::Plan held = GetPlan(plan.id());
+  EXPECT_EQ(held.state(), "paused");
+  EXPECT_EQ(held.phases(1).round_id(), 0);
+  EXPECT_EQ(held.phases(1).state(), "pending");
+  EXPECT_EQ(GetCampaign("pz").rounds_size(), 1);
+  // Paused survives a restart.
+  StopDaemon();
+  StartDaemon();
+  std::this_thread::sleep_for(300ms);
+  held = GetPlan(plan.id());
+  EXPECT_EQ(held.state(), "paused");
+  EXPECT_EQ(held.reason(), "paused by request");
+  EXPECT_EQ(GetCampaign("pz").rounds_size(), 1);
+
+  // Resume: the next phase starts at once.
+  xv::v1::Plan resumed;
+  gs = call(false, "pp", 0, &resumed);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  EXPECT_EQ(resumed.state(), "running");
+  EXPECT_EQ(resumed.current_phase(), 1);
+  EXPECT_EQ(resumed.phases(0).state(), "decided");
+  const int64_t round2 = resumed.phases(1).round_id();
+  ASSERT_NE(round2, 0);
+  gs = call(false, "pp", 0, &resumed);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(gs.error_message(), where + " is running, not paused");
+  int to_run = 0;
+  for (const auto& e : RoundExperiments(round2)) to_run += e.state() == "queued" ? 1 : 0;
+  ASSERT_GT(to_run, 0);
+  EXPECT_EQ(RunScripted("host:cpu1", to_run).size(), static_cast<size_t>(to_run));
+  xv::v1::Plan done = WaitPlan(
+      plan.id(), [](const xv::v1::Plan& p) { return p.state() != "running"; }, "the end");
+  EXPECT_EQ(done.state(), "done") << done.reason();
+  EXPECT_EQ(done.phases(1).state(), "decided");
+  gs = call(true, "pp", 0, &paused);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(gs.error_message(), where + " is done, not running");
+
+  // A paused plan can be cancelled; a cancelled one cannot be resumed.
+  const std::string second = R"(
+name: pq
+campaign: pz
+phases:
+  - {name: one, kind: sweep, sweep: {matrix_lr: [0.07]}}
+)";
+  ASSERT_TRUE(SubmitPlan(second, &plan).ok());
+  ASSERT_TRUE(call(true, "pq", 0, &paused).ok());
+  xv::v1::GetPlanRequest creq;
+  creq.set_name("pq");
+  xv::v1::Plan cancelled;
+  {
+    grpc::ClientContext ctx;
+    gs = plans_->CancelPlan(&ctx, creq, &cancelled);
+  }
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  EXPECT_EQ(cancelled.state(), "cancelled");
+  gs = call(false, "pq", 0, &resumed);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(gs.error_message(),
+            "plan " + std::to_string(plan.id()) + " (pq) is cancelled, not paused");
+}
+
 }  // namespace
 }  // namespace xv::daemon
