@@ -179,6 +179,22 @@ Status PlanRunner::Resume(int64_t plan_id) {
   return AdvanceLocked(plan_id);
 }
 
+Status PlanRunner::Cancel(int64_t plan_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  store::StoredPlan plan;
+  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
+  bool updated = false;
+  if (plan.state == "running" || plan.state == "paused") {
+    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, plan.state, "cancelled", plan.current_phase,
+                                          plan.outcomes_json, "cancelled by request", &updated));
+  }
+  if (!updated) {
+    return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
+                                      ") has already ended: " + plan.state);
+  }
+  return Status::Ok();
+}
+
 Status PlanRunner::SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
                                   const std::string& reason) {
   store::StoredPlan plan;

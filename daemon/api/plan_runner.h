@@ -52,6 +52,10 @@ class PlanRunner {
   // running (Pause) or not paused (Resume).
   Status Pause(int64_t plan_id);
   Status Resume(int64_t plan_id);
+  // A running or paused plan becomes cancelled, under the same lock (its phase and outcomes stay
+  // as the last step left them). FAILED_PRECONDITION "plan 3 (name) has already ended: done"
+  // otherwise. The caller cancels the open round's experiments.
+  Status Cancel(int64_t plan_id);
 
   // The API form of a stored plan: its phases with their states, rounds and outcomes.
   Status Describe(const store::StoredPlan& plan, bool with_yaml, xv::v1::Plan* out);

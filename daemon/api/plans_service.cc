@@ -140,18 +140,10 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext*, const xv::v1::GetPla
   store::StoredPlan plan;
   Status s = store_->GetPlan(req->id(), req->name(), &plan);
   if (!s.ok()) return ToGrpcStatus(s);
-  bool updated = false;
-  for (const char* from : {"running", "paused"}) {
-    if (updated) break;
-    s = store_->UpdatePlan(plan.id, from, "cancelled", plan.current_phase, plan.outcomes_json,
-                           "cancelled by request", &updated);
-    if (!s.ok()) return ToGrpcStatus(s);
-  }
-  if (!updated) {
-    return ToGrpcStatus(Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" +
-                                                   plan.name +
-                                                   ") has already ended: " + plan.state));
-  }
+  // Under the runner's lock: a plan step in between would otherwise have its phase and outcomes
+  // overwritten by the ones read here.
+  s = runner_->Cancel(plan.id);
+  if (!s.ok()) return ToGrpcStatus(s);
   // The current phase's unfinished experiments would only spend device time now.
   std::vector<store::PlanRound> rounds;
   s = store_->ListPlanRounds(plan.id, &rounds);
