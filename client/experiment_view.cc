@@ -109,11 +109,17 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
       row.push_back(e.has_result() ? EnergyCell(e.result()) : "-");
       row.push_back(e.has_result() ? TokensPerJouleCell(e.result()) : "-");
     }
-    row.insert(row.end(), {e.device_name().empty() ? "-" : e.device_name(),
-                           e.decision().empty() ? "-" : e.decision(),
-                           !e.decision_reason().empty()  ? e.decision_reason()
-                           : !e.round_decision().empty() ? e.round_decision()
-                                                         : "-"});
+    std::string reason = !e.decision_reason().empty()  ? e.decision_reason()
+                         : !e.round_decision().empty() ? e.round_decision()
+                                                       : "";
+    if (e.reused_from_id() != 0) {
+      // Identical figures to another row are not a coincidence: say whose run they are.
+      const std::string reuse = "result of #" + std::to_string(e.reused_from_id()) + " (not rerun)";
+      reason = reason.empty() ? reuse : reuse + "; " + reason;
+    }
+    row.insert(row.end(),
+               {e.device_name().empty() ? "-" : e.device_name(),
+                e.decision().empty() ? "-" : e.decision(), reason.empty() ? "-" : reason});
     t.AddRow(std::move(row));
   }
   return t.Render();

@@ -65,6 +65,20 @@ TEST(RenderResultsTable, FormatsNumbersAndShowsFailureKindsAndReasons) {
       "-         kept matrix_lr=0.02\n");
 }
 
+TEST(RenderResultsTable, AReusedResultNamesTheRunItCopies) {
+  v1::Experiment reused = Succeeded();
+  reused.set_id(7);
+  reused.set_reused_from_id(3);
+  reused.set_decision("");
+  std::string t = RenderResultsTable({Succeeded(), reused});
+  EXPECT_NE(t.find(" 7  matrix_lr=0.02  succeeded  1.234568"), std::string::npos) << t;
+  EXPECT_NE(t.find("result of #3 (not rerun)\n"), std::string::npos) << t;
+  reused.set_decision_reason("numbers");
+  EXPECT_NE(RenderResultsTable({reused}).find("result of #3 (not rerun); numbers"),
+            std::string::npos);
+  EXPECT_EQ(RenderResultsTable({Succeeded()}).find("not rerun"), std::string::npos);
+}
+
 TEST(IsTerminalState, AllTerminalStates) {
   for (const char* s :
        {"succeeded", "diverged", "failed", "invalid", "cancelled", "timed_out", "lost"}) {
