@@ -35,7 +35,7 @@ std::string ReadSourceFile(const std::string& relative_path) {
 const nlohmann::json& ReferenceManifest() {
   static const nlohmann::json manifest = [] {
     const std::string text =
-        ReadFile(EnvDir("XV_REFERENCE_DIR", "../shared/reference") + "/manifest.json");
+        ReadFile(EnvDir("XV_REFERENCE_DIR", "tests/reference") + "/manifest.json");
     return text.empty() ? nlohmann::json() : nlohmann::json::parse(text);
   }();
   return manifest;

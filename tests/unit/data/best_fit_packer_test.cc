@@ -26,7 +26,7 @@ struct Reference {
 Reference LoadReference() {
   const char* dir = std::getenv("XV_REFERENCE_DIR");
   const std::string path =
-      std::string(dir != nullptr ? dir : "../shared/reference") + "/packing.json";
+      std::string(dir != nullptr ? dir : "tests/reference") + "/packing.json";
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << "cannot read " << path;
   nlohmann::json j = nlohmann::json::parse(in);

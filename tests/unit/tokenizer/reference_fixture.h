@@ -18,7 +18,7 @@ namespace xv::tok::testing {
 
 inline std::string ReferenceDir() {
   const char* dir = std::getenv("XV_REFERENCE_DIR");
-  return dir != nullptr ? dir : "../shared/reference";
+  return dir != nullptr ? dir : "tests/reference";
 }
 
 inline nlohmann::json ReadReferenceJson() {

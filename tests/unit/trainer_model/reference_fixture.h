@@ -1,5 +1,5 @@
 // Shared helpers of the trainer model tests: loading the reference vectors of
-// $XV_REFERENCE_DIR (../shared/reference) and comparing tensors by max|a-b| / max|b|.
+// $XV_REFERENCE_DIR (tests/reference, a copy of ../shared/reference) and comparing tensors by max|a-b| / max|b|.
 #pragma once
 
 #include <map>
@@ -12,7 +12,7 @@
 
 namespace xv::trainer::testing {
 
-// $XV_REFERENCE_DIR, or the checkout's ../shared/reference.
+// $XV_REFERENCE_DIR, or the checkout's tests/reference.
 std::string ReferenceDir();
 // Parses manifest.json (fails the test if missing).
 nlohmann::json LoadManifest();
