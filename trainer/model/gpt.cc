@@ -6,6 +6,8 @@
 #include "trainer/model/attention.h"
 #include "trainer/model/block.h"
 #include "trainer/model/rotary.h"
+#include "trainer/model/softcap_cross_entropy.h"
+#include "trainer/model/speed_levers.h"
 #include "trainer/torch_compat.h"
 
 namespace xv::trainer {
@@ -54,6 +56,12 @@ GPTImpl::GPTImpl(const GPTConfig& cfg) : cfg_(cfg) {
   }
   value_embeds_ = register_module("value_embeds", value_embeds_);
   BuildRotary();
+  chunked_cross_entropy_ = SpeedLeverEnabled(kLeverChunkedCrossEntropy);
+}
+
+void GPTImpl::CastEmbeddings(torch::ScalarType dtype) {
+  wte_->to(dtype);
+  for (int64_t i : ve_layers_) value_embeds_[std::to_string(i)]->to(dtype);
 }
 
 void GPTImpl::BuildRotary() {
@@ -115,22 +123,17 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, const torch::Tensor& ta
   }
   last_backend_ = blocks[0]->attn->last_backend;
   x = compat::RmsNorm(x, cfg_.norm_eps);
-  // Upstream's logits.float(): an upcast of bf16/fp16 logits; an fp64 model keeps fp64.
   torch::Tensor logits = lm_head_(x);
+  if (targets.defined()) {
+    torch::Tensor flat = logits.view({-1, logits.size(-1)});
+    if (chunked_cross_entropy_)
+      return SoftcapCrossEntropy(flat, targets.view({-1}), cfg_.softcap, reduction);
+    return SoftcapCrossEntropyPlain(flat, targets.view({-1}), cfg_.softcap, reduction);
+  }
+  // Upstream's logits.float(): an upcast of bf16/fp16 logits; an fp64 model keeps fp64.
   if (logits.scalar_type() != torch::kDouble) logits = logits.to(torch::kFloat32);
   if (cfg_.softcap > 0) logits = cfg_.softcap * torch::tanh(logits / cfg_.softcap);
-  if (!targets.defined()) return logits;
-  namespace F = torch::nn::functional;
-  auto opts = F::CrossEntropyFuncOptions().ignore_index(-1);
-  if (reduction == "none") {
-    opts = opts.reduction(torch::kNone);
-  } else if (reduction == "sum") {
-    opts = opts.reduction(torch::kSum);
-  } else {
-    TORCH_CHECK(reduction == "mean", "GPT forward: reduction must be mean|none|sum, got ",
-                reduction);
-  }
-  return F::cross_entropy(logits.view({-1, logits.size(-1)}), targets.view({-1}), opts);
+  return logits;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> GPTImpl::NamedParameters() {

@@ -70,12 +70,25 @@ class GPTImpl : public torch::nn::Module {
   // Upstream init_weights: wte ~ N(0,1), lm_head ~ N(0, 0.001), q/k/v/c_fc ~ U(-s, s) with
   // s = sqrt(3)/sqrt(n_embd), c_proj = 0, ve_gate = 0, value embeddings ~ U(-s, s), resid lambdas
   // = resid_lambda_init, x0 lambdas = x0_lambda_init. Draws from the global torch generator in
-  // upstream's order; the caller seeds it (torch::manual_seed). Keeps every parameter fp32.
+  // upstream's order; the caller seeds it (torch::manual_seed). Keeps every parameter fp32
+  // (CastEmbeddings makes the embeddings bf16 for a bf16 run).
   void InitWeights();
+
+  // Upstream init_weights on a bf16 run: the token embedding and every value embedding become
+  // parameters of `dtype` (bf16), so the residual stream, its saved activations and their AdamW
+  // state are bf16 under autocast. Call before the optimizer is built. fp32 recipes and the
+  // reference cases never call it.
+  void CastEmbeddings(torch::ScalarType dtype);
+
+  // Soft-cap + cross-entropy over chunks of positions (SoftcapCrossEntropy) instead of the plain
+  // path; on by default (XV_TRAIN_CHUNKED_CE=0 turns it off). The two compute the same function.
+  void set_chunked_cross_entropy(bool on) { chunked_cross_entropy_ = on; }
+  bool chunked_cross_entropy() const { return chunked_cross_entropy_; }
 
   // idx, targets: int64 [B, T] on the model's device, T <= sequence_len * 10; targets -1 = ignored.
   // With targets: the cross-entropy loss, reduction "mean" (a scalar) or "none" ([B*T], 0 where
-  // ignored). Without: soft-capped fp32 logits [B, T, vocab_size].
+  // ignored), through SoftcapCrossEntropy (chunked) or the plain path. Without: soft-capped fp32
+  // logits [B, T, vocab_size]. Throws c10::Error for another reduction.
   torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& targets = {},
                         const std::string& reduction = "mean");
 
@@ -128,6 +141,7 @@ class GPTImpl : public torch::nn::Module {
   std::vector<int64_t> ve_layers_;  // layers that have a value embedding
   torch::Tensor cos_, sin_;         // [1, 10*T, 1, head_dim/2] fp32 buffers (not parameters)
   mutable std::string last_backend_;
+  bool chunked_cross_entropy_ = true;
 };
 TORCH_MODULE(GPT);
 

@@ -16,6 +16,7 @@
 #include "trainer/events/exit_codes.h"
 #include "trainer/model/attention.h"
 #include "trainer/model/gpt.h"
+#include "trainer/model/speed_levers.h"
 #include "trainer/optim/muon_adamw.h"
 #include "trainer/train/recipe_loader.h"
 #include "trainer/train/time_budget.h"
@@ -112,6 +113,10 @@ int RunTrainCommand(const TrainCommandOptions& o, EventWriter* events) {
     if (!s.ok()) return ReportFailure(events, kExitDataError, "--init-from: " + s.message());
   }
   model->to(device.device);
+  // Upstream init_weights casts the embeddings to bf16 on a bf16 run; the optimizer state follows.
+  const bool bf16_embeddings =
+      autocast_dtype == torch::kBFloat16 && SpeedLeverEnabled(kLeverBf16Embeddings);
+  if (bf16_embeddings) model->CastEmbeddings(torch::kBFloat16);
   MuonAdamWOptions opt_options;
   opt_options.unembedding_lr = recipe.unembedding_lr;
   opt_options.embedding_lr = recipe.embedding_lr;
@@ -148,6 +153,8 @@ int RunTrainCommand(const TrainCommandOptions& o, EventWriter* events) {
   std::fprintf(stderr, "Device: %s (%s), dtype %s, attention %s%s\n", device.name.c_str(),
                BackendName(device.backend), dtype_ran.c_str(), attention_backend.c_str(),
                windows_honoured ? "" : " (sliding windows NOT honoured)");
+  std::fprintf(stderr, "Speed levers: bf16 embeddings %s, chunked cross-entropy %s\n",
+               bf16_embeddings ? "on" : "off", model->chunked_cross_entropy() ? "on" : "off");
   std::fprintf(stderr, "Parameter counts:\n");
   for (const auto& [k, v] : scaling)
     std::fprintf(stderr, "  %-24s: %lld\n", k.c_str(), (long long)v);

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "trainer/device/autocast_scope.h"
+#include "trainer/device/kernel_profile_window.h"
 #include "trainer/eval/bpb_evaluator.h"
 #include "trainer/train/divergence_check.h"
 #include "trainer/train/step_event_throttle.h"
@@ -38,8 +39,10 @@ Status RunTrainingLoop(GPT& model, MuonAdamW& optimizer, BatchSource* train_batc
 
   double smooth_loss = 0;
   const double ema_beta = 0.9;
+  KernelProfileWindow profile = KernelProfileWindow::FromEnvironment();
   for (int64_t step = 0;; ++step) {
     SynchronizeIfGpu(s.device);
+    profile.BeforeStep(step);
     budget->BeginStep(step);
     std::vector<torch::Tensor> micro_losses;
     micro_losses.reserve(s.grad_accum_steps);
@@ -87,6 +90,7 @@ Status RunTrainingLoop(GPT& model, MuonAdamW& optimizer, BatchSource* train_batc
 
     SynchronizeIfGpu(s.device);
     const double dt = budget->EndStep();
+    profile.AfterStep(step);
 
     smooth_loss = ema_beta * smooth_loss + (1 - ema_beta) * train_loss;
     const double debiased = smooth_loss / (1 - std::pow(ema_beta, static_cast<double>(step + 1)));

@@ -1,0 +1,34 @@
+// Speed levers of xv-train on GPUs, each with an environment switch for ablations.
+//
+// A lever changes how the trainer computes, never what the recipe asks for; each is on by default
+// and `XV_TRAIN_<NAME>=0` (or off/false/no) switches it off for the process, so
+// `bench/gpu-throughput.sh` can measure the configuration with that one lever missing:
+//   XV_TRAIN_BF16_EMBEDDINGS  the token and value embeddings are bf16 parameters under a bf16
+//   recipe
+//                             (upstream init_weights does this; fp32 otherwise)
+//   XV_TRAIN_CHUNKED_CE       soft-cap + cross-entropy over chunks of positions (no fp32 logits for
+//   the
+//                             whole batch, the logits' gradient written in their own dtype)
+// Thread-safety: reads the environment each call; call from one thread at start-up.
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace xv::trainer {
+
+// False when the environment variable `name` is set to 0, off, false or no; true otherwise.
+inline bool SpeedLeverEnabled(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return true;
+  for (const char* off : {"0", "off", "false", "no", "OFF", "FALSE", "NO"}) {
+    if (std::strcmp(value, off) == 0) return false;
+  }
+  return true;
+}
+
+inline constexpr const char kLeverBf16Embeddings[] = "XV_TRAIN_BF16_EMBEDDINGS";
+inline constexpr const char kLeverChunkedCrossEntropy[] = "XV_TRAIN_CHUNKED_CE";
+
+}  // namespace xv::trainer
