@@ -17,7 +17,9 @@
 #   XV_BENCH_BUDGET  timed seconds per run (default 12; 11 untimed warm-up steps come first)
 #   XV_BENCH_OUT     where logs, events and the table go (default BUILD/gpu-throughput)
 #   XV_BENCH_BUILD   build directory (default build-gpu)
-#   XV_BENCH_ABLATE  patterns that get the ablation rows (default "SSSL L")
+#   XV_BENCH_ABLATE  patterns that get a row per lever switched off (default "SSSL L"); both patterns
+#                    always get the row with every lever off
+#   XV_BENCH_LEVERS  the levers switched off one at a time (default: all of speed_levers.h)
 #   XV_BENCH_PROFILE 1: one more SSSL run with a Kineto trace and the kernel table (gpu-kernel-table.py)
 #   XV_BENCH_TESTS   1: also build and run trainer_model_test (its CUDA tests run here)
 #   XV_BENCH_SET     extra --set KEY=VALUE arguments for every run (space-separated)
@@ -27,6 +29,8 @@ BUILD=${XV_BENCH_BUILD:-$ROOT/build-gpu}
 OUT_DIR=${XV_BENCH_OUT:-$BUILD/gpu-throughput}
 BUDGET=${XV_BENCH_BUDGET:-12}
 ABLATE=${XV_BENCH_ABLATE:-"SSSL L"}
+# The levers' switches (trainer/model/speed_levers.h), XV_TRAIN_<NAME>=0 each.
+LEVERS=${XV_BENCH_LEVERS:-"BF16_EMBEDDINGS CHUNKED_CE FUSED_CE RELU2 FUSED_ROTARY"}
 mkdir -p "$OUT_DIR"
 say() { echo "[gpu-throughput $(date -u +%H:%M:%S)] $*" >&2; }
 
@@ -47,9 +51,25 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_
 TARGETS="xv-train"
 DATA=${XV_BENCH_DATA:-}
 if [ -z "$DATA" ] || [ ! -f "$DATA/prepare.json" ]; then TARGETS="$TARGETS xvctl"; fi
-[ "$TESTS" = ON ] && TARGETS="$TARGETS trainer_model_test"
-ninja -C "$BUILD" -j"$(nproc)" $TARGETS >"$OUT_DIR/build.log" 2>&1 || {
-  grep -B2 -A12 "error" "$OUT_DIR/build.log" | head -80; say "build failed"; exit 2; }
+KERNELS=on
+if ! ninja -C "$BUILD" -j"$(nproc)" $TARGETS >"$OUT_DIR/build.log" 2>&1; then
+  grep -B2 -A12 "error" "$OUT_DIR/build.log" | head -60
+  # A broken fused kernel must not cost the measurements: build once more with the fallbacks only.
+  say "build failed; building again with -DXV_TRAINER_CUDA_KERNELS=OFF"
+  KERNELS="off (their build failed)"
+  cmake -S "$ROOT" -B "$BUILD" -DXV_TRAINER_CUDA_KERNELS=OFF >>"$OUT_DIR/configure.log" 2>&1
+  ninja -C "$BUILD" -j"$(nproc)" $TARGETS >>"$OUT_DIR/build.log" 2>&1 || {
+    grep -B2 -A12 "error" "$OUT_DIR/build.log" | tail -40; say "build failed"; exit 2; }
+fi
+grep -q "fused CUDA kernels for" "$OUT_DIR/configure.log" || KERNELS="off (not a CUDA build or no nvcc)"
+TESTS_BUILT=0
+if [ "$TESTS" = ON ]; then
+  if ninja -C "$BUILD" -j"$(nproc)" trainer_model_test >"$OUT_DIR/build-tests.log" 2>&1; then
+    TESTS_BUILT=1
+  else
+    grep -B2 -A12 "error" "$OUT_DIR/build-tests.log" | head -40; say "trainer_model_test did not build"
+  fi
+fi
 say "built $TARGETS in $(( $(date +%s) - t0 )) s"
 XV_TRAIN="$BUILD/bin/xv-train"
 
@@ -86,8 +106,8 @@ say "data: $DATA"
 "$XV_TRAIN" verify --builtin --device cuda >"$OUT_DIR/verify.log" 2>&1
 VERIFY_RC=$?
 say "xv-train verify --builtin --device cuda: exit $VERIFY_RC ($(grep -c PASS "$OUT_DIR/verify.log") PASS lines)"
-if [ "$TESTS" = ON ]; then
-  "$BUILD/bin/trainer_model_test" >"$OUT_DIR/trainer_model_test.log" 2>&1
+if [ "$TESTS_BUILT" = 1 ]; then
+  timeout 120 "$BUILD/tests/trainer_model_test" >"$OUT_DIR/trainer_model_test.log" 2>&1
   say "trainer_model_test: exit $? ($(grep -E '^\[  (PASSED|SKIPPED|FAILED) ' "$OUT_DIR/trainer_model_test.log" | tr '\n' ' '))"
 fi
 
@@ -119,10 +139,17 @@ if [ "${XV_BENCH_PROFILE:-0}" = 1 ]; then
   python3 "$ROOT/bench/gpu-kernel-table.py" "$OUT_DIR/trace-SSSL.json" --steps 2 \
     >"$OUT_DIR/kernels-SSSL.txt" 2>&1 && gzip -f "$OUT_DIR/trace-SSSL.json"
 fi
-for pattern in $ABLATE; do
-  run_one no-bf16-embeddings "$pattern" XV_TRAIN_BF16_EMBEDDINGS=0
-  run_one no-chunked-ce "$pattern" XV_TRAIN_CHUNKED_CE=0
-  run_one all-levers-off "$pattern" XV_TRAIN_BF16_EMBEDDINGS=0 XV_TRAIN_CHUNKED_CE=0
+for pattern in SSSL L; do
+  case " $ABLATE " in
+    *" $pattern "*)
+      for lever in $LEVERS; do
+        run_one "no-$(echo "$lever" | tr 'A-Z_' 'a-z-')" "$pattern" "XV_TRAIN_$lever=0"
+      done
+      ;;
+  esac
+  all_off=()
+  for lever in $LEVERS; do all_off+=("XV_TRAIN_$lever=0"); done
+  run_one all-levers-off "$pattern" "${all_off[@]}"
 done
 
 # 6. The table.
@@ -130,7 +157,8 @@ done
   echo "upstream-default on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)," \
     "LibTorch $(python3 -c 'import torch; print(torch.__version__)'), commit" \
     "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "${XV_BENCH_COMMIT:-unknown}"), $(date -u +%Y-%m-%d)," \
-    "${BUDGET} s timed per run; CUDA graphs: off (not implemented); verify exit $VERIFY_RC"
+    "${BUDGET} s timed per run; fused CUDA kernels: $KERNELS; CUDA graphs: off (not implemented);" \
+    "verify exit $VERIFY_RC"
   echo
   echo "| configuration | window | tok/s | MFU % | peak alloc GiB | attention | tok/s vs full | memory vs full |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- |"

@@ -1,7 +1,10 @@
 #include "trainer/model/block.h"
 
 #include "trainer/model/attention.h"
+#include "trainer/model/relu_squared.h"
 #include "trainer/model/rotary.h"
+#include "trainer/model/rotary_rms_norm.h"
+#include "trainer/model/speed_levers.h"
 #include "trainer/torch_compat.h"
 
 namespace xv::trainer {
@@ -37,17 +40,16 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
     torch::Tensor gate = 2 * torch::sigmoid(ve_gate(x.narrow(-1, 0, kValueGateChannels)));
     v = v + gate.unsqueeze(-1) * ve4;
   }
-  q = ApplyRotary(q, cos, sin);
-  k = ApplyRotary(k, cos, sin);
-  q = compat::RmsNorm(q, norm_eps_);
-  k = compat::RmsNorm(k, norm_eps_);
+  q = RotaryRmsNorm(q, cos, sin, norm_eps_);
+  k = RotaryRmsNorm(k, cos, sin, norm_eps_);
   last_backend = ResolveAttentionBackend(requested_backend, q);
   torch::Tensor y = CausalAttention(q, k, v, window_left, last_backend);
   return c_proj(y.view({b, t, c}));
 }
 
 MLPImpl::MLPImpl(int64_t n_embd, int64_t hidden, const std::string& activation)
-    : swiglu_(activation == "swiglu") {
+    : swiglu_(activation == "swiglu"),
+      relu_squared_function_(SpeedLeverEnabled(kLeverReluSquared)) {
   c_fc = register_module("c_fc", BiaslessLinear(n_embd, swiglu_ ? 2 * hidden : hidden));
   c_proj = register_module("c_proj", BiaslessLinear(hidden, n_embd));
 }
@@ -57,6 +59,8 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
   if (swiglu_) {
     auto parts = h.chunk(2, -1);
     h = torch::silu(parts[0]) * parts[1];
+  } else if (relu_squared_function_) {
+    h = ReluSquared(h);
   } else {
     h = torch::relu(h).square();
   }

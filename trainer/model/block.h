@@ -45,6 +45,7 @@ class MLPImpl : public torch::nn::Module {
 
  private:
   bool swiglu_;
+  bool relu_squared_function_;  // ReluSquared (XV_TRAIN_RELU2) instead of relu().square()
 };
 TORCH_MODULE(MLP);
 

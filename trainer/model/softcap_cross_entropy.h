@@ -27,9 +27,14 @@ int64_t DefaultCrossEntropyChunkRows(int64_t vocab_size);
 // targets: int64 [N], -1 = ignored. softcap <= 0: no soft-cap. reduction: "mean" (over the rows not
 // ignored; NaN when all are), "sum" or "none" ([N], 0 where ignored). chunk_rows <= 0: the default.
 // Differentiable in `logits` (first order). Throws c10::Error on wrong shapes or reduction.
+// allow_fused = false forces the composite (the tests compare the two).
 torch::Tensor SoftcapCrossEntropy(const torch::Tensor& logits, const torch::Tensor& targets,
                                   double softcap, const std::string& reduction,
-                                  int64_t chunk_rows = 0);
+                                  int64_t chunk_rows = 0, bool allow_fused = true);
+
+// True when SoftcapCrossEntropy runs the fused kernels on `logits` (CUDA build, CUDA tensor of
+// fp32/bf16/fp16, XV_TRAIN_FUSED_CE not 0).
+bool FusedCrossEntropyUsable(const torch::Tensor& logits);
 
 // The same function computed the plain way (upcast, soft-cap, F::cross_entropy), as upstream does.
 torch::Tensor SoftcapCrossEntropyPlain(const torch::Tensor& logits, const torch::Tensor& targets,

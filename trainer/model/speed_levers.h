@@ -6,8 +6,14 @@
 //   XV_TRAIN_BF16_EMBEDDINGS  the token and value embeddings are bf16 parameters under a bf16
 //   recipe
 //                             (upstream init_weights does this; fp32 otherwise)
-//   XV_TRAIN_CHUNKED_CE       soft-cap + cross-entropy over chunks of positions (no fp32 logits for
+//   XV_TRAIN_RELU2            ReLU^2 as one node in the activations' dtype (ReluSquared), not
+//                             relu().square(), which autocast runs in fp32
+//   XV_TRAIN_FUSED_ROTARY     rotary + QK RMSNorm in one CUDA kernel each way (CUDA builds; off:
 //   the
+//                             composite)
+//   XV_TRAIN_FUSED_CE         the chunked cross-entropy's CUDA kernels (CUDA builds; off: its
+//   composite) XV_TRAIN_CHUNKED_CE       soft-cap + cross-entropy over chunks of positions (no fp32
+//   logits for the
 //                             whole batch, the logits' gradient written in their own dtype)
 // Thread-safety: reads the environment each call; call from one thread at start-up.
 #pragma once
@@ -30,5 +36,8 @@ inline bool SpeedLeverEnabled(const char* name) {
 
 inline constexpr const char kLeverBf16Embeddings[] = "XV_TRAIN_BF16_EMBEDDINGS";
 inline constexpr const char kLeverChunkedCrossEntropy[] = "XV_TRAIN_CHUNKED_CE";
+inline constexpr const char kLeverFusedCrossEntropy[] = "XV_TRAIN_FUSED_CE";
+inline constexpr const char kLeverReluSquared[] = "XV_TRAIN_RELU2";
+inline constexpr const char kLeverFusedRotary[] = "XV_TRAIN_FUSED_ROTARY";
 
 }  // namespace xv::trainer

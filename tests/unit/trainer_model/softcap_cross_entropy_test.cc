@@ -20,10 +20,11 @@ struct LossAndGrad {
 
 LossAndGrad RunLoss(const torch::Tensor& logits, const torch::Tensor& targets, double softcap,
                     const std::string& reduction, int64_t chunk_rows, bool chunked,
-                    const torch::Tensor& grad_out) {
+                    const torch::Tensor& grad_out, bool allow_fused = true) {
   torch::Tensor x = logits.detach().clone().requires_grad_(true);
-  torch::Tensor loss = chunked ? SoftcapCrossEntropy(x, targets, softcap, reduction, chunk_rows)
-                               : SoftcapCrossEntropyPlain(x, targets, softcap, reduction);
+  torch::Tensor loss =
+      chunked ? SoftcapCrossEntropy(x, targets, softcap, reduction, chunk_rows, allow_fused)
+              : SoftcapCrossEntropyPlain(x, targets, softcap, reduction);
   loss.backward(reduction == "none" ? grad_out : torch::Tensor());
   return {loss.detach(), x.grad()};
 }
@@ -93,6 +94,41 @@ TEST(SoftcapCrossEntropyTest, Bf16LogitsGetBf16GradientMatchingPlainPath) {
   EXPECT_EQ(chunked.grad.scalar_type(), torch::kBFloat16);
   EXPECT_LE(RelativeError(chunked.loss, plain.loss), 1e-5);
   EXPECT_LE(RelativeError(chunked.grad.to(torch::kFloat), plain.grad.to(torch::kFloat)), 1e-2);
+}
+
+// The fused CUDA kernels against the composite (CUDA builds on a GPU; skipped elsewhere): every
+// logits dtype, every reduction, with and without soft-cap, a vocabulary that takes the 16-byte
+// vector path (8192) and one that does not (8190), out-of-range-free targets with ignored rows.
+TEST(SoftcapCrossEntropyTest, FusedKernelsMatchTheCompositeOnCuda) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto probe = torch::zeros({1, 8}, torch::TensorOptions().device(torch::kCUDA));
+  if (!FusedCrossEntropyUsable(probe)) GTEST_SKIP() << "this build has no fused CUDA kernels";
+  torch::manual_seed(4);
+  auto opts = torch::TensorOptions().device(torch::kCUDA);
+  for (int64_t vocab : {int64_t{8192}, int64_t{8190}}) {
+    const int64_t n = 1000;
+    torch::Tensor targets = Targets(n, vocab, opts);
+    torch::Tensor base = torch::randn({n, vocab}, opts) * 10;
+    for (auto dtype : {torch::kFloat, torch::kBFloat16, torch::kHalf}) {
+      torch::Tensor logits = base.to(dtype);
+      torch::Tensor grad_none = torch::randn({n}, opts);
+      const double tol = dtype == torch::kFloat ? 1e-5 : 1e-2;
+      for (double softcap : {15.0, 0.0}) {
+        for (const char* reduction : {"mean", "sum", "none"}) {
+          SCOPED_TRACE(std::to_string(vocab) + " " + c10::toString(dtype) + " softcap " +
+                       std::to_string(softcap) + " " + reduction);
+          LossAndGrad composite =
+              RunLoss(logits, targets, softcap, reduction, 300, true, grad_none, false);
+          LossAndGrad fused = RunLoss(logits, targets, softcap, reduction, 0, true, grad_none);
+          EXPECT_EQ(fused.loss.scalar_type(), composite.loss.scalar_type());
+          EXPECT_LE(RelativeError(fused.loss, composite.loss), 1e-5);
+          ASSERT_EQ(fused.grad.scalar_type(), dtype);
+          EXPECT_LE(RelativeError(fused.grad.to(torch::kFloat), composite.grad.to(torch::kFloat)),
+                    tol);
+        }
+      }
+    }
+  }
 }
 
 TEST(GptCastEmbeddingsTest, EmbeddingsBecomeBf16AndTheModelStillTrains) {

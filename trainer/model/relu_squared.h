@@ -1,0 +1,21 @@
+// ReLU^2 in the activations' own dtype: relu(x).square() as one autograd node that saves relu(x)
+// only.
+//
+// Under bf16 autocast the plain `torch::relu(h).square()` runs square as pow, which autocast sends
+// to fp32: an fp32 copy of the MLP's hidden activations (4x the residual width) is made, squared,
+// saved for the backward and cast back to bf16 by c_proj, and the backward casts its gradient up
+// and down again. The values are the same in bf16: relu(x) is a bf16 number, its square is exact in
+// fp32, and c_proj rounds it to bf16 as the bf16 product does; the backward's 2 * dy * relu(x) is
+// exact in fp32 before its one rounding, and round(dy * r) * 2 is that same bf16 number. So this
+// function gives the plain path's forward values and gradients in bf16, and computes the identical
+// function in fp32/fp64 (ATen's pow(x, 2) is x * x), with no fp32 copies. Thread-safety: stateless.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace xv::trainer {
+
+// relu(x)^2, differentiable in x (first order); result in x's dtype.
+torch::Tensor ReluSquared(const torch::Tensor& x);
+
+}  // namespace xv::trainer
