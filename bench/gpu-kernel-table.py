@@ -13,9 +13,11 @@ import json
 import re
 
 
+# First match wins: flash kernels' names mention cutlass types, so attention comes before matmul.
 FAMILIES = [
-    ("matmul (cuBLAS/CUTLASS)", re.compile(r"gemm|nvjet|xmma|cutlass|sm90_|sm80_", re.I)),
     ("attention (flash)", re.compile(r"flash|fmha", re.I)),
+    ("xv fused kernels", re.compile(r"xv::trainer::kernels", re.I)),
+    ("matmul (cuBLAS/CUTLASS)", re.compile(r"gemm|nvjet|xmma|cutlass|sm90_|sm80_", re.I)),
     ("reduction / norm / softmax", re.compile(r"reduce|norm|softmax|logsumexp", re.I)),
     ("elementwise", re.compile(r"elementwise|vectorized|unrolled", re.I)),
     ("copy / cast / fill", re.compile(r"copy|memcpy|memset|fill|cat", re.I)),

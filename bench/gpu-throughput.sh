@@ -30,7 +30,7 @@ OUT_DIR=${XV_BENCH_OUT:-$BUILD/gpu-throughput}
 BUDGET=${XV_BENCH_BUDGET:-12}
 ABLATE=${XV_BENCH_ABLATE:-"SSSL L"}
 # The levers' switches (trainer/model/speed_levers.h), XV_TRAIN_<NAME>=0 each.
-LEVERS=${XV_BENCH_LEVERS:-"BF16_EMBEDDINGS CHUNKED_CE FUSED_CE RELU2 FUSED_ROTARY"}
+LEVERS=${XV_BENCH_LEVERS:-"BF16_EMBEDDINGS CHUNKED_CE FUSED_CE RELU2 FUSED_RELU2 FUSED_ROTARY FUSED_RESIDUAL"}
 mkdir -p "$OUT_DIR"
 say() { echo "[gpu-throughput $(date -u +%H:%M:%S)] $*" >&2; }
 

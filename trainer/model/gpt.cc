@@ -5,6 +5,7 @@
 
 #include "trainer/model/attention.h"
 #include "trainer/model/block.h"
+#include "trainer/model/residual_mix.h"
 #include "trainer/model/rotary.h"
 #include "trainer/model/softcap_cross_entropy.h"
 #include "trainer/model/speed_levers.h"
@@ -113,7 +114,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, const torch::Tensor& ta
   auto& blocks = BlocksOf(h_, &cache);
   size_t next_ve = 0;
   for (int64_t i = 0; i < cfg_.n_layer; ++i) {
-    x = resid_lambdas_[i] * x + x0_lambdas_[i] * x0;
+    x = ResidualMix(x, x0, resid_lambdas_[i], x0_lambdas_[i]);
     torch::Tensor ve;
     if (next_ve < ve_layers_.size() && ve_layers_[next_ve] == i) {
       ve = value_embeds_[std::to_string(i)]->as<torch::nn::EmbeddingImpl>()->forward(idx);

@@ -15,7 +15,11 @@
 
 namespace xv::trainer {
 
-// relu(x)^2, differentiable in x (first order); result in x's dtype.
-torch::Tensor ReluSquared(const torch::Tensor& x);
+// relu(x)^2, differentiable in x (first order); result in x's dtype. allow_fused = false forces the
+// composite (the tests compare the two).
+torch::Tensor ReluSquared(const torch::Tensor& x, bool allow_fused = true);
+
+// True when ReluSquared runs the fused kernels on `x`.
+bool FusedReluSquaredUsable(const torch::Tensor& x);
 
 }  // namespace xv::trainer

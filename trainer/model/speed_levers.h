@@ -8,6 +8,11 @@
 //                             (upstream init_weights does this; fp32 otherwise)
 //   XV_TRAIN_RELU2            ReLU^2 as one node in the activations' dtype (ReluSquared), not
 //                             relu().square(), which autocast runs in fp32
+//   XV_TRAIN_FUSED_RELU2      ReluSquared in one CUDA kernel each way (CUDA builds; off: relu and a
+//                             product)
+//   XV_TRAIN_FUSED_RESIDUAL   the residual mix resid_lambda * x + x0_lambda * x0 in one CUDA kernel
+//                             each way (CUDA builds; off: the composite, whose 0-dim device scalars
+//                             make ATen take its slow broadcasting path)
 //   XV_TRAIN_FUSED_ROTARY     rotary + QK RMSNorm in one CUDA kernel each way (CUDA builds; off:
 //   the
 //                             composite)
@@ -39,5 +44,7 @@ inline constexpr const char kLeverChunkedCrossEntropy[] = "XV_TRAIN_CHUNKED_CE";
 inline constexpr const char kLeverFusedCrossEntropy[] = "XV_TRAIN_FUSED_CE";
 inline constexpr const char kLeverReluSquared[] = "XV_TRAIN_RELU2";
 inline constexpr const char kLeverFusedRotary[] = "XV_TRAIN_FUSED_ROTARY";
+inline constexpr const char kLeverFusedReluSquared[] = "XV_TRAIN_FUSED_RELU2";
+inline constexpr const char kLeverFusedResidual[] = "XV_TRAIN_FUSED_RESIDUAL";
 
 }  // namespace xv::trainer

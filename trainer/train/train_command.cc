@@ -153,8 +153,13 @@ int RunTrainCommand(const TrainCommandOptions& o, EventWriter* events) {
   std::fprintf(stderr, "Device: %s (%s), dtype %s, attention %s%s\n", device.name.c_str(),
                BackendName(device.backend), dtype_ran.c_str(), attention_backend.c_str(),
                windows_honoured ? "" : " (sliding windows NOT honoured)");
-  std::fprintf(stderr, "Speed levers: bf16 embeddings %s, chunked cross-entropy %s\n",
+  std::fprintf(stderr, "Speed levers: bf16 embeddings %s, chunked cross-entropy %s",
                bf16_embeddings ? "on" : "off", model->chunked_cross_entropy() ? "on" : "off");
+  for (const char* lever : {kLeverReluSquared, kLeverFusedCrossEntropy, kLeverFusedRotary,
+                            kLeverFusedReluSquared, kLeverFusedResidual}) {
+    std::fprintf(stderr, ", %s=%s", lever, SpeedLeverEnabled(lever) ? "on" : "off");
+  }
+  std::fprintf(stderr, " (fused kernels only in CUDA builds)\n");
   std::fprintf(stderr, "Parameter counts:\n");
   for (const auto& [k, v] : scaling)
     std::fprintf(stderr, "  %-24s: %lld\n", k.c_str(), (long long)v);

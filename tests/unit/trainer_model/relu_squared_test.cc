@@ -13,11 +13,12 @@ struct ValueAndGrad {
   torch::Tensor y, dx;
 };
 
-ValueAndGrad Apply(const torch::Tensor& x, const torch::Tensor& dy, bool fused) {
+ValueAndGrad Apply(const torch::Tensor& x, const torch::Tensor& dy, bool fused,
+                   bool allow_kernels = true) {
   torch::Tensor xx = x.detach().clone().requires_grad_(true);
   torch::Tensor y;
   if (fused) {
-    y = ReluSquared(xx);
+    y = ReluSquared(xx, allow_kernels);
   } else if (x.scalar_type() == torch::kBFloat16) {
     // What autocast does with relu().square(): square (pow) in fp32, the consumer casts to bf16.
     y = torch::relu(xx).to(torch::kFloat).square().to(torch::kBFloat16);
@@ -48,6 +49,9 @@ TEST(ReluSquaredTest, EqualsThePlainPathInEveryDtype) {
       EXPECT_TRUE(torch::equal(fused.y, plain.y));
       EXPECT_TRUE(torch::equal(fused.dx.abs(), plain.dx.abs()));  // -0 vs +0 where x <= 0
       EXPECT_EQ(fused.dx.masked_select(x <= 0).abs().max().item<double>(), 0.0);
+      ValueAndGrad composite = Apply(x, dy, true, /*allow_kernels=*/false);
+      EXPECT_TRUE(torch::equal(fused.y, composite.y));
+      EXPECT_TRUE(torch::equal(fused.dx.abs(), composite.dx.abs()));
     }
   }
 }
