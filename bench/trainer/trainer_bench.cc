@@ -38,6 +38,7 @@
 #include "trainer/device/compute_device.h"
 #include "trainer/model/attention.h"
 #include "trainer/model/gpt.h"
+#include "trainer/model/speed_levers.h"
 #include "trainer/optim/muon_adamw.h"
 #include "trainer/torch_compat.h"
 #include "trainer/train/recipe_loader.h"
@@ -418,6 +419,11 @@ int main(int argc, char** argv) {
       bm.model = std::make_unique<xv::trainer::GPT>(backend_cfg);
       (*bm.model)->InitWeights();
       (*bm.model)->to(device.device);
+      // As xv-train: a bf16 run keeps the embeddings bf16 (upstream init_weights) unless switched
+      // off.
+      if (autocast_dtype == torch::kBFloat16 &&
+          xv::trainer::SpeedLeverEnabled(xv::trainer::kLeverBf16Embeddings))
+        (*bm.model)->CastEmbeddings(torch::kBFloat16);
       (*bm.model)->train();
       bm.optimizer = std::make_unique<xv::trainer::MuonAdamW>(*bm.model, OptimizerOptions(recipe));
       models.push_back(std::move(bm));
