@@ -17,7 +17,7 @@
 #   XV_BENCH_BUDGET  timed seconds per run (default 12; 11 untimed warm-up steps come first)
 #   XV_BENCH_OUT     where logs, events and the table go (default BUILD/gpu-throughput)
 #   XV_BENCH_BUILD   build directory (default build-gpu)
-#   XV_BENCH_ABLATE  patterns that get a row per lever switched off (default "SSSL L"); both patterns
+#   XV_BENCH_ABLATE  patterns that get a row per lever switched off (default "SSSL L", empty: none); both patterns
 #                    always get the row with every lever off
 #   XV_BENCH_LEVERS  the levers switched off one at a time (default: all of speed_levers.h)
 #   XV_BENCH_PROFILE 1: one more SSSL run with a Kineto trace and the kernel table (gpu-kernel-table.py)
@@ -28,7 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${XV_BENCH_BUILD:-$ROOT/build-gpu}
 OUT_DIR=${XV_BENCH_OUT:-$BUILD/gpu-throughput}
 BUDGET=${XV_BENCH_BUDGET:-12}
-ABLATE=${XV_BENCH_ABLATE:-"SSSL L"}
+ABLATE=${XV_BENCH_ABLATE-"SSSL L"}
 # The levers' switches (trainer/model/speed_levers.h), XV_TRAIN_<NAME>=0 each.
 LEVERS=${XV_BENCH_LEVERS:-"BF16_EMBEDDINGS CHUNKED_CE FUSED_CE RELU2 FUSED_RELU2 FUSED_ROTARY FUSED_RESIDUAL"}
 mkdir -p "$OUT_DIR"
