@@ -9,6 +9,7 @@
 #include "daemon/api/budget_contract.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/request_limits.h"
 
 namespace xv::daemon {
 
@@ -16,26 +17,29 @@ CampaignsService::CampaignsService(store::ExperimentStore* store, Dispatcher* di
                                    RoundCloser* closer, SubmissionLimits limits)
     : store_(store), dispatcher_(dispatcher), closer_(closer), limits_(limits) {}
 
-grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext*,
+grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext* ctx,
                                               const xv::v1::CreateCampaignRequest* req,
                                               xv::v1::Campaign* resp) {
-  if (req->name().empty()) return ToGrpcStatus(Status::InvalidArgument("name: empty"));
-  if (req->name().size() > 200) {
-    return ToGrpcStatus(Status::InvalidArgument("name: longer than 200"));
+  if (Status s = CheckRequestLimits(*req); !s.ok()) {
+    spdlog::info("campaign create refused ({}): {}", ctx->peer(),
+                 BoundedStatusMessage(s.message()));
+    return ToGrpcStatus(s);
   }
+  if (req->name().empty()) return ToGrpcStatus(Status::InvalidArgument("name: empty"));
   if (req->base_recipe_yaml().empty()) {
     return ToGrpcStatus(
         Status::InvalidArgument("base_recipe_yaml: empty (send the recipe file's text)"));
   }
-  if (req->base_recipe_yaml().size() > limits_.max_recipe_bytes ||
-      req->policy().size() > limits_.max_recipe_bytes) {
-    return ToGrpcStatus(Status::InvalidArgument("base_recipe_yaml/policy: larger than " +
-                                                std::to_string(limits_.max_recipe_bytes)));
+  if (req->base_recipe_yaml().size() > limits_.max_recipe_bytes) {
+    return ToGrpcStatus(Status::InvalidArgument(
+        "base_recipe_yaml: " + std::to_string(req->base_recipe_yaml().size()) +
+        " bytes, over the limit of " + std::to_string(limits_.max_recipe_bytes)));
   }
   for (char c : req->trainer()) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      return ToGrpcStatus(Status::InvalidArgument(
-          "trainer: '" + req->trainer() + "' is not a trainer name (letters, digits, - _ . only)"));
+      return ToGrpcStatus(Status::InvalidArgument("trainer: " + QuoteExcerpt(req->trainer()) +
+                                                  " is not a trainer name (letters, digits, - _ "
+                                                  ". only)"));
     }
   }
   Recipe base;
@@ -76,6 +80,7 @@ grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext*,
 grpc::Status CampaignsService::GetCampaign(grpc::ServerContext*,
                                            const xv::v1::GetCampaignRequest* req,
                                            xv::v1::Campaign* resp) {
+  if (Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
   return ToGrpcStatus(store_->GetCampaign(req->id(), req->name(), true, resp));
 }
 
@@ -91,7 +96,9 @@ grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext*,
 
 grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req,
                                         const std::string& state, xv::v1::Campaign* resp) {
-  Status s = store_->SetCampaignState(req.id(), req.name(), state);
+  Status s = CheckRequestLimits(req);
+  if (!s.ok()) return ToGrpcStatus(s);
+  s = store_->SetCampaignState(req.id(), req.name(), state);
   if (!s.ok()) return ToGrpcStatus(s);
   if (state == "active") dispatcher_->Schedule();
   return ToGrpcStatus(store_->GetCampaign(req.id(), req.name(), false, resp));
@@ -111,7 +118,9 @@ grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext*,
 
 grpc::Status CampaignsService::Decide(grpc::ServerContext*, const xv::v1::DecideRequest* req,
                                       xv::v1::RoundInfo* resp) {
-  Status s = closer_->DecideManually(req->round_id(), req->keep_experiment_id(), req->reason());
+  Status s = CheckRequestLimits(*req);
+  if (!s.ok()) return ToGrpcStatus(s);
+  s = closer_->DecideManually(req->round_id(), req->keep_experiment_id(), req->reason());
   if (!s.ok()) return ToGrpcStatus(s);
   store::RoundToDecide round;
   std::string state;
@@ -130,8 +139,10 @@ grpc::Status CampaignsService::Decide(grpc::ServerContext*, const xv::v1::Decide
 grpc::Status CampaignsService::FailureSummary(grpc::ServerContext*,
                                               const xv::v1::FailureSummaryRequest* req,
                                               xv::v1::FailureSummaryResponse* resp) {
+  Status s = CheckRequestLimits(*req);
+  if (!s.ok()) return ToGrpcStatus(s);
   std::vector<xv::v1::KnobFailure> knobs;
-  Status s = store_->FailureSummary(req->campaign_id(), req->campaign(), &knobs);
+  s = store_->FailureSummary(req->campaign_id(), req->campaign(), &knobs);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& k : knobs) *resp->add_knobs() = std::move(k);
   return grpc::Status::OK;

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <vector>
 
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
@@ -13,6 +15,7 @@
 
 #include "daemon/api/listen_address.h"
 #include "daemon/api/state_dir_lock.h"
+#include "daemon/api/unparsable_request_interceptor.h"
 
 #ifndef XV_VERSION
 #define XV_VERSION "dev"
@@ -115,6 +118,11 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   // pings more often than every 5 minutes with GOAWAY "too_many_pings").
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // A request protobuf cannot parse (invalid UTF-8 in a string field) is INVALID_ARGUMENT saying
+  // why, not INTERNAL without a message.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<UnparsableRequestInterceptorFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(d->experiments_.get());
   builder.RegisterService(d->campaigns_.get());
   builder.RegisterService(d->workers_.get());

@@ -12,6 +12,7 @@
 #include "common/recipe.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/request_limits.h"
 #include "daemon/api/watch_stream.h"
 
 namespace xv::daemon {
@@ -33,16 +34,17 @@ xv::Status ExperimentsService::BuildCampaignSubmission(const xv::v1::SubmitReque
 grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,
                                         xv::v1::SubmitResponse* resp) {
   store::NewSubmission sub;
-  xv::Status s = BuildCampaignSubmission(*req, &sub);
+  xv::Status s = CheckRequestLimits(*req);
+  if (s.ok()) s = BuildCampaignSubmission(*req, &sub);
   if (!s.ok()) {
-    spdlog::info("submit refused ({}): {}", ctx->peer(), s.message());
+    spdlog::info("submit refused ({}): {}", ctx->peer(), BoundedStatusMessage(s.message()));
     return ToGrpcStatus(s);
   }
   if (sub.submitter.empty()) sub.submitter = ctx->peer();
   store::SubmissionIds ids;
   s = store_->InsertSubmission(sub, &ids);
   if (!s.ok()) {
-    spdlog::error("submit: {}", s.ToString());
+    spdlog::error("submit: {}", BoundedStatusMessage(s.ToString()));
     if (s.code() != xv::Status::Code::kFailedPrecondition && !store_->WriteFault().empty()) {
       s = xv::Status::FailedPrecondition("the daemon is in read-only mode: " + s.message());
     }
@@ -62,8 +64,10 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
 grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext*,
                                                  const xv::v1::ListExperimentsRequest* req,
                                                  xv::v1::ListExperimentsResponse* resp) {
+  xv::Status s = CheckRequestLimits(*req);
+  if (!s.ok()) return ToGrpcStatus(s);
   std::vector<xv::v1::Experiment> found;
-  xv::Status s = store_->ListExperiments(*req, &found);
+  s = store_->ListExperiments(*req, &found);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& e : found) *resp->add_experiments() = std::move(e);
   return grpc::Status::OK;
@@ -152,12 +156,14 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext*, const xv::v1::Canc
 
 grpc::Status ExperimentsService::Watch(grpc::ServerContext* ctx, const xv::v1::WatchRequest* req,
                                        grpc::ServerWriter<xv::v1::WatchEvent>* writer) {
+  if (xv::Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
   return ServeWatch(store_, watch_hub_, ctx, *req, writer);
 }
 
 grpc::Status ExperimentsService::DrainWorker(grpc::ServerContext* ctx,
                                              const xv::v1::DrainWorkerRequest* req,
                                              xv::v1::DrainWorkerResponse* resp) {
+  if (xv::Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
   if (req->worker().empty() == !req->all()) {
     return ToGrpcStatus(
         xv::Status::InvalidArgument("worker: give a worker name or id, or all (not both)"));

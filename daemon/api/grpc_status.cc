@@ -1,6 +1,19 @@
 #include "daemon/api/grpc_status.h"
 
+#include "common/untrusted_text.h"
+
 namespace xv::daemon {
+
+std::string BoundedStatusMessage(std::string_view message) {
+  if (message.size() <= kMaxStatusMessageBytes && IsValidUtf8(message)) {
+    return std::string(message);
+  }
+  std::string out = SanitizeAndTruncateUtf8(message, kMaxStatusMessageBytes);
+  if (message.size() > kMaxStatusMessageBytes) {
+    out += "… (message cut: " + std::to_string(message.size()) + " bytes)";
+  }
+  return out;
+}
 
 grpc::Status ToGrpcStatus(const Status& s) {
   using C = Status::Code;
@@ -40,7 +53,7 @@ grpc::Status ToGrpcStatus(const Status& s) {
       code = grpc::StatusCode::RESOURCE_EXHAUSTED;
       break;
   }
-  return grpc::Status(code, s.message());
+  return grpc::Status(code, BoundedStatusMessage(s.message()));
 }
 
 }  // namespace xv::daemon

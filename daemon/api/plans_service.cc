@@ -6,6 +6,7 @@
 #include "common/recipe.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/request_limits.h"
 #include "daemon/sched/plan_spec.h"
 
 namespace xv::daemon {
@@ -23,10 +24,14 @@ Status CheckPhasesAgainstHead(const sched::PlanSpec& spec, const Recipe& head) {
       ResolvedSizes sizes;
       if (s.ok()) s = ResolveSizes(r, &sizes);
       if (!s.ok()) {
+        // At most ~200 bytes of the overrides: the cause comes after them.
+        const std::string joined = sched::JoinPlanOverrides(candidates[c]);
+        const std::string shown = joined.size() <= kMaxQuoteBytes
+                                      ? joined
+                                      : std::string(Utf8Prefix(joined, kMaxQuoteBytes)) + "…";
         return Status::InvalidArgument("phases[" + std::to_string(i) + "] (" + spec.phases[i].name +
-                                       "): candidate " + std::to_string(c + 1) + " (" +
-                                       sched::JoinPlanOverrides(candidates[c]) + ") on the " +
-                                       "campaign head: " + s.message());
+                                       "): candidate " + std::to_string(c + 1) + " (" + shown +
+                                       ") on the campaign head: " + s.message());
       }
     }
   }
@@ -42,10 +47,11 @@ PlansService::PlansService(store::ExperimentStore* store, Dispatcher* dispatcher
 grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
                                       const xv::v1::SubmitPlanRequest* req, xv::v1::Plan* resp) {
   sched::PlanSpec spec;
-  Status s = sched::ParsePlanYaml(req->yaml(), &spec);
-  if (!s.ok()) return ToGrpcStatus(s);
-  if (req->submitter().size() > 200) {
-    return ToGrpcStatus(Status::InvalidArgument("submitter: longer than 200"));
+  Status s = CheckRequestLimits(*req);
+  if (s.ok()) s = sched::ParsePlanYaml(req->yaml(), &spec);
+  if (!s.ok()) {
+    spdlog::info("plan submit refused ({}): {}", ctx->peer(), BoundedStatusMessage(s.message()));
+    return ToGrpcStatus(s);
   }
   bool found = false;
   store::CampaignHead head;
@@ -113,6 +119,7 @@ grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
 
 grpc::Status PlansService::GetPlan(grpc::ServerContext*, const xv::v1::GetPlanRequest* req,
                                    xv::v1::Plan* resp) {
+  if (Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
   if (req->id() == 0 && req->name().empty()) {
     return ToGrpcStatus(Status::InvalidArgument("id/name: give a plan id or name"));
   }
@@ -125,7 +132,8 @@ grpc::Status PlansService::GetPlan(grpc::ServerContext*, const xv::v1::GetPlanRe
 grpc::Status PlansService::ListPlans(grpc::ServerContext*, const xv::v1::ListPlansRequest* req,
                                      xv::v1::ListPlansResponse* resp) {
   std::vector<store::StoredPlan> plans;
-  Status s = store_->ListPlans(req->state(), &plans);
+  Status s = CheckRequestLimits(*req);
+  if (s.ok()) s = store_->ListPlans(req->state(), &plans);
   for (size_t i = 0; s.ok() && i < plans.size(); ++i) {
     s = runner_->Describe(plans[i], false, resp->add_plans());
   }
@@ -134,6 +142,7 @@ grpc::Status PlansService::ListPlans(grpc::ServerContext*, const xv::v1::ListPla
 
 grpc::Status PlansService::CancelPlan(grpc::ServerContext*, const xv::v1::GetPlanRequest* req,
                                       xv::v1::Plan* resp) {
+  if (Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
   if (req->id() == 0 && req->name().empty()) {
     return ToGrpcStatus(Status::InvalidArgument("id/name: give a plan id or name"));
   }
@@ -185,6 +194,7 @@ grpc::Status PlansService::ResumePlan(grpc::ServerContext*, const xv::v1::GetPla
 
 grpc::Status PlansService::SetPaused(const xv::v1::GetPlanRequest& req, bool pause,
                                      xv::v1::Plan* resp) {
+  if (Status s = CheckRequestLimits(req); !s.ok()) return ToGrpcStatus(s);
   if (req.id() == 0 && req.name().empty()) {
     return ToGrpcStatus(Status::InvalidArgument("id/name: give a plan id or name"));
   }

@@ -10,6 +10,7 @@
 
 #include "common/recipe.h"
 #include "common/recipe_knobs.h"
+#include "common/untrusted_text.h"
 #include "daemon/api/campaign_policy.h"
 
 namespace xv::daemon {
@@ -74,8 +75,8 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
   static const char* const kKinds[] = {"candidates", "sweep", "ablation", "confirm"};
   const std::string kind = req.kind().empty() ? "candidates" : req.kind();
   if (std::find(std::begin(kKinds), std::end(kKinds), kind) == std::end(kKinds)) {
-    return Status::InvalidArgument("kind: '" + req.kind() +
-                                   "' is not candidates, sweep, ablation or confirm");
+    return Status::InvalidArgument("kind: " + QuoteExcerpt(req.kind()) +
+                                   " is not candidates, sweep, ablation or confirm");
   }
   if (req.candidates_size() > limits.max_candidates) {
     return Status::InvalidArgument("candidates: " + std::to_string(req.candidates_size()) +
@@ -91,8 +92,8 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
   // A trainer is a name the workers configured, never a command line.
   for (char c : req.trainer()) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) {
-      return Status::InvalidArgument("trainer: '" + req.trainer() +
-                                     "' is not a trainer name (letters, digits, - _ . only)");
+      return Status::InvalidArgument("trainer: " + QuoteExcerpt(req.trainer()) +
+                                     " is not a trainer name (letters, digits, - _ . only)");
     }
   }
   if (req.trainer().size() > 64) return Status::InvalidArgument("trainer: name longer than 64");
@@ -128,8 +129,12 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
   for (size_t ci = 0; ci < candidates.size(); ++ci) {
     const xv::v1::Candidate& cand = candidates[ci];
     const std::string joined = JoinOverrides(cand);
+    // At most ~200 bytes of the overrides in every error of this candidate.
+    const std::string shown = joined.size() <= kMaxQuoteBytes
+                                  ? joined
+                                  : std::string(Utf8Prefix(joined, kMaxQuoteBytes)) + "…";
     const std::string label = "candidate " + std::to_string(ci + 1) + " (" +
-                              (joined.empty() ? std::string("base") : joined) + "): ";
+                              (joined.empty() ? std::string("base") : shown) + "): ";
     if (cand.overrides_size() > limits.max_overrides) {
       return Status::InvalidArgument(label + "more than " + std::to_string(limits.max_overrides) +
                                      " overrides");
@@ -153,7 +158,7 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
     }
     const std::string hash = CanonicalHash(r);
     if (hash == base_hash && cand.overrides_size() > 0 && !base_is_candidate) {
-      return Status::InvalidArgument(label + "no-op override: " + joined + " equals the base");
+      return Status::InvalidArgument(label + "no-op override: " + shown + " equals the base");
     }
     auto [it, inserted] = seen.emplace(hash, static_cast<int>(ci + 1));
     if (!inserted) {

@@ -283,6 +283,167 @@ TEST_F(DaemonApi, InvalidSubmissionsAreRefusedNamingTheFieldAndStoreNothing) {
   EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM recipes"), 0);
 }
 
+// Issue 11: a 1 MiB candidate name x 64 replicates grew the database by 134 MB in a second. Every
+// string field has a limit (daemon/api/request_limits.h), checked before anything is stored, and
+// the error names the field's path without echoing the input.
+TEST_F(DaemonApi, OversizeFieldsAreRefusedNamingTheirPathAndStoreNothing) {
+  const auto file_bytes = [this] {
+    std::error_code ec;
+    uintmax_t total = 0;
+    for (const char* suffix : {"", "-wal"}) {
+      const auto n = std::filesystem::file_size(db() + suffix, ec);
+      if (!ec) total += n;
+    }
+    return total;
+  };
+  const uintmax_t before = file_bytes();
+  xv::v1::SubmitRequest req;
+  req.set_recipe_yaml(CpuTinyYaml());
+  req.set_replicates(64);
+  auto* cand = req.add_candidates();
+  cand->set_name(std::string(1 << 20, 'n'));
+  auto* o = cand->add_overrides();
+  o->set_key("matrix_lr");
+  o->set_value("0.05");
+  xv::v1::SubmitResponse resp;
+  grpc::Status s;
+  {
+    grpc::ClientContext ctx;
+    s = experiments_->Submit(&ctx, req, &resp);
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(),
+            "candidates[0].name: 1048576 bytes, over the limit of 200 (shorten it)");
+
+  // A 4 MiB override value: INVALID_ARGUMENT naming it, not RESOURCE_EXHAUSTED on the trailer.
+  cand->set_name("big");
+  o->set_value(std::string(4 << 20, '9'));
+  {
+    grpc::ClientContext ctx;
+    s = experiments_->Submit(&ctx, req, &resp);
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("candidates[0].overrides[0].value: 4194304 bytes", 0), 0u)
+      << s.error_message().substr(0, 300);
+
+  // A control character in a name (it would retitle a terminal that lists it).
+  o->set_value("0.05");
+  cand->set_name("lr\x1b]0;pwned\x07");
+  {
+    grpc::ClientContext ctx;
+    s = experiments_->Submit(&ctx, req, &resp);
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("candidates[0].name: holds a control character", 0), 0u)
+      << s.error_message();
+
+  // An error that would quote a long input is cut at the status edge, still INVALID_ARGUMENT.
+  cand->set_name("");
+  o->set_key(std::string(60, 'k'));
+  req.set_recipe_yaml(CpuTinyYaml() + "\n" + std::string(60000, 'x') + ": 1\n");
+  {
+    grpc::ClientContext ctx;
+    s = experiments_->Submit(&ctx, req, &resp);
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LE(s.error_message().size(), 2200u);
+
+  // Campaigns are checked the same way.
+  auto campaigns = xv::v1::Campaigns::NewStub(channel_);
+  xv::v1::CreateCampaignRequest create;
+  create.set_name("lr");
+  create.set_base_recipe_yaml(CpuTinyYaml());
+  create.set_device_filter(std::string(1 << 20, 'g'));
+  xv::v1::Campaign created;
+  {
+    grpc::ClientContext ctx;
+    s = campaigns->CreateCampaign(&ctx, create, &created);
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("device_filter: 1048576 bytes, over the limit of 200", 0), 0u)
+      << s.error_message().substr(0, 300);
+
+  EXPECT_EQ(CountExperiments(), 0);
+  for (const char* table : {"experiments", "rounds", "recipes", "campaigns", "events"}) {
+    EXPECT_EQ(QueryInt(db(), std::string("SELECT COUNT(*) FROM ") + table), 0) << table;
+  }
+  EXPECT_LT(file_bytes(), before + 256 * 1024);
+  // The daemon keeps serving.
+  ASSERT_TRUE(Submit({"matrix_lr=0.03"}, &resp).ok());
+  EXPECT_EQ(CountExperiments(), 1);
+}
+
+// Issue 11: invalid UTF-8 in a string field came back as INTERNAL with no message. protobuf
+// refuses to parse such a request before any handler runs, so the field cannot be named; the
+// caller hears INVALID_ARGUMENT saying why (daemon/api/unparsable_request_interceptor.h).
+TEST_F(DaemonApi, InvalidUtf8InARequestIsInvalidArgumentSayingWhy) {
+  xv::v1::SubmitRequest req;
+  req.set_recipe_yaml(CpuTinyYaml());
+  auto* cand = req.add_candidates();
+  cand->set_name("lr\xff\xfe");
+  auto* o = cand->add_overrides();
+  o->set_key("matrix_lr");
+  o->set_value("0.05");
+  xv::v1::SubmitResponse resp;
+  grpc::Status s;
+  {
+    grpc::ClientContext ctx;
+    s = experiments_->Submit(&ctx, req, &resp);
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(s.error_message().rfind(
+                "request: could not be parsed as the request of /xv.v1.Experiments/Submit: a "
+                "string field holds invalid UTF-8",
+                0),
+            0u)
+      << s.error_message();
+  // The same for a server-streaming call.
+  xv::v1::WatchRequest watch;
+  watch.set_campaign("\xc3");
+  grpc::ClientContext wctx;
+  auto reader = experiments_->Watch(&wctx, watch);
+  xv::v1::WatchEvent ev;
+  EXPECT_FALSE(reader->Read(&ev));
+  s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("/xv.v1.Experiments/Watch"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM experiments"), 0);
+  // The daemon keeps serving.
+  EXPECT_EQ(CountExperiments(), 0);
+}
+
+// Issue 11: ListExperiments state "pwned" answered an empty list.
+TEST_F(DaemonApi, UnknownFilterWordsAreRefusedListingTheAllowedOnes) {
+  xv::v1::ListExperimentsRequest req;
+  req.set_state("pwned");
+  xv::v1::ListExperimentsResponse resp;
+  grpc::Status s;
+  {
+    grpc::ClientContext ctx;
+    s = experiments_->ListExperiments(&ctx, req, &resp);
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("state: \"pwned\" is not one of queued, assigned, running", 0),
+            0u)
+      << s.error_message();
+  req.set_state("succeeded");
+  req.set_decision("maybe");
+  {
+    grpc::ClientContext ctx;
+    s = experiments_->ListExperiments(&ctx, req, &resp);
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message().rfind("decision: \"maybe\" is not one of keep, discard", 0), 0u)
+      << s.error_message();
+  req.set_decision("keep");
+  {
+    grpc::ClientContext ctx;
+    s = experiments_->ListExperiments(&ctx, req, &resp);
+  }
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
 TEST_F(DaemonApi, ReconnectingWorkerKeepsItsAttemptAndReplaysAfterTheAck) {
   xv::v1::SubmitResponse submitted;
   ASSERT_TRUE(Submit({"matrix_lr=0.03", "matrix_lr=0.05"}, &submitted).ok());
