@@ -21,7 +21,9 @@ bool ToRunOutcome(const store::RoundRun& run, sched::RunOutcome* out) {
   out->experiment_id = run.experiment_id;
   out->device_class = run.device_name;
   if (run.state == "succeeded") {
-    out->val_bpb = run.has_val_bpb ? run.val_bpb : std::numeric_limits<double>::quiet_NaN();
+    // A val_bpb that cannot be true (stored before results were judged) counts as non-finite.
+    out->val_bpb =
+        run.has_val_bpb && run.val_bpb > 0 ? run.val_bpb : std::numeric_limits<double>::quiet_NaN();
     return true;
   }
   if (run.state == "diverged") {

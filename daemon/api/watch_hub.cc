@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/sched/result_plausibility.h"
+
 namespace xv::daemon {
 namespace {
 
@@ -44,7 +46,8 @@ bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
     // The trainer's own event: its type is the kind; start means the experiment runs.
     out->set_kind(row.type);
     if (row.type == "start") out->set_state("running");
-    out->set_step(static_cast<int64_t>(Number(j, "step")));
+    // A stored step may be anything a trainer wrote (1e300): convert only what fits.
+    out->set_step(sched::DoubleToInt64(Number(j, "step")).value_or(0));
     out->set_loss(Number(j, "loss"));
     out->set_tok_per_sec(Number(j, "tok_per_sec"));
     out->set_val_bpb(Number(j, "val_bpb"));

@@ -5,7 +5,9 @@
 // "round_id", "candidate", "experiment_id", "reason"} when a kept candidate becomes the head;
 // reclaimed {"state", "worker_id", "worker", "detail", "lost_detail"} when a lost attempt is
 // active again (attempt_reclaim_store.cc). ExperimentStore::MarkAttemptLost writes lost
-// {"detail", "requeued"}.
+// {"detail", "requeued"}; FinishAttempt writes finished_ignored {"worker_id", "state",
+// "failure_kind", "failure_detail" (<= 200 bytes), "exit_code", "attempt_state", "reason"} for a
+// Finished it does not apply (its attempt had already ended).
 // Thread-safety: as SqliteConnection (the caller holds the store's mutex, inside a transaction).
 #pragma once
 

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/probe_figures.h"
+#include "common/untrusted_text.h"
+#include "daemon/sched/result_plausibility.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/migration_runner.h"
 #include "daemon/store/statement_rows.h"
@@ -37,10 +39,11 @@ std::optional<double> NumberField(const json& j, const char* key) {
   return it->get<double>();
 }
 
+// An integer of a JSON object, or nullopt when missing, not a number or outside int64.
 std::optional<int64_t> IntField(const json& j, const char* key) {
   auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->is_number_integer() ? it->get<int64_t>() : static_cast<int64_t>(it->get<double>());
+  if (it == j.end()) return std::nullopt;
+  return sched::JsonInt64(*it);
 }
 
 std::string TextField(const json& j, const char* key) {
@@ -270,6 +273,46 @@ Status StoreAttemptHealth(SqliteConnection* c, int64_t worker_id, const xv::v1::
       .Bind(11, f.experiment_id())
       .Bind(12, f.attempt());
   return res.Run();
+}
+
+// The failure kind of an attempt whose trainer reported figures that cannot be true
+// (daemon/sched/result_plausibility.h); the attempt ends invalid with it.
+constexpr const char* kImplausibleResult = "implausible_result";
+
+// A trainer event of this attempt carried an implausible figure (`why` names it): the attempt is
+// marked (its failure kind and detail; the first such event wins) while it is live (assigned,
+// running, or lost and possibly reporting late), and FinishAttempt ends it invalid. The event
+// itself stays stored verbatim; none of its figures are applied.
+Status MarkAttemptImplausible(SqliteConnection* c, const xv::v1::TrainerEvent& ev,
+                              const Status& why) {
+  const std::string detail = SanitizeAndTruncateUtf8(
+      ev.type() + " event " + std::to_string(ev.seq()) + ": " + why.message(), kMaxDetailBytes);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("UPDATE attempts SET failure_kind = ?, failure_detail = ? WHERE experiment_id = ? "
+                 "AND attempt = ? AND state IN ('assigned', 'running', 'lost') AND failure_kind "
+                 "!= ?",
+                 &st));
+  st.Bind(1, kImplausibleResult)
+      .Bind(2, detail)
+      .Bind(3, ev.experiment_id())
+      .Bind(4, ev.attempt())
+      .Bind(5, kImplausibleResult);
+  return st.Run();
+}
+
+// A Finished that is not applied (its attempt had already ended) is recorded as a daemon event
+// 'finished_ignored' of that attempt, with what it said.
+Status RecordIgnoredFinished(SqliteConnection* c, int64_t worker_id, const xv::v1::Finished& f,
+                             const std::string& attempt_state, const std::string& reason) {
+  const json ev = {{"worker_id", worker_id},
+                   {"state", SanitizeAndTruncateUtf8(f.state(), kMaxKindBytes)},
+                   {"failure_kind", SanitizeAndTruncateUtf8(f.failure_kind(), kMaxKindBytes)},
+                   {"failure_detail", SanitizeAndTruncateUtf8(f.failure_detail(), kMaxQuoteBytes)},
+                   {"exit_code", f.exit_code()},
+                   {"attempt_state", attempt_state},
+                   {"reason", reason}};
+  return InsertDaemonEvent(c, f.experiment_id(), f.attempt(), "finished_ignored", ev.dump());
 }
 
 }  // namespace
@@ -991,6 +1034,9 @@ Status ExperimentStore::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool
     return at.Run();
   }
   if (type == "step") {
+    sched::StepFigures fig;
+    Status plausible = sched::ReadStepFigures(j, &fig);
+    if (!plausible.ok()) return MarkAttemptImplausible(c, ev, plausible);
     SqliteStatement m;
     XV_RETURN_IF_ERROR(c->Prepare(
         "INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
@@ -998,13 +1044,13 @@ Status ExperimentStore::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool
         &m));
     m.Bind(1, exp)
         .Bind(2, attempt)
-        .Bind(3, IntField(j, "step").value_or(0))
-        .Bind(4, NumberField(j, "loss"))
-        .Bind(5, NumberField(j, "lrm"))
-        .Bind(6, NumberField(j, "dt_ms"))
-        .Bind(7, NumberField(j, "tok_per_sec"))
-        .Bind(8, NumberField(j, "mfu_percent"))
-        .Bind(9, NumberField(j, "progress"));
+        .Bind(3, fig.step)
+        .Bind(4, fig.loss)
+        .Bind(5, fig.lrm)
+        .Bind(6, fig.dt_ms)
+        .Bind(7, fig.tok_per_sec)
+        .Bind(8, fig.mfu_percent)
+        .Bind(9, fig.progress);
     XV_RETURN_IF_ERROR(m.Run());
     SqliteStatement up;
     XV_RETURN_IF_ERROR(c->Prepare(
@@ -1013,10 +1059,7 @@ Status ExperimentStore::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool
                     ")") +
             kActive,
         &up));
-    up.Bind(1, NumberField(j, "progress"))
-        .Bind(2, NumberField(j, "loss"))
-        .Bind(3, exp)
-        .Bind(4, attempt);
+    up.Bind(1, fig.progress).Bind(2, fig.loss).Bind(3, exp).Bind(4, attempt);
     return up.Run();
   }
   if (type == "nan") {
@@ -1035,14 +1078,9 @@ Status ExperimentStore::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool
     return n.Run();
   }
   if (type == "summary") {
-    std::optional<int64_t> total_tokens = IntField(j, "total_tokens");
-    if (!total_tokens) {
-      if (auto m = NumberField(j, "total_tokens_M")) total_tokens = static_cast<int64_t>(*m * 1e6);
-    }
-    std::optional<int64_t> num_params = IntField(j, "num_params");
-    if (!num_params) {
-      if (auto m = NumberField(j, "num_params_M")) num_params = static_cast<int64_t>(*m * 1e6);
-    }
+    sched::ResultFigures fig;
+    Status plausible = sched::ReadResultFigures(j, &fig);
+    if (!plausible.ok()) return MarkAttemptImplausible(c, ev, plausible);
     SqliteStatement r;
     XV_RETURN_IF_ERROR(c->Prepare(
         "INSERT OR REPLACE INTO results(experiment_id, attempt, val_bpb, training_seconds, "
@@ -1053,22 +1091,22 @@ Status ExperimentStore::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool
         &r));
     r.Bind(1, exp)
         .Bind(2, attempt)
-        .Bind(3, NumberField(j, "val_bpb"))
-        .Bind(4, NumberField(j, "training_seconds"))
-        .Bind(5, NumberField(j, "total_seconds"))
-        .Bind(6, IntField(j, "num_steps"))
-        .Bind(7, total_tokens)
-        .Bind(8, NumberField(j, "tok_per_sec"))
-        .Bind(9, NumberField(j, "mfu_percent").value_or(-1.0))  // null: unknown peak
-        .Bind(10, NumberField(j, "peak_flops").value_or(0.0))
+        .Bind(3, fig.val_bpb)
+        .Bind(4, fig.training_seconds)
+        .Bind(5, fig.total_seconds)
+        .Bind(6, fig.num_steps)
+        .Bind(7, fig.total_tokens)
+        .Bind(8, fig.tok_per_sec)
+        .Bind(9, fig.mfu_percent.value_or(-1.0))  // null: unknown peak
+        .Bind(10, fig.peak_flops.value_or(0.0))
         .Bind(11, TextField(j, "peak_flops_source"))
-        .Bind(12, NumberField(j, "peak_vram_mb"))
-        .Bind(13, NumberField(j, "peak_reserved_mb"))
-        .Bind(14, num_params)
-        .Bind(15, IntField(j, "flops_per_token"))
+        .Bind(12, fig.peak_vram_mb)
+        .Bind(13, fig.peak_reserved_mb)
+        .Bind(14, fig.num_params)
+        .Bind(15, fig.flops_per_token)
         .Bind(16, TextField(j, "metric_version"))
         .Bind(17, TextField(j, "attention_backend"))
-        .Bind(18, IntField(j, "depth"))
+        .Bind(18, fig.depth)
         .Bind(19, ev.json());
     return r.Run();
   }
@@ -1134,15 +1172,45 @@ Status ExperimentStore::FinishAttempt(int64_t worker_id, const xv::v1::Finished&
   const int attempt = f.attempt();
   return InWriteTransaction(c, [&]() -> Status {
     SqliteStatement own;
-    XV_RETURN_IF_ERROR(c->Prepare(
-        "SELECT state FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
-        &own));
+    XV_RETURN_IF_ERROR(
+        c->Prepare("SELECT state, failure_kind, failure_detail FROM attempts WHERE experiment_id "
+                   "= ? AND attempt = ? AND worker_id = ?",
+                   &own));
     own.Bind(1, exp).Bind(2, attempt).Bind(3, worker_id);
     bool row = false;
     XV_RETURN_IF_ERROR(own.Step(&row));
     if (!row) {
       return Status::FailedPrecondition("experiment " + std::to_string(exp) + " attempt " +
                                         std::to_string(attempt) + " is not held by this worker");
+    }
+    const std::string attempt_state = own.ColumnText(0);
+    const bool marked_implausible = own.ColumnText(1) == kImplausibleResult;
+    const std::string implausible_detail = own.ColumnText(2);
+    // The acknowledgement ends the worker's resending whether or not the report is applied.
+    auto acknowledge = [&]() -> Status {
+      SqliteStatement ws;
+      XV_RETURN_IF_ERROR(c->Prepare("UPDATE workers SET state = 'idle', last_heartbeat = " XV_NOW
+                                    " WHERE id = ? AND state = 'busy'",
+                                    &ws));
+      ws.Bind(1, worker_id);
+      XV_RETURN_IF_ERROR(ws.Run());
+      int64_t seq = 0;
+      XV_RETURN_IF_ERROR(HighestContiguousSeqLocked(exp, attempt, &seq));
+      ack->set_experiment_id(exp);
+      ack->set_attempt(attempt);
+      ack->set_seq(seq);
+      ack->set_finished(true);
+      return Status::Ok();
+    };
+    // Attempt rows change only from a live state: assigned, running, or lost (the worker's own
+    // report of a lost attempt, arriving late, replaces the daemon's verdict once). A second or
+    // late Finished for an attempt that already ended is recorded, not applied.
+    const bool attempt_live =
+        attempt_state == "assigned" || attempt_state == "running" || attempt_state == "lost";
+    if (!attempt_live) {
+      XV_RETURN_IF_ERROR(RecordIgnoredFinished(c, worker_id, f, attempt_state,
+                                               "the attempt had already ended " + attempt_state));
+      return acknowledge();
     }
     std::string state = f.state();
     std::string kind = f.failure_kind();
@@ -1153,36 +1221,30 @@ Status ExperimentStore::FinishAttempt(int64_t worker_id, const xv::v1::Finished&
       state = "failed";
       if (kind.empty()) kind = "crashed";
     }
+    if (marked_implausible && state != "cancelled") {
+      // The trainer reported figures that cannot be true: whatever it says now, the run is
+      // invalid and is never kept.
+      state = "invalid";
+      kind = kImplausibleResult;
+      detail = implausible_detail;
+    }
     if (state == "succeeded") {
       SqliteStatement has;
-      XV_RETURN_IF_ERROR(
-          c->Prepare("SELECT 1 FROM results WHERE experiment_id = ? AND attempt = ?", &has));
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "SELECT val_bpb IS NOT NULL FROM results WHERE experiment_id = ? AND attempt = ?", &has));
       has.Bind(1, exp).Bind(2, attempt);
       XV_RETURN_IF_ERROR(has.Step(&row));
       if (!row) {
         state = "failed";
         kind = "crashed";
         detail = "the trainer exited successfully without a summary event";
+      } else if (has.ColumnInt(0) == 0) {
+        state = "invalid";
+        kind = kImplausibleResult;
+        detail = "val_bpb: the summary has none (a succeeded run needs a positive finite val_bpb)";
       }
     }
     const std::string tail = Tail(f.stderr_tail(), kMaxStderrTail);
-    SqliteStatement at;
-    XV_RETURN_IF_ERROR(
-        c->Prepare("UPDATE attempts SET state = ?, exit_code = ?, signal = ?, failure_kind = ?, "
-                   "failure_detail = ?, stderr_tail = ?, wall_seconds = ?, finished_at = " XV_NOW
-                   " WHERE experiment_id = ? AND attempt = ?",
-                   &at));
-    at.Bind(1, state)
-        .Bind(2, f.exit_code())
-        .Bind(3, f.signal())
-        .Bind(4, kind)
-        .Bind(5, detail)
-        .Bind(6, tail)
-        .Bind(7, f.wall_seconds())
-        .Bind(8, exp)
-        .Bind(9, attempt);
-    XV_RETURN_IF_ERROR(at.Run());
-    XV_RETURN_IF_ERROR(StoreAttemptHealth(c, worker_id, f));
     // The experiment moves when this attempt is its active one, or when this attempt was lost (the
     // experiment requeued but not yet reassigned, or out of attempts) and it brings a success: a
     // late result is accepted while no other attempt is running or has finished, even when a later
@@ -1206,7 +1268,25 @@ Status ExperimentStore::FinishAttempt(int64_t worker_id, const xv::v1::Finished&
         .Bind(6, attempt)
         .Bind(7, worker_id);
     XV_RETURN_IF_ERROR(up.Run());
-    if (c->Changes() > 0) {
+    const bool experiment_moved = c->Changes() > 0;
+    SqliteStatement at;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("UPDATE attempts SET state = ?, exit_code = ?, signal = ?, failure_kind = ?, "
+                   "failure_detail = ?, stderr_tail = ?, wall_seconds = ?, finished_at = " XV_NOW
+                   " WHERE experiment_id = ? AND attempt = ?",
+                   &at));
+    at.Bind(1, state)
+        .Bind(2, f.exit_code())
+        .Bind(3, f.signal())
+        .Bind(4, kind)
+        .Bind(5, detail)
+        .Bind(6, tail)
+        .Bind(7, f.wall_seconds())
+        .Bind(8, exp)
+        .Bind(9, attempt);
+    XV_RETURN_IF_ERROR(at.Run());
+    XV_RETURN_IF_ERROR(StoreAttemptHealth(c, worker_id, f));
+    if (experiment_moved) {
       XV_RETURN_IF_ERROR(InsertStateEvent(
           c, exp, kind.empty() ? detail : kind + (detail.empty() ? "" : ": " + detail)));
     }
@@ -1217,19 +1297,7 @@ Status ExperimentStore::FinishAttempt(int64_t worker_id, const xv::v1::Finished&
         &tail_only));
     tail_only.Bind(1, tail).Bind(2, exp).Bind(3, attempt);
     XV_RETURN_IF_ERROR(tail_only.Run());
-    SqliteStatement ws;
-    XV_RETURN_IF_ERROR(c->Prepare("UPDATE workers SET state = 'idle', last_heartbeat = " XV_NOW
-                                  " WHERE id = ? AND state = 'busy'",
-                                  &ws));
-    ws.Bind(1, worker_id);
-    XV_RETURN_IF_ERROR(ws.Run());
-    int64_t seq = 0;
-    XV_RETURN_IF_ERROR(HighestContiguousSeqLocked(exp, attempt, &seq));
-    ack->set_experiment_id(exp);
-    ack->set_attempt(attempt);
-    ack->set_seq(seq);
-    ack->set_finished(true);
-    return Status::Ok();
+    return acknowledge();
   });
 }
 

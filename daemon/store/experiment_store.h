@@ -292,11 +292,17 @@ class ExperimentStore {
   // Applies a batch of events from `worker_id` in one transaction: each new (experiment, attempt,
   // seq) is stored once and interpreted (start -> running + device, step -> metrics + progress, nan
   // -> nan_events, summary -> results, error -> failure kind/detail); repeats are counted and
-  // ignored.
+  // ignored. A step or summary with an implausible figure is stored but not interpreted, and marks
+  // its attempt (failure kind implausible_result, the field in the detail) for FinishAttempt.
   Status ApplyTrainerEvents(int64_t worker_id, const std::vector<xv::v1::TrainerEvent>& events,
                             AppliedEvents* applied);
   // The trainer of an attempt exited: stores the attempt's outcome and moves the experiment to its
-  // terminal state (when the attempt is still the active one). *ack acknowledges it.
+  // terminal state (when the attempt is still the active one). *ack acknowledges it. Only an
+  // attempt still live (assigned, running, or lost) changes: a Finished for one that already
+  // ended is recorded as a finished_ignored event and changes nothing. An attempt whose trainer
+  // reported implausible figures (ApplyTrainerEvents; daemon/sched/result_plausibility.h) ends
+  // invalid (failure kind implausible_result) whatever it reports, unless cancelled, and so does
+  // a success whose summary has no val_bpb.
   Status FinishAttempt(int64_t worker_id, const xv::v1::Finished& finished, xv::v1::EventAck* ack);
   // Highest seq such that every event 1..seq of the attempt is stored (0 when none).
   Status HighestContiguousSeq(int64_t experiment_id, int attempt, int64_t* seq);
