@@ -106,8 +106,9 @@ bool HostileFixture::WaitTerminal(int64_t id, double timeout_s, xv::v1::Experime
   return false;
 }
 
-RowOutcome HostileFixture::RunRow(const std::string& row, const std::function<void(RowFindings*)>& action,
-                            StoreCheck check) {
+RowOutcome HostileFixture::RunRow(const std::string& row,
+                                  const std::function<void(RowFindings*)>& action,
+                                  StoreCheck check) {
   const std::string name = group_ + ": " + row;
   const DatabaseSnapshot before = DatabaseSnapshot::Take(sb_.database_path());
   RowFindings f;

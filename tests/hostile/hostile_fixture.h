@@ -51,7 +51,7 @@ class HostileFixture : public ::testing::Test {
   // Runs one row (see the file comment) and returns its outcome; group_ prefixes the row's name
   // in the ledger.
   RowOutcome RunRow(const std::string& row, const std::function<void(RowFindings*)>& action,
-              StoreCheck check = StoreCheck::kUnchanged);
+                    StoreCheck check = StoreCheck::kUnchanged);
 
   // Status with the probe deadline.
   grpc::Status ProbeStatus(xv::v1::StatusResponse* out = nullptr);

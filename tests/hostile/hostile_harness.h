@@ -55,7 +55,8 @@ struct RowFindings {
     if (hang.empty()) hang = what;
   }
   // A refusal as the issue asks: `status` has code `want` and its message starts with
-  // `field_prefix` (a proto field path, e.g. "candidates[0].name"); DEADLINE_EXCEEDED is a hang.
+  // `field_prefix` (a proto field path, e.g. "candidates[0].name"; alternatives separated by '|');
+  // DEADLINE_EXCEEDED is a hang.
   // `what` names the call in findings.
   void ExpectRefusal(const std::string& what, const grpc::Status& status, grpc::StatusCode want,
                      const std::string& field_prefix);
@@ -149,13 +150,13 @@ class WorkerSessionClient {
   std::unique_ptr<xv::v1::Workers::Stub> stub_;
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<xv::v1::WorkerMessage, xv::v1::DaemonMessage>> stream_;
-  std::mutex write_mu_;  // one writer at a time; Finish is called under it too
+  std::mutex write_mu_;       // one writer at a time; Finish is called under it too
   bool writes_done_ = false;  // guarded by write_mu_
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<xv::v1::DaemonMessage> inbox_;  // guarded by mu_
-  bool ended_ = false;                        // guarded by mu_
-  grpc::Status end_status_;                   // guarded by mu_
+  bool ended_ = false;                       // guarded by mu_
+  grpc::Status end_status_;                  // guarded by mu_
   std::thread reader_;
 };
 
