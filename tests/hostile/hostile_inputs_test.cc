@@ -203,6 +203,13 @@ TEST_F(HostileInputsTest, ClientApiRows) {
       {"CreateCampaign budget_json nested 100,000 deep at the top",
        create([&](auto* r) { r->set_budget_json(deep); }), StatusCode::INVALID_ARGUMENT,
        "budget_json"},
+      {"CreateCampaign budget_json nested 1,000 deep (2 KB)", create([&](auto* r) {
+         r->set_budget_json(R"({"time_budget_s": )" + NestedJsonArray(1000) + "}");
+       }),
+       StatusCode::INVALID_ARGUMENT, "budget_json"},
+      {"CreateCampaign policy (JSON) nested 30,000 deep (60 KB)",
+       create([&](auto* r) { r->set_policy(R"({"mode": )" + NestedJsonArray(30000) + "}"); }),
+       StatusCode::INVALID_ARGUMENT, "policy"},
       {"CreateCampaign policy (JSON) nested 100,000 deep",
        create([&](auto* r) { r->set_policy(R"({"mode": )" + deep + "}"); }),
        StatusCode::INVALID_ARGUMENT, "policy"},
@@ -749,6 +756,9 @@ TEST_F(WorkerSessionTest, WorkerSessionRows) {
     head_hash_ = c.head_recipe_hash();
   }
   OpenWorker();
+  // After a crash or a hang the daemon may be new: the fake worker opens a new session.
+  WatchProcess(
+      "fake worker session", [] { return true; }, [this] { ReopenWorker(); });
   // The control: a plausible result is believed (succeeded), so every refusal below is about
   // its input.
   {
@@ -829,6 +839,7 @@ TEST_F(WorkerSessionTest, WorkerSessionRows) {
     std::string name;
     std::string type;
     std::string json_text;
+    std::string forbidden = "";  // text of the value that must not show up dumped
   };
   const std::vector<EventRow> events = {
       {"error event, message nested 100,000 deep", "error",
@@ -836,7 +847,7 @@ TEST_F(WorkerSessionTest, WorkerSessionRows) {
       {"error event, kind nested 100,000 deep", "error",
        R"({"type":"error","kind":)" + deep + R"(,"message":"m"})"},
       {"error event, message an object", "error",
-       R"({"type":"error","kind":"crashed","message":{"a":[1,2,{"b":null}]}})"},
+       R"({"type":"error","kind":"crashed","message":{"a":[1,2,{"b":null}]}})", R"("b":null)"},
       {"error event, kind of 100 KiB", "error",
        R"({"type":"error","kind":")" + std::string(100 * 1024, 'k') + R"(","message":"m"})"},
       {"error event, message of 1 MiB", "error",
@@ -869,6 +880,11 @@ TEST_F(WorkerSessionTest, WorkerSessionRows) {
           ExpectBoundedText(f, "failure_kind", e.failure_kind(), kKindLimit);
           ExpectBoundedText(f, "failure_detail", e.failure_detail(), kDetailLimit);
           ExpectBoundedText(f, "device_name", e.device_name(), kNameLimit);
+          if (!row.forbidden.empty() &&
+              (e.failure_detail() + e.failure_kind()).find(row.forbidden) != std::string::npos) {
+            f->Wrong("the failure holds a dump of the value: '" +
+                     e.failure_detail().substr(0, 200) + "'");
+          }
           e2e::DatabaseFile db(sb_.database_path());
           const std::string id_text = std::to_string(id);
           for (const auto& r : db.Rows("SELECT COALESCE(what, ''), COALESCE(value, '') FROM "
@@ -1051,9 +1067,20 @@ TEST_F(WorkerSessionTest, WorkerSessionRows) {
               f->Wrong("device.env_knobs served as " + std::to_string(knob_bytes) + " bytes");
             }
           }
+          const int64_t device_json = e2e::DatabaseFile(sb_.database_path())
+                                          .Int(
+                                              "SELECT COALESCE(MAX(LENGTH(CAST(device_json AS "
+                                              "BLOB)) + LENGTH(CAST(capabilities_json AS BLOB))), "
+                                              "0) FROM workers WHERE name = 'reg-row'");
+          if (device_json > 64 * 1024) {
+            f->Wrong("the worker's device and capabilities stored as " +
+                     std::to_string(device_json) + " bytes");
+          }
           for (const char* cmd : {"workers", "status"}) {
             e2e::CommandResult r = sb_.Xvctl({cmd, "--json"}, 30);
-            if (r.exit_code != 0 || json::parse(r.out, nullptr, false).is_discarded()) {
+            if (r.err.find("[harness: killed after") != std::string::npos) {
+              f->Hang(std::string("xvctl ") + cmd + " --json: no exit within 30 s");
+            } else if (r.exit_code != 0 || json::parse(r.out, nullptr, false).is_discarded()) {
               f->Wrong(std::string("xvctl ") + cmd + " --json exited " +
                        std::to_string(r.exit_code) + ": " + r.err.substr(0, 200));
             }
@@ -1186,6 +1213,26 @@ class TrainerOutputTest : public HostileFixture {
     }
   }
 
+  void CancelUnfinished() {
+    for (const char* state : {"queued", "assigned", "running"}) {
+      grpc::ClientContext ctx;
+      Deadline(&ctx, 5);
+      xv::v1::ListExperimentsRequest req;
+      req.set_state(state);
+      req.set_limit(1000);
+      xv::v1::ListExperimentsResponse resp;
+      if (!experiments()->ListExperiments(&ctx, req, &resp).ok()) continue;
+      for (const auto& e : resp.experiments()) {
+        grpc::ClientContext c;
+        Deadline(&c, 5);
+        xv::v1::CancelRequest cr;
+        cr.set_experiment_id(e.id());
+        xv::v1::CancelResponse cresp;
+        experiments()->Cancel(&c, cr, &cresp);
+      }
+    }
+  }
+
   // Submits one run of trainer odd-<mode> in campaign t-<mode>; its id (0 on failure, in *f).
   int64_t SubmitRun(const std::string& mode, RowFindings* f) {
     xv::v1::SubmitRequest req = BaseSubmit(base_recipe(), "t-" + mode);
@@ -1244,8 +1291,15 @@ TEST_F(TrainerOutputTest, TrainerOutputRows) {
   StartDaemon({"--log-level", "warn", "--lease-ms", "10000", "--heartbeat-ms", "500"});
   WriteConfig();
   StartWorker();
+  // After a crash or a hang: the unfinished runs are cancelled (a requeued odd run must not
+  // strike again in a later row) and a fresh worker (new name, new work dir: no spool to replay)
+  // takes over.
   WatchProcess(
-      "xv-worker", [this] { return worker_.Alive(); }, [this] { StartWorker(); });
+      "xv-worker", [this] { return worker_.Alive(); },
+      [this] {
+        CancelUnfinished();
+        StartWorker();
+      });
   // The control: a plausible command trainer run succeeds, so each row's ending is about its
   // output.
   {

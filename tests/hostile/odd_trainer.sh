@@ -4,8 +4,10 @@
 # `args: [MODE]`, output `auto`; each mode prints its odd output at once and exits:
 #
 #   stderr-invalid-utf8   b"\xff\xfe" on stderr (not UTF-8), then exit 1
-#   stderr-long-eacute    one stderr line of 18,001 bytes ("x" then 9,000 "é", as a tqdm bar or a
-#                         non-English message), then exit 1
+#   stderr-long-eacute    two stderr lines of 18,001 bytes each, as a tqdm bar or a non-English
+#                         message: "x" then 9,000 "é" (a cut keeping a line's head at an even
+#                         byte count ends inside a character), and 9,000 "é" then "x" (a cut
+#                         keeping the last bytes at an even count starts inside one); exit 1
 #   error-3mb-nested      one `error` event line of about 3 MB, its message an array nested
 #                         1,500,000 deep (under the worker's 4 MiB line cap), then exit 1
 #   control-chars         an `error` event whose kind and message hold ESC, BEL, CR, LF and a C1
@@ -52,7 +54,8 @@ case "$mode" in
     ;;
   stderr-long-eacute)
     start_event
-    { printf 'x'; head -c 9000 /dev/zero | tr '\0' 'a' | sed 's/a/é/g'; printf '\n'; } >&2
+    eacutes() { head -c 9000 /dev/zero | tr '\0' 'a' | sed 's/a/é/g'; }
+    { printf 'x'; eacutes; printf '\n'; eacutes; printf 'x\n'; } >&2
     exit 1
     ;;
   error-3mb-nested)
