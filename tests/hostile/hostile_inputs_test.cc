@@ -700,6 +700,19 @@ class WorkerSessionTest : public HostileFixture {
     worker_->Register(WorkerSessionClient::MakeRegister("fake-1", {kTrainer}), 10);
   }
 
+  // The round of experiment `id` is decided once every run of it ended, a moment after the last
+  // one: waits (up to 5 s) until `*e` (GetExperiment of `id`) carries the round's decision.
+  void WaitRoundDecided(int64_t id, xv::v1::Experiment* e) {
+    for (int i = 0; i < 50 && e->round_decision().empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      grpc::ClientContext g;
+      Deadline(&g, 5);
+      xv::v1::GetExperimentRequest gr;
+      gr.set_id(id);
+      if (!experiments()->GetExperiment(&g, gr, e).ok()) break;
+    }
+  }
+
   // Experiment `id` ends in `state` ("": any terminal state but succeeded) with its failure detail
   // naming `field` (unless ""), is not kept, and the campaign head did not move.
   void ExpectEnded(int64_t id, const std::string& state, const std::string& field, RowFindings* f) {
@@ -719,15 +732,7 @@ class WorkerSessionTest : public HostileFixture {
       f->Wrong("the failure detail does not name " + field + ": '" +
                e.failure_detail().substr(0, 200) + "'");
     }
-    // The round is decided once every run of it ended: wait for that before judging the keep.
-    for (int i = 0; i < 50 && e.round_decision().empty(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      grpc::ClientContext g;
-      Deadline(&g, 5);
-      xv::v1::GetExperimentRequest gr;
-      gr.set_id(id);
-      if (!experiments()->GetExperiment(&g, gr, &e).ok()) break;
-    }
+    WaitRoundDecided(id, &e);
     if (e.decision() == "keep") f->Wrong("the run was kept");
     xv::v1::Campaign c;
     grpc::ClientContext ctx;
@@ -781,6 +786,8 @@ TEST_F(WorkerSessionTest, WorkerSessionRows) {
     ASSERT_TRUE(WaitTerminal(id, 10, &e, &error)) << error << Logs();
     ASSERT_EQ(e.state(), "succeeded") << e.failure_detail() << Logs();
     ASSERT_TRUE(f.wrong.empty() && f.hang.empty()) << f.hang << Logs();
+    WaitRoundDecided(id, &e);
+    ASSERT_FALSE(e.round_decision().empty()) << "the control's round was not decided" << Logs();
     grpc::ClientContext ctx;
     Deadline(&ctx, 5);
     xv::v1::GetCampaignRequest req;
