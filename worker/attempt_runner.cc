@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/untrusted_text.h"
 #include "worker/command_trainer.h"
 #include "worker/device_health/health_report.h"
 #include "worker/exit_classification.h"
@@ -24,6 +25,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxEventLineBytes = 4 << 20;
+// The stderr tail a Finished carries: its last 64 KiB at most (the daemon keeps 16 KiB).
+constexpr size_t kMaxStderrTailBytes = 64 << 10;
 
 double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -93,7 +96,7 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
     fin.set_exit_code(-1);
     fin.set_state("failed");
     fin.set_failure_kind("crashed");
-    fin.set_failure_detail(detail);
+    fin.set_failure_detail(SanitizeAndTruncateUtf8(detail, kMaxDetailBytes));
     fin.set_wall_seconds(SecondsSince(t0));
     return fin;
   };
@@ -190,8 +193,9 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
       ev.set_attempt(spec.attempt());
       ev.set_seq(++seq);
       ev.set_unix_ms(UnixMillisNow());
-      ev.set_type(read.type);
-      ev.set_json(read.json);
+      // Trainer text: valid UTF-8 whatever the trainer printed (proto/xv/v1/workers.proto).
+      ev.set_type(SanitizeAndTruncateUtf8(read.type, kMaxKindBytes));
+      ev.set_json(IsValidUtf8(read.json) ? read.json : SanitizeUtf8(read.json));
       events_file << ev.json() << '\n';
       on_event(ev);
     }
@@ -294,10 +298,9 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
   if (!out_buf.empty()) emit_line(out_buf);
   relay(output.Finish(UnixMillisNow() / 1000.0));
   if (output.malformed_lines() > 0) {
-    spdlog::warn(
-        "experiment {} attempt {}: {} malformed upstream output line(s) ignored, e.g. '{}'",
-        spec.experiment_id(), spec.attempt(), output.malformed_lines(),
-        output.malformed_examples().front());
+    spdlog::warn("experiment {} attempt {}: {} malformed upstream output line(s) ignored, e.g. {}",
+                 spec.experiment_id(), spec.attempt(), output.malformed_lines(),
+                 QuoteExcerpt(output.malformed_examples().front()));
   }
   if (!reaped) {
     (void)child->SignalGroup(SIGKILL);
@@ -318,8 +321,8 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
   fin.set_signal(exit.exited ? 0 : exit.term_signal);
   fin.set_state(outcome.state);
   fin.set_failure_kind(outcome.failure_kind);
-  fin.set_failure_detail(outcome.failure_detail);
-  fin.set_stderr_tail(tail.Text());
+  fin.set_failure_detail(SanitizeAndTruncateUtf8(outcome.failure_detail, kMaxDetailBytes));
+  fin.set_stderr_tail(std::string(Utf8Suffix(tail.Text(), kMaxStderrTailBytes)));
   fin.set_wall_seconds(SecondsSince(t0));
   fin.set_last_seq(seq);
   spdlog::info("experiment {} attempt {}: {}{}{} after {:.1f} s ({} events)", spec.experiment_id(),

@@ -10,6 +10,18 @@
 // no Finished will ever come) is not reported by HeldAttempts, and its spool file is deleted once
 // its last held event is acknowledged.
 //
+// Bounded resending (docs/worker.md § Messages xvd does not take): a message that was sent and not
+// acknowledged, because the session ended or no acknowledgement came within ack_timeout, counts a
+// failed send. From its second failed send on it is a suspect: it is sent alone (nothing else in
+// flight, nothing after it until it is acknowledged) and only after a backoff (first_backoff,
+// doubling up to max_backoff), so the one message a daemon cannot take is told apart from the ones
+// that happened to be in flight with it. After max_failed_sends it is set aside: written with its
+// reason to the spool's quarantine file (EventSpool::Quarantine), a warning names its experiment,
+// attempt and seq, and it is replaced by a stand-in the daemon can store: an event by a small
+// `quarantined` event of the same seq (so later events still line up), a Finished by a `failed`
+// one (failure_kind crashed) that says why. A stand-in that fails in turn is dropped. Failed-send
+// counts live in memory: a worker restart starts them again.
+//
 // Thread-safety: every method is safe to call from any thread (guarded by mu_).
 #pragma once
 
@@ -30,12 +42,21 @@
 
 namespace xv::worker {
 
+// How hard the outbox tries before it sets a message aside (see the class comment).
+struct OutboxRetryPolicy {
+  int max_failed_sends = 5;
+  std::chrono::milliseconds ack_timeout{60000};
+  std::chrono::milliseconds first_backoff{1000};
+  std::chrono::milliseconds max_backoff{30000};
+};
+
 class EventOutbox {
  public:
   // Without a spool, at most `max_unacked` sent-but-unacknowledged messages are kept for a resend
   // (a daemon that never acknowledges must not grow the worker without bound); older ones are
   // dropped first. With a spool nothing is dropped before it is acknowledged.
-  explicit EventOutbox(size_t max_unacked = 20000) : max_unacked_(max_unacked) {}
+  explicit EventOutbox(size_t max_unacked = 20000, OutboxRetryPolicy retry = {})
+      : max_unacked_(max_unacked), retry_(retry) {}
   ~EventOutbox();
 
   // Takes `spool`, loads what it recovered (queued unsent, ahead of anything pushed later) and
@@ -48,7 +69,9 @@ class EventOutbox {
   void Push(const v1::WorkerMessage& msg);
 
   // Waits until a message is ready to send or `timeout` passes. Returns true and fills *msg with
-  // the oldest unsent message (now marked sent) or false on timeout or after Wake().
+  // the oldest unsent message (now marked sent) or false on timeout or after Wake(). A suspect
+  // waits for its backoff and for the messages in flight before it; one that reached
+  // max_failed_sends is set aside and its stand-in is what comes out.
   bool NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds timeout);
   // Wakes any NextToSend waiter (used when the connection goes away).
   void Wake();
@@ -60,7 +83,8 @@ class EventOutbox {
   // No Finished will ever come for this attempt (see the class comment).
   void MarkAbandoned(int64_t experiment_id, int32_t attempt);
 
-  // After a reconnect: every sent-but-unacknowledged message is sent again, in the original order.
+  // After a reconnect: every sent-but-unacknowledged message counts a failed send and is sent
+  // again, in the original order.
   void ResendUnacked();
 
   // Attempts with messages still held, abandoned ones excepted: (experiment, attempt, last seq
@@ -69,22 +93,41 @@ class EventOutbox {
 
   size_t unsent() const;
   size_t held() const;
+  // Messages set aside so far (for tests and logs).
+  size_t quarantined() const;
 
  private:
   using Key = std::pair<int64_t, int32_t>;
+  using Clock = std::chrono::steady_clock;
+  struct Held {
+    v1::WorkerMessage msg;
+    int failed_sends = 0;          // sent without an acknowledgement (session end, ack timeout)
+    Clock::time_point sent_at;     // when last sent
+    Clock::time_point not_before;  // a suspect's backoff
+    bool stand_in = false;         // replaces a message set aside; never replaced itself
+  };
   // Everything held of one attempt, in order (for the spool's compaction).
   std::vector<v1::WorkerMessage> HeldOfLocked(const Key& key) const;
+  // Counts a failed send of messages_[i] and sets its backoff.
+  void CountFailedSendLocked(size_t i, Clock::time_point now);
+  // In-flight messages unacknowledged for ack_timeout count a failed send and go out again.
+  void ExpireUnackedLocked(Clock::time_point now);
+  // Sets messages_[i] aside (quarantine file, warning) and puts its stand-in in its place, or
+  // drops it when it is a stand-in itself.
+  void QuarantineLocked(size_t i);
   void SyncLoop();
 
   const size_t max_unacked_;
+  const OutboxRetryPolicy retry_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<v1::WorkerMessage> messages_;  // guarded by mu_; [0, next_unsent_) were sent
-  size_t next_unsent_ = 0;                  // guarded by mu_
-  uint64_t wake_generation_ = 0;            // guarded by mu_
-  std::set<Key> abandoned_;                 // guarded by mu_
-  std::unique_ptr<EventSpool> spool_;       // set once by AttachSpool; thread-safe itself
-  bool stopping_ = false;                   // guarded by mu_; ends SyncLoop
+  std::deque<Held> messages_;          // guarded by mu_; [0, next_unsent_) were sent
+  size_t quarantined_ = 0;             // guarded by mu_
+  size_t next_unsent_ = 0;             // guarded by mu_
+  uint64_t wake_generation_ = 0;       // guarded by mu_
+  std::set<Key> abandoned_;            // guarded by mu_
+  std::unique_ptr<EventSpool> spool_;  // set once by AttachSpool; thread-safe itself
+  bool stopping_ = false;              // guarded by mu_; ends SyncLoop
   std::thread syncer_;
 };
 

@@ -24,7 +24,14 @@ constexpr char kMagic[] = "XVSPOOL1";
 constexpr size_t kMagicBytes = 8;
 constexpr size_t kRecordHeaderBytes = 9;  // u32 length, u32 crc32, u8 kind
 
-enum RecordKind : uint8_t { kEventRecord = 1, kFinishedRecord = 2, kAckRecord = 3 };
+constexpr char kQuarantineMagic[] = "XVQUAR01";
+
+enum RecordKind : uint8_t {
+  kEventRecord = 1,
+  kFinishedRecord = 2,
+  kAckRecord = 3,
+  kReasonRecord = 4  // quarantine files only
+};
 
 std::array<uint32_t, 256> MakeCrcTable() {
   std::array<uint32_t, 256> table{};
@@ -159,6 +166,11 @@ EventSpool::~EventSpool() {
 
 std::string EventSpool::PathOf(int64_t experiment_id, int32_t attempt) const {
   return dir_ + "/exp-" + std::to_string(experiment_id) + "-a" + std::to_string(attempt) + ".spool";
+}
+
+std::string EventSpool::QuarantinePathOf(int64_t experiment_id, int32_t attempt) const {
+  return dir_ + "/exp-" + std::to_string(experiment_id) + "-a" + std::to_string(attempt) +
+         ".quarantine";
 }
 
 size_t EventSpool::open_files() const {
@@ -423,6 +435,33 @@ Status EventSpool::RewriteLocked(const Key& key, const std::vector<v1::WorkerMes
   files_[key] = fresh;
   spdlog::debug("spool {}: compacted to {} records", fresh->path, fresh->records);
   return Status::Ok();
+}
+
+Status EventSpool::Quarantine(const v1::WorkerMessage& original, const std::string& reason,
+                              const std::vector<v1::WorkerMessage>& still_held) {
+  Key key;
+  if (!KeyOfMessage(original, &key.first, &key.second)) {
+    return Status::InvalidArgument("spool: only events and Finished messages are quarantined");
+  }
+  const std::string path = QuarantinePathOf(key.first, key.second);
+  std::lock_guard<std::mutex> lock(mu_);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd < 0) return Status::IoError(Errno(path + ": create"));
+  struct stat st {};
+  Status result = Status::Ok();
+  if (::fstat(fd, &st) != 0) result = Status::IoError(Errno(path + ": fstat"));
+  std::string data;
+  if (result.ok() && st.st_size == 0) data.assign(kQuarantineMagic, kMagicBytes);
+  data += EncodeRecord(kReasonRecord, reason);
+  data += EncodeRecord(original.has_event() ? kEventRecord : kFinishedRecord,
+                       original.SerializeAsString());
+  if (result.ok()) result = WriteAll(fd, data, path);
+  if (result.ok() && ::fdatasync(fd) != 0) result = Status::IoError(Errno(path + ": fdatasync"));
+  ::close(fd);
+  if (result.ok() && st.st_size == 0) result = SyncDirectory(dir_);
+  XV_RETURN_IF_ERROR(result);
+  if (files_.count(key) == 0) return Status::Ok();  // nothing of it spooled
+  return RewriteLocked(key, still_held);
 }
 
 Status EventSpool::Remove(int64_t experiment_id, int32_t attempt) {

@@ -22,6 +22,15 @@
 // fsync, rename, fsync of the directory). The file is deleted once the owner is done with the
 // attempt (its Finished acknowledged).
 //
+// Quarantine: a message the daemon never acknowledged after the outbox's bounded resends
+// (worker/event_outbox.h) is set aside in DIR/exp-<experiment>-a<attempt>.quarantine, which
+// Recover never reads: 8 bytes "XVQUAR01", then for each message set aside a reason record
+// (kind 4, payload: UTF-8 text saying why) followed by the message's own record (kind 1 or 2, as
+// in the spool), in the same record layout, fdatasync'ed. The attempt's spool file is then
+// rewritten (as in compaction) with what the owner still holds, the stand-in in the original's
+// place, so a restart does not replay the original. The quarantine file stays until an operator
+// removes it.
+//
 // Ownership: one live EventSpool per directory in the whole machine: Open takes an exclusive flock
 // on DIR/lock (holding the owner's pid), which the kernel drops when the process dies.
 //
@@ -84,6 +93,12 @@ class EventSpool {
   Status Acknowledge(int64_t experiment_id, int32_t attempt, int64_t seq,
                      const std::vector<v1::WorkerMessage>& still_held);
 
+  // Sets `original` aside with `reason` in the attempt's quarantine file (fdatasync'ed), then
+  // rewrites the attempt's spool file with `still_held` (what the owner still holds of the
+  // attempt, the stand-in included). See the file comment.
+  Status Quarantine(const v1::WorkerMessage& original, const std::string& reason,
+                    const std::vector<v1::WorkerMessage>& still_held);
+
   // Deletes the attempt's file (nothing of it is owed any more).
   Status Remove(int64_t experiment_id, int32_t attempt);
 
@@ -92,6 +107,7 @@ class EventSpool {
 
   const std::string& dir() const { return dir_; }
   std::string PathOf(int64_t experiment_id, int32_t attempt) const;
+  std::string QuarantinePathOf(int64_t experiment_id, int32_t attempt) const;
   // Files open for appending now (for tests and logs).
   size_t open_files() const;
 

@@ -11,6 +11,7 @@
 
 #include "common/logging.h"
 #include "common/paths.h"
+#include "common/untrusted_text.h"
 #include "worker/child_process.h"
 #include "worker/device_discovery.h"
 #include "worker/device_health/device_health_monitor.h"
@@ -109,6 +110,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (name.empty()) name = HostName() + "-" + suffix;
+  // xvd refuses a Register whose name is not a valid name (workers_service.cc): say so here, once.
+  if (xv::Status nst = xv::CheckTextField("--name", name, xv::kMaxNameBytes, /*is_name=*/true);
+      !nst.ok()) {
+    spdlog::error("{}", nst.message());
+    return 2;
+  }
   xv::worker::WorkerConfig worker_config = xv::worker::DefaultWorkerConfig();
   if (!config_path.empty()) {
     xv::Status cst = xv::worker::LoadWorkerConfigFile(config_path, &worker_config);

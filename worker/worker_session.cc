@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "worker/message_text_repair.h"
 #include "worker/orphan_trainer.h"
 #include "worker/reconnect_backoff.h"
 
@@ -13,6 +14,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>;
+
+// Register.probe_json limit of xvd (daemon/api/workers_service.cc).
+constexpr size_t kMaxProbeJsonBytes = 64 * 1024;
 
 }  // namespace
 
@@ -218,8 +222,18 @@ bool WorkerSession::RunOneConnection() {
   *reg->mutable_device() = device_;
   *reg->mutable_capabilities() = capabilities_;
   reg->set_version(options_.version);
-  reg->set_probe_json(options_.probe_json);
+  // xvd refuses a probe over 64 KiB (and with it the whole Register): register without it.
+  if (options_.probe_json.size() <= kMaxProbeJsonBytes) {
+    reg->set_probe_json(options_.probe_json);
+  } else {
+    spdlog::warn("probe output of {} bytes is over xvd's limit of {}; registering without it",
+                 options_.probe_json.size(), kMaxProbeJsonBytes);
+  }
   for (const auto& ra : CurrentAttempts()) *reg->add_running() = ra;
+  // Device names, knobs and probe text come from the trainer and the machine: valid UTF-8 only.
+  for (const std::string& field : RepairMessageText(&reg_msg)) {
+    spdlog::warn("register: invalid UTF-8 in {} replaced by U+FFFD", field);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     awaiting_first_ack_.clear();

@@ -7,7 +7,9 @@
 #include <set>
 #include <thread>
 
+#include "common/untrusted_text.h"
 #include "daemon/api/event_batcher.h"
+#include "daemon/api/worker_message_edge.h"
 #include "daemon/api/worker_session.h"
 
 namespace xv::daemon {
@@ -29,18 +31,19 @@ grpc::Status WorkersService::Session(
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "session: the first message must be Register");
   }
-  const xv::v1::Register& reg = first.register_();
-  if (reg.worker_name().empty() || reg.worker_name().size() > 200) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "register.worker_name: must be 1..200 characters");
+  // The worker edge (worker_message_edge.h): checked and bounded before anything is stored.
+  xv::v1::Register& reg = *first.mutable_register_();
+  std::vector<std::string> notes;
+  Status s = CheckRegister(&reg, &notes);
+  if (!s.ok()) {
+    spdlog::warn("worker registration from {} refused: {}", ctx->peer(), s.message());
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, s.message());
   }
-  if (reg.probe_json().size() > 64 * 1024) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        "register.probe_json: at most 65536 bytes, got " + std::to_string(reg.probe_json().size()));
+  for (const std::string& note : notes) {
+    spdlog::warn("worker {}: {}", QuoteExcerpt(reg.worker_name()), note);
   }
   int64_t worker_id = 0;
-  Status s = store_->UpsertWorker(reg, &worker_id);
+  s = store_->UpsertWorker(reg, &worker_id);
   if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
 
   auto session = std::make_shared<WorkerSession>(worker_id, reg, ctx);
@@ -130,18 +133,32 @@ grpc::Status WorkersService::Session(
   dispatcher_->Schedule();
 
   xv::v1::WorkerMessage msg;
-  while (!session->closed() && stream->Read(&msg)) {
+  std::string protocol_error;  // set: the session ends with INVALID_ARGUMENT saying this
+  while (protocol_error.empty() && !session->closed() && stream->Read(&msg)) {
     dispatcher_->Touch(worker_id);
     switch (msg.msg_case()) {
       case xv::v1::WorkerMessage::kHeartbeat:
+        if (msg.heartbeat().running_size() > kMaxRunningAttempts) {
+          protocol_error = "heartbeat.running: " + std::to_string(msg.heartbeat().running_size()) +
+                           " entries, over the limit of " + std::to_string(kMaxRunningAttempts);
+          break;
+        }
         s = store_->TouchWorker(worker_id);
         if (!s.ok()) spdlog::warn("worker {}: heartbeat: {}", reg.worker_name(), s.ToString());
         dispatcher_->ReconcileHeartbeat(worker_id, msg.heartbeat());
         break;
       case xv::v1::WorkerMessage::kEvent:
+        for (const std::string& note : RepairTrainerEvent(msg.mutable_event())) {
+          spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(),
+                       msg.event().experiment_id(), msg.event().attempt(), note);
+        }
         batcher.Add(msg.event());
         break;
       case xv::v1::WorkerMessage::kFinished: {
+        for (const std::string& note : RepairFinished(msg.mutable_finished())) {
+          spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(),
+                       msg.finished().experiment_id(), msg.finished().attempt(), note);
+        }
         if (!batcher.Flush()) break;  // unacknowledged: the worker sends it again
         xv::v1::DaemonMessage ack;
         s = store_->FinishAttempt(worker_id, msg.finished(), ack.mutable_ack());
@@ -176,6 +193,11 @@ grpc::Status WorkersService::Session(
   if (!dispatcher_->IsConnected(worker_id)) {
     s = store_->SetWorkerState(worker_id, "offline");
     if (!s.ok()) spdlog::warn("worker {}: {}", reg.worker_name(), s.ToString());
+  }
+  if (!protocol_error.empty()) {
+    spdlog::warn("worker {}: session ended on a protocol error: {}", reg.worker_name(),
+                 protocol_error);
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, protocol_error);
   }
   spdlog::info("worker {} session ended", reg.worker_name());
   return grpc::Status::OK;

@@ -23,6 +23,8 @@ namespace {
 constexpr size_t kMaxStderrTail = 16 * 1024;
 constexpr size_t kListStderrTail = 2 * 1024;
 constexpr size_t kMaxEventJson = 256 * 1024;
+// A worker offline this long that never held an attempt is forgotten (UpsertWorker).
+constexpr int kIdleWorkerHorizonHours = 24;
 
 using nlohmann::json;
 
@@ -52,9 +54,9 @@ std::string TextField(const json& j, const char* key) {
   return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
-std::string Tail(const std::string& s, size_t n) {
-  return s.size() <= n ? s : s.substr(s.size() - n);
-}
+// The last `n` bytes of `s` at most, starting on a code-point boundary: a cut never leaves half a
+// character (a tail of "é" cut mid-character made every listing holding it fail to serialize).
+std::string Tail(const std::string& s, size_t n) { return std::string(Utf8Suffix(s, n)); }
 
 // A bound parameter of a dynamically built query.
 struct QueryParam {
@@ -868,6 +870,22 @@ Status ExperimentStore::UpsertWorker(const xv::v1::Register& reg, int64_t* worke
   std::lock_guard<std::mutex> lock(mu_);
   SqliteConnection* c = conn_.get();
   return InWriteTransaction(c, [&]() -> Status {
+    // Worker rows do not pile up (issue 11: 300 made-up names lived forever): a worker offline
+    // for kIdleWorkerHorizon that never held an attempt is forgotten; registering again makes it
+    // anew. Workers that ran something stay, their rows are referenced by experiments and attempts.
+    SqliteStatement prune;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "DELETE FROM workers WHERE state = 'offline' AND COALESCE(last_heartbeat, registered_at) < "
+        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?) "
+        "AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.worker_id = workers.id) "
+        "AND NOT EXISTS (SELECT 1 FROM experiments e WHERE e.worker_id = workers.id)",
+        &prune));
+    prune.Bind(1, "-" + std::to_string(kIdleWorkerHorizonHours) + " hours");
+    XV_RETURN_IF_ERROR(prune.Run());
+    if (c->Changes() > 0) {
+      spdlog::info("forgot {} worker(s) offline for over {} h that never ran an attempt",
+                   c->Changes(), kIdleWorkerHorizonHours);
+    }
     SqliteStatement st;
     XV_RETURN_IF_ERROR(c->Prepare(
         "INSERT INTO workers(name, device_json, capabilities_json, backend, device_name, state, "
@@ -990,8 +1008,8 @@ Status ExperimentStore::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool
   SqliteConnection* c = conn_.get();
   const int64_t exp = ev.experiment_id();
   const int attempt = ev.attempt();
-  std::string text =
-      ev.json().size() > kMaxEventJson ? ev.json().substr(0, kMaxEventJson) : ev.json();
+  // Cut on a code-point boundary; the store edge (SqliteStatement::Bind) keeps it valid UTF-8.
+  std::string text(Utf8Prefix(ev.json(), kMaxEventJson));
   SqliteStatement ins;
   XV_RETURN_IF_ERROR(c->Prepare(
       "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms) "

@@ -6,6 +6,8 @@
 
 #include <utility>
 
+#include "common/untrusted_text.h"
+
 namespace xv::store {
 namespace {
 
@@ -175,8 +177,12 @@ SqliteStatement& SqliteStatement::Bind(int index, double v) {
 }
 
 SqliteStatement& SqliteStatement::Bind(int index, const std::string& v) {
-  if (sqlite3_bind_text(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT) !=
-          SQLITE_OK &&
+  // The store edge: nothing stored as text can be invalid UTF-8 (a row that cannot be put in a
+  // proto3 string would fail every listing holding it). Valid text is bound as is.
+  const std::string repaired = IsValidUtf8(v) ? std::string() : SanitizeUtf8(v);
+  const std::string& text = repaired.empty() ? v : repaired;
+  if (sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
+                        SQLITE_TRANSIENT) != SQLITE_OK &&
       bind_error_.ok())
     bind_error_ = conn_->LastError("bind parameter " + std::to_string(index));
   return *this;
@@ -223,7 +229,11 @@ double SqliteStatement::ColumnDouble(int col) const { return sqlite3_column_doub
 std::string SqliteStatement::ColumnText(int col) const {
   const unsigned char* t = sqlite3_column_text(stmt_, col);
   int n = sqlite3_column_bytes(stmt_, col);
-  return t ? std::string(reinterpret_cast<const char*>(t), n) : std::string();
+  if (t == nullptr) return std::string();
+  std::string_view text(reinterpret_cast<const char*>(t), static_cast<size_t>(n));
+  // A database written before the store edge sanitized (issue 11) may hold invalid UTF-8: it
+  // heals on read.
+  return IsValidUtf8(text) ? std::string(text) : SanitizeUtf8(text);
 }
 
 }  // namespace xv::store

@@ -94,6 +94,8 @@ class SqliteStatement {
   SqliteStatement& Bind(int index, int64_t v);
   SqliteStatement& Bind(int index, int v) { return Bind(index, static_cast<int64_t>(v)); }
   SqliteStatement& Bind(int index, double v);
+  // Text is bound as valid UTF-8: invalid sequences are replaced by U+FFFD
+  // (common/untrusted_text.h).
   SqliteStatement& Bind(int index, const std::string& v);
   SqliteStatement& Bind(int index, const char* v) { return Bind(index, std::string(v)); }
   SqliteStatement& BindNull(int index);
@@ -113,6 +115,7 @@ class SqliteStatement {
   bool IsNull(int col) const;
   int64_t ColumnInt(int col) const;
   double ColumnDouble(int col) const;
+  // Always valid UTF-8: text stored before the store edge sanitized is repaired on read.
   std::string ColumnText(int col) const;
 
  private:
