@@ -1,5 +1,8 @@
 #include "daemon/api/worker_message_edge.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/unknown_field_set.h>
+
 #include <algorithm>
 
 #include "common/untrusted_text.h"
@@ -27,7 +30,81 @@ Status CheckListSize(const std::string& field, int size, int max) {
                                  " entries, over the limit of " + std::to_string(max));
 }
 
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::UnknownField;
+using google::protobuf::UnknownFieldSet;
+
+// The path of the first field of `fields` (read as a `type` message) whose wire data cannot be
+// what its declaration says: a string that is not valid UTF-8. Recursion follows the schema's
+// message types only (the worker protocol has no recursive message), so its depth is bounded.
+std::string FindUnparseableField(const UnknownFieldSet& fields, const Descriptor* type,
+                                 const std::string& prefix) {
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const UnknownField& f = fields.field(i);
+    const FieldDescriptor* fd = type->FindFieldByNumber(f.number());
+    if (fd == nullptr || f.type() != UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    const std::string path = prefix.empty() ? fd->name() : prefix + "." + fd->name();
+    if (fd->type() == FieldDescriptor::TYPE_STRING && !IsValidUtf8(f.length_delimited())) {
+      return path;
+    }
+    if (fd->type() == FieldDescriptor::TYPE_MESSAGE) {
+      UnknownFieldSet nested;
+      if (!nested.ParseFromString(f.length_delimited())) return path;
+      std::string inner = FindUnparseableField(nested, fd->message_type(), path);
+      if (!inner.empty()) return inner;
+    }
+  }
+  return "";
+}
+
+// The last varint field `number` of `fields` (0 when absent).
+int64_t VarintField(const UnknownFieldSet& fields, int number) {
+  int64_t v = 0;
+  for (int i = 0; i < fields.field_count(); ++i) {
+    if (fields.field(i).number() == number && fields.field(i).type() == UnknownField::TYPE_VARINT)
+      v = static_cast<int64_t>(fields.field(i).varint());
+  }
+  return v;
+}
+
 }  // namespace
+
+Status ParseWorkerMessage(const std::string& wire, xv::v1::WorkerMessage* out,
+                          UnreadableWorkerMessage* unreadable) {
+  if (out->ParseFromString(wire)) return Status::Ok();
+  *unreadable = UnreadableWorkerMessage();
+  UnknownFieldSet fields;
+  if (!fields.ParseFromString(wire)) {
+    return Status::InvalidArgument("worker message: " + std::to_string(wire.size()) +
+                                   " bytes of malformed wire data (not an xv.v1.WorkerMessage)");
+  }
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const UnknownField& f = fields.field(i);
+    if (f.type() != UnknownField::TYPE_LENGTH_DELIMITED) continue;
+    if (f.number() != xv::v1::WorkerMessage::kEventFieldNumber &&
+        f.number() != xv::v1::WorkerMessage::kFinishedFieldNumber)
+      continue;
+    UnknownFieldSet inner;
+    if (!inner.ParseFromString(f.length_delimited())) continue;
+    unreadable->kind = f.number() == xv::v1::WorkerMessage::kEventFieldNumber
+                           ? UnreadableWorkerMessage::Kind::kEvent
+                           : UnreadableWorkerMessage::Kind::kFinished;
+    unreadable->experiment_id = VarintField(inner, 1);  // experiment_id in both
+    unreadable->attempt = static_cast<int32_t>(VarintField(inner, 2));
+    unreadable->seq = unreadable->kind == UnreadableWorkerMessage::Kind::kEvent
+                          ? VarintField(inner, xv::v1::TrainerEvent::kSeqFieldNumber)
+                          : 0;
+  }
+  const std::string field = FindUnparseableField(fields, xv::v1::WorkerMessage::descriptor(), "");
+  if (field.empty()) {
+    return Status::InvalidArgument("worker message: " + std::to_string(wire.size()) +
+                                   " bytes that do not parse as an xv.v1.WorkerMessage");
+  }
+  return Status::InvalidArgument("worker message: " + field +
+                                 ": not valid UTF-8 (a proto3 string field; trainer text goes in "
+                                 "the bytes fields, see proto/xv/v1/workers.proto)");
+}
 
 Status CheckRegister(xv::v1::Register* reg, std::vector<std::string>* notes) {
   if (reg->worker_name().empty()) {

@@ -23,6 +23,23 @@ inline constexpr int kMaxRegisterListEntries = 64;         // trainers, attentio
 inline constexpr int kMaxEnvKnobs = 256;
 inline constexpr int kMaxRunningAttempts = 1024;  // Register.running, Heartbeat.running
 
+// What could be read of a worker message that does not parse (see ParseWorkerMessage).
+struct UnreadableWorkerMessage {
+  enum class Kind { kOther, kEvent, kFinished };
+  Kind kind = Kind::kOther;
+  int64_t experiment_id = 0;  // for an event or a Finished, when its wire data names them
+  int32_t attempt = 0;
+  int64_t seq = 0;  // an event's
+};
+
+// Parses the wire bytes of a WorkerMessage. When they do not parse, INVALID_ARGUMENT naming the
+// field ("worker message: finished.failure_kind: not valid UTF-8 (a proto3 string field)"), or
+// saying the wire data is malformed, and *unreadable says what kind of message it was and whose
+// (read from the raw wire data, field by field, without the check that failed). Never echoes the
+// field's contents.
+Status ParseWorkerMessage(const std::string& wire, xv::v1::WorkerMessage* out,
+                          UnreadableWorkerMessage* unreadable);
+
 // Checks a Register and bounds it in place. INVALID_ARGUMENT naming the field for what cannot be
 // repaired: an empty or invalid worker name (common/untrusted_text.h CheckTextField), an invalid
 // trainer name, a probe over kMaxProbeJsonBytes, too many running attempts or list entries.

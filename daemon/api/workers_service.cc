@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -17,16 +18,76 @@ namespace {
 
 constexpr std::chrono::milliseconds kFlushInterval(200);
 
+// One message of the stream: false at its end; *error set (and false) when it does not parse.
+bool ReadWorkerMessage(grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>* stream,
+                       xv::v1::WorkerMessage* msg, UnreadableWorkerMessage* unreadable,
+                       Status* error) {
+  *error = Status::Ok();
+  grpc::ByteBuffer buffer;
+  if (!stream->Read(&buffer)) return false;
+  std::vector<grpc::Slice> slices;
+  std::string wire;
+  if (buffer.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      wire.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+  }
+  msg->Clear();
+  *error = ParseWorkerMessage(wire, msg, unreadable);
+  return error->ok();
+}
+
+// What stands in for a message that could not be read, so its attempt is not left waiting:
+// a Finished becomes a failed one saying why, an event a `refused` event under its seq.
+xv::v1::WorkerMessage StandInForUnreadable(const UnreadableWorkerMessage& u, const Status& why) {
+  xv::v1::WorkerMessage m;
+  const std::string reason = "xvd could not read this message of the worker: " + why.message();
+  if (u.kind == UnreadableWorkerMessage::Kind::kFinished) {
+    xv::v1::Finished* f = m.mutable_finished();
+    f->set_experiment_id(u.experiment_id);
+    f->set_attempt(u.attempt);
+    f->set_exit_code(-1);
+    f->set_state("failed");
+    f->set_failure_kind("crashed");
+    f->set_failure_detail("the worker's Finished report was unreadable (" + reason +
+                          "); its state, detail and tail are lost");
+  } else {
+    xv::v1::TrainerEvent* ev = m.mutable_event();
+    ev->set_experiment_id(u.experiment_id);
+    ev->set_attempt(u.attempt);
+    ev->set_seq(u.seq);
+    ev->set_type("refused");
+    ev->set_json(nlohmann::json({{"type", "refused"}, {"reason", reason}}).dump());
+  }
+  return m;
+}
+
 }  // namespace
 
 WorkersService::WorkersService(store::ExperimentStore* store, Dispatcher* dispatcher)
-    : store_(store), dispatcher_(dispatcher) {}
+    : store_(store), dispatcher_(dispatcher) {
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      "/xv.v1.Workers/Session", grpc::internal::RpcMethod::BIDI_STREAMING,
+      new grpc::internal::BidiStreamingHandler<WorkersService, grpc::ByteBuffer,
+                                               xv::v1::DaemonMessage>(
+          [](WorkersService* service, grpc::ServerContext* ctx,
+             grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>* stream) {
+            return service->Session(ctx, stream);
+          },
+          this)));
+}
 
 grpc::Status WorkersService::Session(
     grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<xv::v1::DaemonMessage, xv::v1::WorkerMessage>* stream) {
+    grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>* stream) {
   xv::v1::WorkerMessage first;
-  if (!stream->Read(&first)) return grpc::Status::OK;
+  UnreadableWorkerMessage unreadable;
+  Status read_error;
+  if (!ReadWorkerMessage(stream, &first, &unreadable, &read_error)) {
+    if (read_error.ok()) return grpc::Status::OK;
+    spdlog::warn("worker session from {} refused: {}", ctx->peer(), read_error.message());
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, read_error.message());
+  }
   if (!first.has_register_()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "session: the first message must be Register");
@@ -134,7 +195,18 @@ grpc::Status WorkersService::Session(
 
   xv::v1::WorkerMessage msg;
   std::string protocol_error;  // set: the session ends with INVALID_ARGUMENT saying this
-  while (protocol_error.empty() && !session->closed() && stream->Read(&msg)) {
+  while (protocol_error.empty() && !session->closed()) {
+    if (!ReadWorkerMessage(stream, &msg, &unreadable, &read_error)) {
+      if (read_error.ok()) break;  // the worker closed the stream
+      if (unreadable.kind == UnreadableWorkerMessage::Kind::kOther) {
+        protocol_error = read_error.message();
+        break;
+      }
+      spdlog::warn("worker {}: experiment {} attempt {}: {}; a stand-in takes its place",
+                   reg.worker_name(), unreadable.experiment_id, unreadable.attempt,
+                   read_error.message());
+      msg = StandInForUnreadable(unreadable, read_error);
+    }
     dispatcher_->Touch(worker_id);
     switch (msg.msg_case()) {
       case xv::v1::WorkerMessage::kHeartbeat:

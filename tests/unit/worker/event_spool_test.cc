@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "tests/unit/worker/outbox_test_fixtures.h"
@@ -332,6 +333,63 @@ TEST_F(EventSpoolTest, OutboxRebuiltFromTheSpoolResendsOnlyWhatWasNotAcknowledge
   box.Ack(7, 1, 5, true);
   EXPECT_EQ(box.held(), 0u);
   EXPECT_FALSE(fs::exists(dir_ / "exp-7-a1.spool"));
+}
+
+TEST_F(EventSpoolTest, AMessageSetAsideGoesToTheQuarantineFileAndIsNotReplayedAfterARestart) {
+  OutboxRetryPolicy retry;
+  retry.max_failed_sends = 2;
+  retry.first_backoff = milliseconds(1);
+  retry.max_backoff = milliseconds(1);
+  {
+    EventOutbox box(20000, retry);
+    std::vector<SpooledAttempt> recovered;
+    ASSERT_TRUE(box.AttachSpool(OpenSpool(), &recovered).ok());
+    box.Push(StepEvent(5, 1, 1));
+    v1::WorkerMessage poison = StepEvent(5, 1, 2);
+    poison.mutable_event()->set_type("error");
+    poison.mutable_event()->set_json(R"({"type":"error","message":")" + std::string(5000, '[') +
+                                     "\"}");
+    box.Push(poison);
+    box.Push(StepEvent(5, 1, 3));
+    v1::WorkerMessage m;
+    ASSERT_TRUE(box.NextToSend(&m, milliseconds(1)));
+    box.Ack(5, 1, 1, false);
+    // The daemon dies on seq 2 each time it is sent, twice.
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(box.NextToSend(&m, milliseconds(100)));
+      ASSERT_EQ(m.event().seq(), 2);
+      box.ResendUnacked();
+    }
+    ASSERT_TRUE(box.NextToSend(&m, milliseconds(100)));
+    EXPECT_EQ(m.event().seq(), 2);
+    EXPECT_EQ(m.event().type(), "quarantined");
+    EXPECT_EQ(box.quarantined(), 1u);
+  }  // the worker process ends before the daemon acknowledged the stand-in
+  const fs::path quarantine = dir_ / "exp-5-a1.quarantine";
+  ASSERT_TRUE(fs::exists(quarantine));
+  std::ifstream in(quarantine, std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string data = buf.str();
+  EXPECT_EQ(data.substr(0, 8), "XVQUAR01");
+  EXPECT_NE(data.find("never acknowledged"), std::string::npos);    // the reason record
+  EXPECT_NE(data.find(std::string(5000, '[')), std::string::npos);  // the original, kept whole
+
+  // A restarted worker replays the stand-in and seq 3, never the original.
+  EventOutbox box;
+  std::vector<SpooledAttempt> recovered;
+  ASSERT_TRUE(box.AttachSpool(OpenSpool(), &recovered).ok());
+  v1::WorkerMessage m;
+  ASSERT_TRUE(box.NextToSend(&m, milliseconds(1)));
+  EXPECT_EQ(m.event().seq(), 2);
+  EXPECT_EQ(m.event().type(), "quarantined");
+  ASSERT_TRUE(box.NextToSend(&m, milliseconds(1)));
+  EXPECT_EQ(m.event().seq(), 3);
+  EXPECT_FALSE(box.NextToSend(&m, milliseconds(1)));
+  // The quarantine file is left for the operator.
+  box.Ack(5, 1, 3, true);
+  EXPECT_FALSE(fs::exists(dir_ / "exp-5-a1.spool"));
+  EXPECT_TRUE(fs::exists(quarantine));
 }
 
 TEST_F(EventSpoolTest, AnAbandonedAttemptIsNotReportedAndGoesWhenItsEventsAreAcknowledged) {
