@@ -178,7 +178,7 @@ void EventOutbox::QuarantineLocked(size_t i) {
   std::string reason = "was sent " + std::to_string(messages_[i].failed_sends) +
                        " times and never acknowledged by xvd (each session ended or no "
                        "acknowledgement came)";
-  std::string where = "not kept (no spool)";
+  std::string where = "not kept: the worker has no spool";
   if (was_stand_in) {
     messages_.erase(messages_.begin() + static_cast<std::ptrdiff_t>(i));
   } else {
