@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "common/probe_figures.h"

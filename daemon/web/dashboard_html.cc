@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/untrusted_text.h"
 #include "daemon/web/dashboard_json.h"
 #include "daemon/web/html_escape.h"
 
@@ -121,7 +122,7 @@ std::string ExperimentRows(const std::vector<xv::v1::Experiment>& experiments) {
          E(e.role()) + "</td><td>" + StateCell(e) + "</td><td class=\"num\">" + val +
          "</td><td class=\"num\">" + tok + "</td><td class=\"num\">" + mfu + "</td><td>" +
          E(e.device_name()) + "</td><td" + (e.decision() == "keep" ? " class=\"keep\"" : "") + ">" +
-         E(e.decision()) + "</td><td>" + E(reason.substr(0, 200)) + "</td></tr>";
+         E(e.decision()) + "</td><td>" + E(std::string(Utf8Prefix(reason, 200))) + "</td></tr>";
   }
   return t + "</table>";
 }

@@ -229,7 +229,7 @@ TEST(WorkerEdge, FinishedAndEventTextIsRepairedAndBounded) {
   EXPECT_EQ(f.failure_detail().substr(0, 3), "\xEF\xBF\xBD");
   EXPECT_TRUE(IsValidUtf8(f.stderr_tail()));
   EXPECT_LE(f.stderr_tail().size(), daemon::kMaxStderrTailBytes);
-  EXPECT_EQ(f.stderr_tail().substr(f.stderr_tail().size() - 7), " \xEF\xBF\xBD end");
+  EXPECT_EQ(f.stderr_tail().substr(f.stderr_tail().size() - 8), " \xEF\xBF\xBD end");
   EXPECT_NE(notes[0].find("finished.failure_detail"), std::string::npos) << notes[0];
 
   xv::v1::TrainerEvent ev = MakeEvent(1, 1, 7, "lo\xFFg", "{\"type\":\"log\",\"text\":\"\xFE\"}");
