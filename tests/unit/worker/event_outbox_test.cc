@@ -240,7 +240,9 @@ TEST(MessageTextRepair, RepairsEveryStringFieldAndNamesIt) {
   reg->mutable_device()->set_name("NVIDIA \xFF");
   (*reg->mutable_device()->mutable_env_knobs())["PYTORCH_CUDA_ALLOC_CONF"] = "x\xC3";
   reg->mutable_capabilities()->add_trainers("ok");
-  reg->mutable_capabilities()->add_trainers("b\xFE" "d");
+  reg->mutable_capabilities()->add_trainers(
+      "b\xFE"
+      "d");
   std::vector<std::string> fixed = RepairMessageText(&m);
   std::sort(fixed.begin(), fixed.end());
   EXPECT_EQ(fixed,
