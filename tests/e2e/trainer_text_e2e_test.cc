@@ -7,11 +7,20 @@
 //    experiment stuck `assigned`). The stored stderr tails, failure detail and events are valid
 //    UTF-8 with U+FFFD where the bytes were invalid; `xvctl results` and `--json` work; xvd keeps
 //    serving; the worker holds nothing (spool empty, nothing set aside).
+//  - ALineXvdCannotTakeIsSetAsideNotReplayedForever: a trainer printing one `error` line nested
+//    100,000 deep. Whether xvd takes it (its JSON depth limit) or dies on it (it did: a crash loop,
+//    the worker replaying the spooled line after every restart), the test restarts xvd whenever it
+//    is gone and the experiment ends `failed` after at most 5 restarts; a line xvd died on is set
+//    aside in the spool's .quarantine file with its reason, and the worker owes nothing after.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/untrusted_text.h"
 #include "tests/e2e/database_file.h"
@@ -37,7 +46,9 @@ class TrainerTextE2eTest : public ::testing::Test {
                           << "  - {name: odd-ok, kind: command, program: " << program
                           << ", args: [ok], output: xv-events}\n"
                           << "  - {name: odd-fail, kind: command, program: " << program
-                          << ", args: [fail], output: xv-events}\n";
+                          << ", args: [fail], output: xv-events}\n"
+                          << "  - {name: odd-deep, kind: command, program: " << program
+                          << ", args: [deep], output: xv-events}\n";
     worker_ = sb_.StartFakeWorker("tx-1", {}, {"--config", config});
   }
   void TearDown() override {
@@ -46,6 +57,16 @@ class TrainerTextE2eTest : public ::testing::Test {
   }
 
   std::string Logs() { return sb_.LogTails({"xvd.log", "tx-1.log"}); }
+
+  // The files of the worker's spool directory other than its lock.
+  std::vector<std::string> SpoolFiles() {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& f : fs::directory_iterator(sb_.work_dir("tx-1") + "/spool", ec)) {
+      if (f.path().filename() != "lock") out.push_back(f.path().filename().string());
+    }
+    return out;
+  }
 
   int64_t Submit(const std::string& trainer, const std::string& candidate) {
     CommandResult r = sb_.Xvctl({"submit", SourcePath("recipes/cpu-tiny.yaml"), "--trainer",
@@ -147,6 +168,51 @@ TEST_F(TrainerTextE2eTest, OddTrainerTextEndsAsTheExitSaysAndEveryListingStillWo
   EXPECT_EQ(ReadFileText(sb_.Path("tx-1.log")).find("set aside"), std::string::npos) << Logs();
   std::printf("odd trainer text: ok=%s fail=%s, tails valid UTF-8, listings and xvd fine\n",
               results[ok].value("state", "").c_str(), results[fail].value("state", "").c_str());
+}
+
+TEST_F(TrainerTextE2eTest, ALineXvdCannotTakeIsSetAsideNotReplayedForever) {
+  const int64_t id = Submit("odd-deep", "matrix_lr=0.03");
+  ASSERT_NE(id, 0);
+  int restarts = 0;
+  std::string state;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(150);
+  while (std::chrono::steady_clock::now() < until) {
+    if (!xvd_.Alive()) {
+      xvd_.Stop();
+      ++restarts;
+      ASSERT_LE(restarts, 8) << "xvd keeps dying: the line is replayed without bound" << Logs();
+      ASSERT_TRUE(sb_.StartDaemon(&xvd_, {"--heartbeat-ms", "200"})) << Logs();
+    }
+    std::map<int64_t, json> results = Results();
+    state = results.count(id) ? results[id].value("state", "") : "";
+    const std::vector<std::string> files = SpoolFiles();
+    const bool spooled = std::any_of(files.begin(), files.end(), [](const std::string& f) {
+      return f.size() > 6 && f.compare(f.size() - 6, 6, ".spool") == 0;
+    });
+    if (state == "failed" && !spooled) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(state, "failed") << Logs();
+  EXPECT_LE(restarts, 5) << Logs();
+  EXPECT_TRUE(xvd_.Alive()) << Logs();
+  EXPECT_EQ(sb_.Xvctl({"status"}).exit_code, 0);
+  // The worker owes nothing; what xvd died on (if it did) waits in the quarantine file.
+  std::vector<std::string> left = SpoolFiles();
+  if (restarts == 0) {
+    EXPECT_TRUE(left.empty()) << left.front();
+  } else {
+    ASSERT_EQ(left.size(), 1u) << Logs();
+    EXPECT_EQ(left[0], "exp-" + std::to_string(id) + "-a1.quarantine");
+    const std::string q = ReadFileText(sb_.work_dir("tx-1") + "/spool/" + left[0]);
+    EXPECT_NE(q.find("never acknowledged"), std::string::npos);
+    EXPECT_NE(ReadFileText(sb_.Path("tx-1.log")).find("set aside"), std::string::npos);
+    DatabaseFile db(sb_.database_path());
+    EXPECT_EQ(db.Int("SELECT COUNT(*) FROM events WHERE type = 'quarantined' AND experiment_id = " +
+                     std::to_string(id)),
+              1);
+  }
+  std::printf("a line xvd cannot take: experiment %s after %d xvd restart(s)\n", state.c_str(),
+              restarts);
 }
 
 }  // namespace
