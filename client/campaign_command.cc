@@ -13,6 +13,8 @@
 #include "client/campaign_view.h"
 #include "client/commands.h"
 #include "client/daemon_client.h"
+#include "client/numeric_ref.h"
+#include "common/bounded_json_or_discarded.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::client {
@@ -62,7 +64,7 @@ int RunCreate(const CampaignArgs& a, const ClientOptions& options) {
     req.set_policy(text);
   }
   if (!a.budget_json.empty()) {
-    nlohmann::json b = nlohmann::json::parse(a.budget_json, nullptr, false);
+    nlohmann::json b = ParseBoundedJsonOrDiscarded(a.budget_json);
     if (b.is_discarded() || !b.is_object()) {
       return ReportError(
           Status::InvalidArgument("--budget: expected a JSON object, got '" + a.budget_json + "'"));
@@ -107,10 +109,9 @@ int RunShow(const CampaignArgs& a, const ClientOptions& options) {
     std::unique_ptr<store::ExperimentStore> db;
     st = OpenDatabaseInstead(st, client, options, &db);
     if (st.ok()) {
-      const bool numeric =
-          !a.name.empty() && a.name.find_first_not_of("0123456789") == std::string::npos;
-      st = db->GetCampaign(numeric ? std::stoll(a.name) : 0, numeric ? "" : a.name,
-                           /*detail=*/true, &c);
+      int64_t id = 0;
+      const bool numeric = ParseNumericRef(a.name, &id);
+      st = db->GetCampaign(numeric ? id : 0, numeric ? "" : a.name, /*detail=*/true, &c);
     }
   }
   if (!st.ok()) return ReportError(st);

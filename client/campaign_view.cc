@@ -7,13 +7,14 @@
 
 #include "client/number_format.h"
 #include "client/text_table.h"
+#include "common/bounded_json_or_discarded.h"
 
 namespace xv::client {
 namespace {
 
 nlohmann::json ParsedOrNull(const std::string& text) {
   if (text.empty()) return nullptr;
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = ParseBoundedJsonOrDiscarded(text);
   if (j.is_discarded()) return nullptr;
   return j;
 }
@@ -46,7 +47,7 @@ std::string Seconds(double v) {
 
 std::string RenderBudgetContract(const std::string& budget_json) {
   nlohmann::json j = budget_json.empty() ? nlohmann::json::object()
-                                         : nlohmann::json::parse(budget_json, nullptr, false);
+                                         : ParseBoundedJsonOrDiscarded(budget_json);
   if (!j.is_object()) return budget_json + " (not a JSON object)";
   std::set<std::string> shown;  // the keys rendered by name; the rest are appended as key=value
   auto seconds = [&j, &shown](const char* key, std::optional<double>* out) {

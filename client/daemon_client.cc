@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "client/numeric_ref.h"
+
 namespace xv::client {
 namespace {
 
@@ -11,8 +13,9 @@ void SetDeadline(grpc::ClientContext* ctx, int seconds) {
 
 v1::GetCampaignRequest CampaignRef(const std::string& name_or_id) {
   v1::GetCampaignRequest req;
-  if (!name_or_id.empty() && name_or_id.find_first_not_of("0123456789") == std::string::npos) {
-    req.set_id(std::stoll(name_or_id));
+  int64_t id = 0;
+  if (ParseNumericRef(name_or_id, &id)) {
+    req.set_id(id);
   } else {
     req.set_name(name_or_id);
   }

@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 
+#include "client/numeric_ref.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::client {
@@ -64,8 +65,9 @@ Status ListPaged(const ExperimentFilter& filter,
 
 void ApplyFilter(const ExperimentFilter& filter, v1::ListExperimentsRequest* req) {
   if (!filter.campaign.empty()) {
-    if (filter.campaign.find_first_not_of("0123456789") == std::string::npos) {
-      req->set_campaign_id(std::stoll(filter.campaign));
+    int64_t id = 0;
+    if (ParseNumericRef(filter.campaign, &id)) {
+      req->set_campaign_id(id);
     } else {
       req->set_campaign(filter.campaign);
     }

@@ -5,6 +5,7 @@
 #include "client/device_health_view.h"
 #include "client/number_format.h"
 #include "client/text_table.h"
+#include "common/bounded_json_or_discarded.h"
 
 namespace xv::client {
 
@@ -36,7 +37,7 @@ nlohmann::json ExperimentJson(const v1::Experiment& e) {
             {"created_at", e.created_at()},
             {"finished_at", e.finished_at()},
             {"progress", e.progress()}};
-  json overrides = json::parse(e.overrides_json(), nullptr, false);
+  json overrides = ParseBoundedJsonOrDiscarded(e.overrides_json());
   j["overrides"] = overrides.is_discarded() ? json(e.overrides_json()) : overrides;
   const char* figures[] = {"val_bpb",      "tok_per_sec",      "mfu_percent",   "num_steps",
                            "total_tokens", "training_seconds", "total_seconds", "peak_vram_mb",

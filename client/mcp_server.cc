@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/bounded_json.h"
+#include "common/message_field_name.h"
+#include "common/untrusted_text.h"
+
 namespace xv::client {
 namespace {
 
@@ -19,6 +23,45 @@ constexpr int kInternalError = -32603;
 
 // A line longer than this is refused unread (a recipe is small; a runaway client is not).
 constexpr size_t kMaxLineBytes = 16u << 20;
+// A message nested deeper than this is a parse error (-32700) naming the limit; an argument nested
+// deeper than kMaxArgumentDepth within a shallower message is a tool error naming the argument.
+constexpr int kMaxLineDepth = 2 * kMaxJsonDepth;
+constexpr int kMaxArgumentDepth = 32;
+// A string argument longer than this is refused naming the argument (a schema's maxLength, when it
+// gives one, is used instead). Names, paths and override texts are far shorter.
+constexpr size_t kMaxStringArgumentBytes = 64u << 10;
+
+// Reads one line (without its '\n') into *line, keeping at most `max_bytes` bytes: the rest of a
+// longer line is read and dropped, and *size receives the line's whole length. False at EOF with
+// nothing read.
+bool ReadBoundedLine(std::istream& in, size_t max_bytes, std::string* line, size_t* size) {
+  line->clear();
+  *size = 0;
+  std::streambuf* buf = in.rdbuf();
+  bool any = false;
+  while (true) {
+    const int c = buf->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(std::ios::eofbit);
+      return any;
+    }
+    any = true;
+    if (c == '\n') return true;
+    if (*size < max_bytes) line->push_back(static_cast<char>(c));
+    ++*size;
+  }
+}
+
+// The nesting depth of a parsed value (0 for a scalar), counted no further than `stop_after`.
+int ValueDepth(const json& v, int stop_after) {
+  if (!v.is_structured() || stop_after <= 0) return 0;
+  int deepest = 0;
+  for (const auto& item : v) {
+    deepest = std::max(deepest, ValueDepth(item, stop_after - 1));
+    if (deepest + 1 >= stop_after) break;
+  }
+  return deepest + 1;
+}
 
 json ErrorObject(int code, const std::string& message) {
   return {{"code", code}, {"message", message}};
@@ -55,10 +98,12 @@ bool HasSchemaType(const json& v, const std::string& type) {
   return type == SchemaTypeName(v);
 }
 
+// A short, printable rendering of a (depth-bounded) argument value for a message.
 std::string Brief(const json& v) {
   std::string s = McpMessageLine(v);
   s.pop_back();  // '\n'
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+  if (s.size() <= 80) return EscapeForTerminal(s);
+  return EscapeForTerminal(Utf8Prefix(s, 77)) + "... (" + std::to_string(s.size()) + " bytes)";
 }
 
 }  // namespace
@@ -109,11 +154,27 @@ Status CheckToolArguments(const nlohmann::json& schema, const nlohmann::json& ar
     if (!props.contains(key)) {
       std::string known;
       for (const auto& [k, unused] : props.items()) known += (known.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument("arguments." + key + ": unknown argument (known: " +
+      return Status::InvalidArgument("arguments." + FieldNameForMessage(key) +
+                                     ": unknown argument (known: " +
                                      (known.empty() ? "none" : known) + ")");
     }
     const json& prop = props[key];
     const std::string field = "arguments." + key;
+    if (ValueDepth(value, kMaxArgumentDepth + 1) > kMaxArgumentDepth) {
+      return Status::InvalidArgument(field + ": nested deeper than " +
+                                     std::to_string(kMaxArgumentDepth) +
+                                     " levels of arrays and objects");
+    }
+    if (value.is_string()) {
+      const size_t limit = prop.contains("maxLength") && prop["maxLength"].is_number_unsigned()
+                               ? prop["maxLength"].get<size_t>()
+                               : kMaxStringArgumentBytes;
+      const size_t size = value.get_ref<const std::string&>().size();
+      if (size > limit) {
+        return Status::InvalidArgument(field + ": a string of " + std::to_string(size) +
+                                       " bytes, over the limit of " + std::to_string(limit));
+      }
+    }
     // "type": ["string", "integer"] or "anyOf": [{"type": ...}, ...]: the value has one of them.
     std::vector<std::string> alternatives;
     if (prop.contains("type") && prop["type"].is_array()) {
@@ -178,10 +239,11 @@ McpServer::McpServer(McpServerInfo info, std::vector<McpTool> tools)
 
 Status McpServer::Serve(std::istream& in, std::ostream& out) {
   std::string line;
-  while (std::getline(in, line)) {
-    if (line.size() > kMaxLineBytes) {
+  size_t size = 0;
+  while (ReadBoundedLine(in, kMaxLineBytes, &line, &size)) {
+    if (size > kMaxLineBytes) {
       WriteError(out, nullptr,
-                 ErrorObject(kInvalidRequest, "message of " + std::to_string(line.size()) +
+                 ErrorObject(kInvalidRequest, "message of " + std::to_string(size) +
                                                   " bytes: larger than the limit of " +
                                                   std::to_string(kMaxLineBytes)));
       continue;
@@ -195,8 +257,15 @@ void McpServer::HandleLine(const std::string& raw, std::ostream& out) {
   std::string line = raw;
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (line.find_first_not_of(" \t") == std::string::npos) return;
-  json msg = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (msg.is_discarded()) {
+  json msg;
+  if (JsonNestingDepth(line, kMaxLineDepth + 1) > kMaxLineDepth) {
+    WriteError(out, nullptr,
+               ErrorObject(kParseError, "parse error: the message is nested deeper than " +
+                                            std::to_string(kMaxLineDepth) +
+                                            " levels of arrays and objects"));
+    return;
+  }
+  if (!ParseBoundedJson(line, "line", &msg, kMaxLineDepth).ok()) {
     WriteError(out, nullptr,
                ErrorObject(kParseError,
                            "parse error: the line is not one JSON value (MCP stdio: "
@@ -248,7 +317,7 @@ void McpServer::HandleLine(const std::string& raw, std::ostream& out) {
   if (!has_id) {
     // A notification: never answered. initialized / cancelled / anything else: nothing to do.
     if (method != "notifications/initialized" && method != "notifications/cancelled") {
-      spdlog::debug("mcp: ignoring notification {}", method);
+      spdlog::debug("mcp: ignoring notification {}", FieldNameForMessage(method));
     }
     return;
   }
@@ -261,7 +330,7 @@ void McpServer::HandleLine(const std::string& raw, std::ostream& out) {
   try {
     result = Dispatch(method, params, out, &error);
   } catch (const std::exception& e) {
-    spdlog::error("mcp: {} failed: {}", method, e.what());
+    spdlog::error("mcp: {} failed: {}", FieldNameForMessage(method), e.what());
     error = ErrorObject(kInternalError, std::string("internal error: ") + e.what());
   }
   if (!error.is_null()) {
@@ -278,7 +347,7 @@ nlohmann::json McpServer::Dispatch(const std::string& method, const nlohmann::js
   if (method == "tools/list") return ListTools();
   if (method == "tools/call") return CallTool(params, out, error);
   *error = ErrorObject(kMethodNotFound,
-                       "method not found: " + method +
+                       "method not found: " + FieldNameForMessage(method) +
                            " (this server offers initialize, ping, tools/list, tools/call)");
   return nullptr;
 }
@@ -333,7 +402,8 @@ nlohmann::json McpServer::CallTool(const nlohmann::json& params, std::ostream& o
     std::string known;
     for (const auto& t : tools_) known += (known.empty() ? "" : ", ") + t.name;
     *error = ErrorObject(kInvalidParams,
-                         "params.name: unknown tool '" + name + "' (tools: " + known + ")");
+                         "params.name: unknown tool '" + FieldNameForMessage(name) +
+                             "' (tools: " + known + ")");
     return nullptr;
   }
   json arguments = params.contains("arguments") ? params["arguments"] : json::object();

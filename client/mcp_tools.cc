@@ -1,10 +1,14 @@
 #include "client/mcp_tools.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -20,9 +24,12 @@
 #include "client/experiment_view.h"
 #include "client/failure_summary_view.h"
 #include "client/mcp_arguments.h"
+#include "client/numeric_ref.h"
 #include "client/status_view.h"
 #include "client/submit_request.h"
 #include "client/watch_event_view.h"
+#include "common/untrusted_text.h"
+#include "common/bounded_json_or_discarded.h"
 
 namespace xv::client {
 namespace {
@@ -45,9 +52,13 @@ std::string Str(const json& args, const char* key, const std::string& fallback =
   return args.contains(key) && args[key].is_string() ? args[key].get<std::string>() : fallback;
 }
 
+// An integer argument, or `fallback` when it is missing, not a number or outside int64 (the
+// schema's minimum/maximum, where a tool gives them, were checked before the handler ran).
 int64_t Int(const json& args, const char* key, int64_t fallback) {
-  return args.contains(key) && args[key].is_number() ? static_cast<int64_t>(args[key].get<double>())
-                                                     : fallback;
+  if (!args.contains(key) || !args[key].is_number()) return fallback;
+  if (args[key].is_number_integer()) return args[key].get<int64_t>();
+  const double d = args[key].get<double>();
+  return d >= -9.2e18 && d <= 9.2e18 ? static_cast<int64_t>(d) : fallback;
 }
 
 // A campaign given as a name or an id (string or integer) -> the text GetCampaign takes.
@@ -58,17 +69,60 @@ std::string CampaignRef(const json& args, const char* key) {
   return v.is_string() ? v.get<std::string>() : "";
 }
 
+// The most a tool reads of a file an agent names (a recipe or a policy is a few KiB).
+constexpr off_t kMaxToolFileBytes = 1 << 20;
+
+// Reads the regular file at `path` (at most kMaxToolFileBytes) into *out. Anything else (a
+// directory, a FIFO, a device such as /dev/zero, a socket), a missing or unreadable file and a
+// larger one are refused naming `field`, the path and why; the error never holds the file's bytes.
 Status ReadTextFile(const std::string& path, const std::string& field, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    return Status::InvalidArgument(field + ": cannot read " + path +
-                                   " (relative paths are read "
-                                   "from the directory xvctl mcp runs in: " +
-                                   std::filesystem::current_path().string() + ")");
+  const std::string named = field + ": " + QuoteExcerpt(path);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked before any read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return Status::InvalidArgument(named + ": cannot open (" + std::strerror(errno) +
+                                   "; relative paths are read from the directory xvctl mcp runs "
+                                   "in: " +
+                                   QuoteExcerpt(std::filesystem::current_path().string()) + ")");
   }
-  std::stringstream text;
-  text << f.rdbuf();
-  *out = text.str();
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    ::close(fd);
+    return Status::InvalidArgument(named + ": " + what + "; give a regular file");
+  }
+  if (st.st_size > kMaxToolFileBytes) {
+    ::close(fd);
+    return Status::InvalidArgument(named + ": " + std::to_string(st.st_size) +
+                                   " bytes, over the limit of " +
+                                   std::to_string(kMaxToolFileBytes) + " for a file a tool reads");
+  }
+  std::string text;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::InvalidArgument(named + ": read failed (" + std::strerror(err) + ")");
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > static_cast<size_t>(kMaxToolFileBytes)) {  // it grew while we read it
+      ::close(fd);
+      return Status::InvalidArgument(named + ": over the limit of " +
+                                     std::to_string(kMaxToolFileBytes) +
+                                     " bytes for a file a tool reads");
+    }
+  }
+  ::close(fd);
+  *out = std::move(text);
   return Status::Ok();
 }
 
@@ -271,8 +325,9 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
     if (args.value("failures", false)) {
       v1::FailureSummaryRequest req;
       const std::string campaign = CampaignRef(args, "campaign");
-      if (!campaign.empty() && campaign.find_first_not_of("0123456789") == std::string::npos) {
-        req.set_campaign_id(std::stoll(campaign));
+      int64_t id = 0;
+      if (ParseNumericRef(campaign, &id)) {
+        req.set_campaign_id(id);
       } else {
         req.set_campaign(campaign);
       }
@@ -530,7 +585,7 @@ McpTool CampaignListTool(std::shared_ptr<DaemonClient> client) {
 
 // True when the daemon decides `c`'s rounds by itself (a policy is set, decide is not manual).
 bool DecidesAutomatically(const v1::Campaign& c) {
-  json p = json::parse(c.policy_json(), nullptr, false);
+  json p = ParseBoundedJsonOrDiscarded(c.policy_json());
   if (!p.is_object() || p.empty()) return false;
   return !(p.contains("decide") && p["decide"] == "manual");
 }

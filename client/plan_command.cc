@@ -15,6 +15,7 @@
 
 #include "client/commands.h"
 #include "client/daemon_client.h"
+#include "client/numeric_ref.h"
 #include "client/text_table.h"
 #include "daemon/sched/plan_spec.h"
 #include "xv/v1/experiments.grpc.pb.h"
@@ -56,8 +57,9 @@ Status ReadReferencedFile(const std::string& name, const std::string& plan_file,
 
 v1::GetPlanRequest PlanRef(const std::string& ref) {
   v1::GetPlanRequest req;
-  if (!ref.empty() && ref.find_first_not_of("0123456789") == std::string::npos) {
-    req.set_id(std::stoll(ref));
+  int64_t id = 0;
+  if (ParseNumericRef(ref, &id)) {
+    req.set_id(id);
   } else {
     req.set_name(ref);
   }

@@ -12,6 +12,7 @@
 #include "client/experiment_listing.h"
 #include "client/experiment_view.h"
 #include "client/failure_summary_view.h"
+#include "client/numeric_ref.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::client {
@@ -23,14 +24,11 @@ struct ResultsArgs {
   bool failures = false;
 };
 
-bool IsNumeric(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
 int RunFailures(const ResultsArgs& a, const ClientOptions& options) {
   v1::FailureSummaryRequest req;
-  if (IsNumeric(a.filter.campaign)) {
-    req.set_campaign_id(std::stoll(a.filter.campaign));
+  int64_t id = 0;
+  if (ParseNumericRef(a.filter.campaign, &id)) {
+    req.set_campaign_id(id);
   } else {
     req.set_campaign(a.filter.campaign);
   }

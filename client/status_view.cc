@@ -4,6 +4,7 @@
 
 #include "client/device_health_view.h"
 #include "client/experiment_view.h"
+#include "common/bounded_json_or_discarded.h"
 
 namespace xv::client {
 
@@ -42,7 +43,7 @@ nlohmann::json StatusJson(const v1::StatusResponse& resp, const std::string& add
 nlohmann::json WorkersJson(const v1::StatusResponse& resp) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& w : resp.workers()) {
-    nlohmann::json probe = nlohmann::json::parse(w.probe_json(), nullptr, false);
+    nlohmann::json probe = ParseBoundedJsonOrDiscarded(w.probe_json());
     arr.push_back({{"id", w.id()},
                    {"name", w.name()},
                    {"state", w.state()},

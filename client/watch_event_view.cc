@@ -1,5 +1,7 @@
 #include "client/watch_event_view.h"
 
+#include "common/bounded_json_or_discarded.h"
+
 namespace xv::client {
 
 nlohmann::json WatchEventJson(const v1::WatchEvent& ev) {
@@ -21,7 +23,7 @@ nlohmann::json WatchEventJson(const v1::WatchEvent& ev) {
     j["tok_per_sec"] = ev.tok_per_sec();
   }
   if (ev.kind() == "summary" || ev.kind() == "eval") j["val_bpb"] = ev.val_bpb();
-  nlohmann::json event = nlohmann::json::parse(ev.json(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json event = ParseBoundedJsonOrDiscarded(ev.json());
   if (!event.is_discarded() && !ev.json().empty()) j["event"] = event;
   return j;
 }

@@ -2,11 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json_or_discarded.h"
+
 namespace xv {
 
 bool ParseProbeFigures(const std::string& probe_json, ProbeFigures* out) {
   *out = ProbeFigures();
-  nlohmann::json j = nlohmann::json::parse(probe_json, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = ParseBoundedJsonOrDiscarded(probe_json);
   if (!j.is_object()) return false;
   auto m = j.find("matmul");
   if (m != j.end() && m->is_array()) {

@@ -2,11 +2,15 @@
 // table in recipe_knobs.cc. Derived sizes: recipe_sizes.cc. Hashing: recipe_hash.cc.
 #include "common/recipe.h"
 
+#include <cstring>
 #include <set>
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/bounded_json.h"
+#include "common/message_field_name.h"
 #include "common/recipe_knobs.h"
+#include "common/untrusted_text.h"
 
 namespace xv {
 
@@ -18,8 +22,50 @@ std::string LineSuffix(const YAML::Mark& mark) {
          ")";
 }
 
+// A recipe is a short flat mapping of knobs; anything far larger or nested is not one.
+constexpr size_t kMaxRecipeYamlBytes = 1u << 20;
+constexpr int kMaxRecipeYamlFlowDepth = kMaxJsonDepth;
+
+// The deepest nesting of YAML flow collections ([...] and {...}) in `text`, counted by a linear
+// scan that skips quoted scalars and comments; stops once it passes `stop_after`. Block nesting
+// (by indentation) is bounded by yaml-cpp itself, which refuses documents deeper than 2000
+// levels; flow nesting is checked first so that no input of up to kMaxRecipeYamlBytes makes the
+// parser, the node tree or an error message recurse once per level.
+int YamlFlowNestingDepth(const std::string& text, int stop_after) {
+  int depth = 0, deepest = 0;
+  char quote = 0;  // '\'' or '"' while inside a quoted scalar
+  bool comment = false, escaped = false;
+  char previous = '\n';
+  for (const char c : text) {
+    if (comment) {
+      if (c == '\n') comment = false;
+    } else if (quote == '"') {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        quote = 0;
+      }
+    } else if (quote == '\'') {
+      if (c == '\'') quote = 0;  // '' inside is two quotes in a row: leaves and re-enters
+    } else if (c == '#' && (previous == ' ' || previous == '\t' || previous == '\n')) {
+      comment = true;
+    } else if ((c == '"' || c == '\'') && std::strchr(" \t\n[{,:-?", previous) != nullptr) {
+      quote = c;  // a quote opens a quoted scalar only where a scalar starts (not in "it's")
+    } else if (c == '[' || c == '{') {
+      if (++depth > deepest) deepest = depth;
+      if (deepest >= stop_after) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+    previous = c;
+  }
+  return deepest;
+}
+
 Status UnknownKnob(const std::string& key) {
-  std::string message = key + ": unknown knob";
+  std::string message = FieldNameForMessage(key) + ": unknown knob";
   const std::string closest = ClosestRecipeKnobName(key);
   if (!closest.empty()) message += " (did you mean '" + closest + "'?)";
   message += "; see docs/recipe.md for the list";
@@ -35,6 +81,18 @@ Status WithSuffix(const Status& s, const std::string& suffix) {
 }  // namespace
 
 Status ParseRecipeYaml(const std::string& yaml_text, Recipe* out) {
+  if (yaml_text.size() > kMaxRecipeYamlBytes) {
+    return Status::InvalidArgument("recipe: " + std::to_string(yaml_text.size()) +
+                                   " bytes, over the limit of " +
+                                   std::to_string(kMaxRecipeYamlBytes) +
+                                   " (a recipe is a short mapping of knob: value)");
+  }
+  if (YamlFlowNestingDepth(yaml_text, kMaxRecipeYamlFlowDepth + 1) > kMaxRecipeYamlFlowDepth) {
+    return Status::InvalidArgument("recipe: nested deeper than " +
+                                   std::to_string(kMaxRecipeYamlFlowDepth) +
+                                   " levels of [ ] and { } (a recipe is a flat mapping of knob: "
+                                   "value)");
+  }
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -51,7 +109,9 @@ Status ParseRecipeYaml(const std::string& yaml_text, Recipe* out) {
   if (!root.IsMap()) {
     return Status::InvalidArgument(
         std::string("recipe: expected a mapping of knob: value at the top level, got ") +
-        (root.IsSequence() ? "a sequence" : "the scalar '" + root.Scalar() + "'") +
+        // The scalar's size, never its text: the document may be any file a caller pointed at.
+        (root.IsSequence() ? "a sequence"
+                           : "a scalar of " + std::to_string(root.Scalar().size()) + " bytes") +
         LineSuffix(root.Mark()));
   }
   Recipe r;
@@ -66,7 +126,8 @@ Status ParseRecipeYaml(const std::string& yaml_text, Recipe* out) {
       }
       const std::string name = key.Scalar();
       if (!seen.insert(name).second) {
-        return Status::InvalidArgument(name + ": duplicate key" + LineSuffix(key.Mark()));
+        return Status::InvalidArgument(FieldNameForMessage(name) + ": duplicate key" +
+                                       LineSuffix(key.Mark()));
       }
       const RecipeKnob* knob = FindRecipeKnob(name);
       if (knob == nullptr) return WithSuffix(UnknownKnob(name), LineSuffix(key.Mark()));
@@ -111,12 +172,17 @@ Status SetKnobFromText(const std::string& raw_key, const std::string& value_text
   *key_out = key;
   const RecipeKnob* knob = FindRecipeKnob(key);
   if (knob == nullptr) return UnknownKnob(key);
+  if (YamlFlowNestingDepth(value_text, kMaxRecipeYamlFlowDepth + 1) > kMaxRecipeYamlFlowDepth) {
+    return Status::InvalidArgument(key + ": the value is nested deeper than " +
+                                   std::to_string(kMaxRecipeYamlFlowDepth) +
+                                   " levels of [ ] and { }");
+  }
   YAML::Node value;
   try {
     value = YAML::Load(value_text);
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(key + ": cannot read '" + value_text +
-                                   "' as a YAML value: " + e.msg);
+    return Status::InvalidArgument(key + ": cannot read " + QuoteExcerpt(value_text) +
+                                   " as a YAML value: " + e.msg);
   }
   return SetRecipeKnobFromYaml(*knob, value, r);
 }

@@ -3,6 +3,9 @@
 #include <cctype>
 #include <fstream>
 
+#include "common/bounded_json.h"
+#include "common/bounded_json_or_discarded.h"
+
 namespace xv::worker {
 namespace {
 
@@ -66,7 +69,7 @@ json CommandSpecJson(const v1::ExperimentSpec& spec, const json& recipe,
 Status PrepareCommandTrainer(const TrainerConfig& trainer, const v1::ExperimentSpec& spec,
                              const CommandTrainerContext& context, const std::string& spec_dir,
                              ChildSpec* child) {
-  json recipe = json::parse(spec.recipe_json(), nullptr, /*allow_exceptions=*/false);
+  json recipe = ParseBoundedJsonOrDiscarded(spec.recipe_json());
   if (!recipe.is_object()) {
     return Status::InvalidArgument("recipe_json: not a JSON object; cannot make XV_* variables");
   }
@@ -74,7 +77,7 @@ Status PrepareCommandTrainer(const TrainerConfig& trainer, const v1::ExperimentS
   {
     std::ofstream f(spec_path, std::ios::binary | std::ios::trunc);
     if (!f) return Status::IoError(spec_path + ": cannot open for writing");
-    f << CommandSpecJson(spec, recipe, context, spec_dir).dump(2) << '\n';
+    f << DumpJsonLossless(CommandSpecJson(spec, recipe, context, spec_dir), 2) << '\n';
     f.close();
     if (!f) return Status::IoError(spec_path + ": write failed");
   }

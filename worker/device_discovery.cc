@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json_or_discarded.h"
+
 namespace xv::worker {
 namespace {
 
@@ -24,7 +26,7 @@ std::string StringField(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 Status DeviceFromFingerprintJson(const std::string& json_text, v1::Device* device) {
-  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
+  nlohmann::json j = ParseBoundedJsonOrDiscarded(json_text);
   if (!j.is_object()) return Status::InvalidArgument("fingerprint: not a JSON object");
   device->Clear();
   // The first key present wins: the proto's names, then xv-train's own (driver_version, ...).

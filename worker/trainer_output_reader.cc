@@ -1,5 +1,8 @@
 #include "worker/trainer_output_reader.h"
 
+#include "common/bounded_json.h"
+#include "common/bounded_json_or_discarded.h"
+
 namespace xv::worker {
 
 using nlohmann::json;
@@ -10,7 +13,7 @@ TrainerOutputReader::TrainerOutputReader(TrainerOutputFormat format, double min_
 void TrainerOutputReader::Take(const json& event, std::vector<TrainerOutputEvent>* out) {
   TrainerOutputEvent ev;
   ev.type = event["type"].get<std::string>();
-  ev.json = event.dump(-1, ' ', false, json::error_handler_t::replace);
+  ev.json = DumpJsonLossless(event);
   if (ev.type == "error" && event.contains("message") && event["message"].is_string()) {
     error_message_ = event["message"].get<std::string>();
   }
@@ -21,7 +24,9 @@ std::vector<TrainerOutputEvent> TrainerOutputReader::ReadLine(const std::string&
                                                               double now_s) {
   std::vector<TrainerOutputEvent> out;
   if (format_ != TrainerOutputFormat::kUpstream) {
-    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    // A line nested deeper than any event (kMaxJsonDepth) is not an event: it is relayed as a log
+    // line's text, so no reader downstream (the daemon's store) meets its nesting.
+    json j = ParseBoundedJsonOrDiscarded(line);
     if (j.is_object() && j.contains("type") && j["type"].is_string()) {
       TrainerOutputEvent ev;
       ev.type = j["type"].get<std::string>();

@@ -2,7 +2,9 @@
 // (docs/events.md), according to the trainer's configured output format
 // (worker/trainer_config.h):
 //  - xv-events: a line that is a JSON object with a string `type` is relayed verbatim; any other
-//    line becomes {"type":"log","t":...,"text":<line>} so nothing the trainer printed is lost;
+//    line becomes {"type":"log","t":...,"text":<line>} so nothing the trainer printed is lost (a
+//    JSON line nested deeper than kMaxJsonDepth, common/bounded_json.h, is such a line: its text
+//    is relayed, never its structure);
 //  - upstream: every line goes through UpstreamOutputParser (progress -> step, summary block ->
 //    summary, FAIL / nan loss -> nan + error, anything else -> log);
 //  - auto: a line that is an xv JSON event is relayed verbatim, any other goes to the upstream

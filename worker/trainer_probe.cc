@@ -10,8 +10,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json_or_discarded.h"
 #include "common/probe_figures.h"
 
 namespace xv::worker {
@@ -23,7 +25,7 @@ std::string LastJsonObjectLine(const std::string& text) {
   while (end > 0) {
     size_t begin = text.rfind('\n', end - 1);
     begin = begin == std::string::npos ? 0 : begin + 1;
-    nlohmann::json j = nlohmann::json::parse(text.substr(begin, end - begin), nullptr, false);
+    nlohmann::json j = ParseBoundedJsonOrDiscarded(text.substr(begin, end - begin));
     if (j.is_object()) return j.dump();
     if (begin == 0) break;
     end = begin - 1;
@@ -110,7 +112,9 @@ std::string ObtainDeviceProbe(const TrainerInvocation& inv, ProcessLauncher* lau
   };
   {
     std::ifstream in(cache_path);
-    nlohmann::json cached = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json cached = ParseBoundedJsonOrDiscarded(text.str());
     if (cached.is_object() && cached.value("key", "") == key && cached.contains("probe") &&
         cached["probe"].is_object()) {
       std::string probe = cached["probe"].dump();

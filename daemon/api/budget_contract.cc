@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
+#include "common/message_field_name.h"
+
 namespace xv::daemon {
 namespace {
 
@@ -18,17 +21,23 @@ std::string FormatSeconds(double v) {
   return os.str();
 }
 
+// A value for an error message: a number as written, anything else described by its type and size,
+// never dumped (the caller's value may be of any size or depth).
+std::string Got(const nlohmann::json& v) {
+  return v.is_number() ? v.dump() : DescribeJsonValue(v);
+}
+
 Status ReadSeconds(const nlohmann::json& j, const std::string& key, double min, double* out) {
   const nlohmann::json& v = j.at(key);
   const std::string range = FormatSeconds(min) + ".." + FormatSeconds(kMaxSeconds);
   if (!v.is_number()) {
     return Status::InvalidArgument("budget." + key + ": must be a number of seconds in " + range +
-                                   ", got " + v.dump());
+                                   ", got " + Got(v));
   }
   const double d = v.get<double>();
   if (!std::isfinite(d) || d < min || d > kMaxSeconds) {
     return Status::InvalidArgument("budget." + key + ": must be a number of seconds in " + range +
-                                   ", got " + v.dump());
+                                   ", got " + Got(v));
   }
   *out = d;
   return Status::Ok();
@@ -42,17 +51,18 @@ Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
     *out = c;
     return Status::Ok();
   }
-  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return Status::InvalidArgument(
-        "budget: expected a JSON object such as "
-        "{\"time_budget_s\": 300}, got '" +
-        json_text + "'");
+  constexpr const char* kExpected = "budget: expected a JSON object such as {\"time_budget_s\": 300}";
+  nlohmann::json j;
+  const Status parsed = ParseBoundedJson(json_text, "budget_json", &j);
+  if (!parsed.ok()) return Status::InvalidArgument(std::string(kExpected) + "; " + parsed.message());
+  if (!j.is_object()) {
+    return Status::InvalidArgument(std::string(kExpected) + ", got " + DescribeJsonValue(j) +
+                                   " in budget_json");
   }
   for (const auto& [key, value] : j.items()) {
     if (key != "time_budget_s" && key != "startup_allowance_s" && key != "eval_allowance_s" &&
         key != "max_concurrent") {
-      return Status::InvalidArgument("budget." + key +
+      return Status::InvalidArgument("budget." + FieldNameForMessage(key) +
                                      ": unknown field (known: time_budget_s, "
                                      "startup_allowance_s, eval_allowance_s, max_concurrent)");
     }
@@ -80,7 +90,7 @@ Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
     if (!integral || d < 1 || d > static_cast<double>(kMaxConcurrent)) {
       return Status::InvalidArgument(
           "budget.max_concurrent: must be an integer number of experiments in 1..4096, got " +
-          m.dump());
+          Got(m));
     }
     c.max_concurrent = static_cast<int>(d);
   }

@@ -3,6 +3,8 @@
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json_or_discarded.h"
+
 namespace xv::daemon {
 namespace {
 
@@ -55,7 +57,7 @@ Status ParseCampaignPolicyText(const std::string& text, CampaignPolicy* out) {
 }
 
 Status ParseStoredCampaignPolicy(const std::string& json_text, CampaignPolicy* out) {
-  nlohmann::json j = nlohmann::json::parse(json_text.empty() ? "{}" : json_text, nullptr, false);
+  nlohmann::json j = ParseBoundedJsonOrDiscarded(json_text.empty() ? "{}" : json_text);
   if (!j.is_object()) return Status::InvalidArgument("policy_json: not a JSON object");
   CampaignPolicy p;
   if (j.empty()) {

@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
+#include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
 #include "daemon/sched/plan_spec.h"
 
@@ -34,7 +36,7 @@ const char* RoundKind(PlanPhaseKind kind) {
 }
 
 Status LoadRecipe(const std::string& recipe_json, const std::string& what, Recipe* out) {
-  const json j = json::parse(recipe_json, nullptr, false);
+  const json j = ParseBoundedJsonOrDiscarded(recipe_json);
   return ParseRecipeJson(j, out).WithContext(what + ": ");
 }
 
@@ -216,13 +218,13 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   store::StoredPlan plan;
   XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
   if (plan.state != "running") return Status::Ok();
-  json outcomes = json::parse(plan.outcomes_json, nullptr, false);
+  json outcomes = ParseBoundedJsonOrDiscarded(plan.outcomes_json);
   if (!outcomes.is_array()) outcomes = json::array();
   bool updated = false;
   sched::PlanSpec spec;
   Status parsed = sched::ParsePlanYaml(plan.yaml, &spec);
   if (!parsed.ok()) {
-    return store_->UpdatePlan(plan.id, "running", "failed", plan.current_phase, outcomes.dump(),
+    return store_->UpdatePlan(plan.id, "running", "failed", plan.current_phase, DumpJsonLossless(outcomes),
                               "plan: " + parsed.message(), &updated);
   }
   while (outcomes.size() < spec.phases.size()) outcomes.push_back({{"state", "pending"}});
@@ -231,7 +233,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   for (size_t pass = 0; pass <= spec.phases.size() + 1; ++pass) {
     if (phase >= static_cast<int>(spec.phases.size())) {
       XV_RETURN_IF_ERROR(store_->UpdatePlan(
-          plan.id, "running", "done", phase, outcomes.dump(),
+          plan.id, "running", "done", phase, DumpJsonLossless(outcomes),
           "all " + std::to_string(spec.phases.size()) + " phases finished", &updated));
       if (updated) spdlog::info("plan {} ({}): done", plan.id, plan.name);
       return Status::Ok();
@@ -252,7 +254,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       Status s = BuildPhaseRound(store_, limits_, plan, ph, phase, &sub, &skip);
       if (!s.ok()) {
         out = {{"state", "failed"}, {"outcome", s.message()}};
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "failed", phase, outcomes.dump(),
+        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "failed", phase, DumpJsonLossless(outcomes),
                                               where + ": " + s.message(), &updated));
         spdlog::warn("plan {} ({}): failed at {}: {}", plan.id, plan.name, where, s.message());
         return Status::Ok();
@@ -260,7 +262,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (!skip.empty()) {
         out = {{"state", "skipped"}, {"outcome", skip}};
         ++phase;
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase, outcomes.dump(),
+        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase, DumpJsonLossless(outcomes),
                                               "", &updated));
         if (!updated) return Status::Ok();
         spdlog::info("plan {} ({}): {} {}", plan.id, plan.name, where, skip);
@@ -272,7 +274,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       XV_RETURN_IF_ERROR(s);
       out = {{"state", "running"}, {"round_id", ids.round_id}};
       XV_RETURN_IF_ERROR(
-          store_->UpdatePlan(plan.id, "running", "running", phase, outcomes.dump(), "", &updated));
+          store_->UpdatePlan(plan.id, "running", "running", phase, DumpJsonLossless(outcomes), "", &updated));
       spdlog::info("plan {} ({}): {} round {} with {} experiment(s)", plan.id, plan.name, where,
                    ids.round_id, ids.experiment_ids.size());
       if (closer_ != nullptr) closer_->DecideReadyRounds(nullptr);  // all reused: decided now
@@ -283,7 +285,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (out.value("round_id", int64_t{0}) != round->round_id) {
         // Stored before a restart, not yet recorded in the plan.
         out = {{"state", "running"}, {"round_id", round->round_id}};
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase, outcomes.dump(),
+        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase, DumpJsonLossless(outcomes),
                                               "", &updated));
       }
       return Status::Ok();
@@ -307,7 +309,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       for (size_t i = phase; i < outcomes.size(); ++i) outcomes[i] = {{"state", "stopped"}};
     }
     XV_RETURN_IF_ERROR(
-        store_->UpdatePlan(plan.id, "running", state, phase, outcomes.dump(), reason, &updated));
+        store_->UpdatePlan(plan.id, "running", state, phase, DumpJsonLossless(outcomes), reason, &updated));
     if (!updated || state != "running") {
       if (updated) spdlog::info("plan {} ({}): {}", plan.id, plan.name, reason);
       return Status::Ok();
@@ -326,7 +328,7 @@ Status PlanRunner::Describe(const store::StoredPlan& plan, bool with_yaml, xv::v
   out->set_created_at(plan.created_at);
   out->set_updated_at(plan.updated_at);
   if (with_yaml) out->set_yaml(plan.yaml);
-  const json outcomes = json::parse(plan.outcomes_json, nullptr, false);
+  const json outcomes = ParseBoundedJsonOrDiscarded(plan.outcomes_json);
   std::vector<store::PlanRound> rounds;
   XV_RETURN_IF_ERROR(store_->ListPlanRounds(plan.id, &rounds));
   sched::PlanSpec spec;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
@@ -59,7 +60,7 @@ grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
   if (!s.ok()) return ToGrpcStatus(s);
   Recipe head_recipe;
   if (found) {
-    s = ParseRecipeJson(nlohmann::json::parse(head.head_recipe_json, nullptr, false), &head_recipe);
+    s = ParseRecipeJson(ParseBoundedJsonOrDiscarded(head.head_recipe_json), &head_recipe);
   } else if (!spec.create.set) {
     s = Status::InvalidArgument("campaign: '" + spec.campaign +
                                 "' does not exist (create it with xvctl campaign create, or add "

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/sched/round_decider.h"
 #include "daemon/sched/welch_test.h"
@@ -256,7 +257,7 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
                      "; no effect (may be dropped): " + (no_effect.empty() ? "none" : no_effect) +
                      (unknown.empty() ? "" : "; unknown: " + unknown) + "; " + record.summary;
   }
-  record.decision_json = j.dump();
+  record.decision_json = DumpJsonLossless(j);
   if (decision.kept_index) {
     const std::string& name = decision.candidates[*decision.kept_index].name;
     record.kept_candidate = name;
@@ -316,11 +317,11 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
   const std::string why = reason.empty() ? std::string("no reason given") : reason;
   record.summary =
       (kept_name.empty() ? "manual: kept nothing" : "manual: kept " + kept_name) + " (" + why + ")";
-  record.decision_json = nlohmann::json{
+  record.decision_json = DumpJsonLossless(nlohmann::json{
       {"mode", "manual"},
       {"kept", kept_name.empty() ? nlohmann::json() : nlohmann::json(kept_name)},
       {"kept_experiment_id", keep_experiment_id},
-      {"reason", why}}.dump();
+      {"reason", why}});
   for (const auto& run : runs) {
     if (run.role != "candidate") continue;
     const bool keep = run.name == kept_name;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
 #include "common/recipe_knobs.h"
 #include "common/untrusted_text.h"
@@ -271,7 +272,7 @@ Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitReq
           "recipe_yaml: empty and campaign '" + name +
           "' does not exist (create it with CreateCampaign, or send a recipe)");
     }
-    nlohmann::json j = nlohmann::json::parse(head.head_recipe_json, nullptr, false);
+    nlohmann::json j = ParseBoundedJsonOrDiscarded(head.head_recipe_json);
     XV_RETURN_IF_ERROR(
         ParseRecipeJson(j, &base).WithContext("campaign '" + name + "' head recipe: "));
     if (req.candidates_size() == 0 && !daemon_built) {
@@ -286,7 +287,7 @@ Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitReq
           "the head differs from the base); send none");
     }
     Recipe campaign_base;
-    nlohmann::json j = nlohmann::json::parse(head.base_recipe_json, nullptr, false);
+    nlohmann::json j = ParseBoundedJsonOrDiscarded(head.base_recipe_json);
     XV_RETURN_IF_ERROR(
         ParseRecipeJson(j, &campaign_base).WithContext("campaign '" + name + "' base recipe: "));
     std::vector<xv::v1::Candidate> drops;

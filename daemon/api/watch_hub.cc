@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json_or_discarded.h"
 #include "daemon/sched/result_plausibility.h"
 
 namespace xv::daemon {
@@ -31,7 +32,7 @@ bool WatchFilter::Matches(const xv::v1::WatchEvent& ev) const {
 }
 
 bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
-  const json j = json::parse(row.json, nullptr, /*allow_exceptions=*/false);
+  const json j = ParseBoundedJsonOrDiscarded(row.json);
   out->Clear();
   out->set_cursor(row.id);
   out->set_time(row.created_at);

@@ -9,6 +9,10 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/bounded_json.h"
+#include "common/message_field_name.h"
+#include "common/untrusted_text.h"
+
 namespace xv::sched {
 namespace {
 
@@ -33,9 +37,17 @@ std::string KnownFields() {
   return names;
 }
 
+// A value for an error message: a scalar as written (a string as a short excerpt), a container
+// described by its type and size, never dumped (the caller's value may be of any size or depth).
+std::string Got(const nlohmann::json& value) {
+  if (value.is_number() || value.is_boolean() || value.is_null()) return value.dump();
+  if (value.is_string()) return "the string " + QuoteExcerpt(value.get_ref<const std::string&>());
+  return DescribeJsonValue(value);
+}
+
 Status ReadNumber(const nlohmann::json& value, const char* field, double* out) {
   if (!value.is_number()) {
-    return Status::InvalidArgument(std::string(field) + ": must be a number, got " + value.dump());
+    return Status::InvalidArgument(std::string(field) + ": must be a number, got " + Got(value));
   }
   *out = value.get<double>();
   return Status::Ok();
@@ -45,7 +57,7 @@ Status ReadInteger(const nlohmann::json& value, const char* field, int* out) {
   if (value.is_number_integer()) {
     const int64_t v = value.get<int64_t>();
     if (v < -1000000 || v > 1000000) {
-      return Status::InvalidArgument(std::string(field) + ": out of range, got " + value.dump());
+      return Status::InvalidArgument(std::string(field) + ": out of range, got " + Got(value));
     }
     *out = static_cast<int>(v);
     return Status::Ok();
@@ -57,12 +69,12 @@ Status ReadInteger(const nlohmann::json& value, const char* field, int* out) {
       return Status::Ok();
     }
   }
-  return Status::InvalidArgument(std::string(field) + ": must be an integer, got " + value.dump());
+  return Status::InvalidArgument(std::string(field) + ": must be an integer, got " + Got(value));
 }
 
 Status ReadString(const nlohmann::json& value, const char* field, std::string* out) {
   if (!value.is_string()) {
-    return Status::InvalidArgument(std::string(field) + ": must be a string, got " + value.dump());
+    return Status::InvalidArgument(std::string(field) + ": must be a string, got " + Got(value));
   }
   *out = value.get<std::string>();
   return Status::Ok();
@@ -153,13 +165,13 @@ Status ParseAcceptancePolicyJson(const nlohmann::json& json, AcceptancePolicy* p
     return Status::Ok();
   }
   if (!json.is_object()) {
-    return Status::InvalidArgument("acceptance policy: must be an object, got " + json.dump());
+    return Status::InvalidArgument("acceptance policy: must be an object, got " + Got(json));
   }
   const std::set<std::string> known(std::begin(kFieldNames), std::end(kFieldNames));
   for (const auto& item : json.items()) {
     if (known.count(item.key()) == 0) {
       return Status::InvalidArgument(
-          item.key() + ": unknown acceptance policy field (known: " + KnownFields() + ")");
+          FieldNameForMessage(item.key()) + ": unknown acceptance policy field (known: " + KnownFields() + ")");
     }
   }
   AcceptanceMode mode = AcceptanceMode::kWelch;
@@ -171,7 +183,7 @@ Status ParseAcceptancePolicyJson(const nlohmann::json& json, AcceptancePolicy* p
     } else if (name == "noise_band") {
       mode = AcceptanceMode::kNoiseBand;
     } else {
-      return Status::InvalidArgument("mode: must be welch or noise_band, got \"" + name + "\"");
+      return Status::InvalidArgument("mode: must be welch or noise_band, got " + QuoteExcerpt(name));
     }
   }
   AcceptancePolicy p = DefaultAcceptancePolicy(mode);
@@ -199,8 +211,8 @@ Status ParseAcceptancePolicyJson(const nlohmann::json& json, AcceptancePolicy* p
     } else if (name == "none") {
       p.correction = MultipleComparisonCorrection::kNone;
     } else {
-      return Status::InvalidArgument("correction: must be bonferroni or none, got \"" + name +
-                                     "\"");
+      return Status::InvalidArgument("correction: must be bonferroni or none, got " +
+                                     QuoteExcerpt(name));
     }
   }
   if (json.contains("band_k") && !json["band_k"].is_null()) {
@@ -214,12 +226,20 @@ Status ParseAcceptancePolicyJson(const nlohmann::json& json, AcceptancePolicy* p
 }
 
 Status ParseAcceptancePolicyJsonText(const std::string& text, AcceptancePolicy* policy) {
+  if (JsonNestingDepth(text) > kMaxJsonDepth) {
+    return Status::InvalidArgument("acceptance policy: nested deeper than " +
+                                   std::to_string(kMaxJsonDepth) +
+                                   " levels of arrays and objects");
+  }
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
+    // The position only: the exception's text quotes the input.
     return Status::InvalidArgument("acceptance policy: invalid JSON at byte " +
-                                   std::to_string(e.byte) + ": " + e.what());
+                                   std::to_string(e.byte));
+  } catch (const std::exception&) {
+    return Status::InvalidArgument("acceptance policy: invalid JSON");
   }
   return ParseAcceptancePolicyJson(json, policy);
 }
@@ -247,10 +267,10 @@ Status ParseAcceptancePolicyYaml(const std::string& yaml_text, AcceptancePolicy*
       const std::string key = entry.first.as<std::string>();
       marks[key] = entry.second.Mark();
       if (json.contains(key)) {
-        return Status::InvalidArgument(key + ": given twice" + MarkText(entry.first.Mark()));
+        return Status::InvalidArgument(FieldNameForMessage(key) + ": given twice" + MarkText(entry.first.Mark()));
       }
       if (!entry.second.IsScalar() && !entry.second.IsNull()) {
-        return Status::InvalidArgument(key + ": must be a scalar" + MarkText(entry.second.Mark()));
+        return Status::InvalidArgument(FieldNameForMessage(key) + ": must be a scalar" + MarkText(entry.second.Mark()));
       }
       json[key] = entry.second.IsNull() ? nlohmann::json(nullptr) : YamlScalarToJson(entry.second);
     }

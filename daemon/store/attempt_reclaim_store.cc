@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/store/event_log.h"
+#include "common/bounded_json.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::store {
@@ -110,7 +111,7 @@ Status ExperimentStore::ReclaimLostAttempt(int64_t worker_id, int64_t experiment
                                {"worker", worker_name},
                                {"detail", result.reason},
                                {"lost_detail", lost_detail}};
-    return InsertDaemonEvent(c, experiment_id, attempt, "reclaimed", ev.dump());
+    return InsertDaemonEvent(c, experiment_id, attempt, "reclaimed", DumpJsonLossless(ev));
   }));
   *decision = std::move(result);
   return Status::Ok();

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/store/event_log.h"
+#include "common/bounded_json.h"
+#include "common/bounded_json_or_discarded.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/store/statement_rows.h"
 
@@ -128,7 +130,7 @@ Status ExperimentStore::CreateCampaign(const NewCampaign& nc, int64_t* id) {
     SqliteStatement ev;
     XV_RETURN_IF_ERROR(c->Prepare(
         "INSERT INTO events(source, type, json) VALUES ('audit', 'create_campaign', ?)", &ev));
-    ev.Bind(1, nlohmann::json{{"campaign", nc.name}, {"policy", nc.policy_json}}.dump());
+    ev.Bind(1, DumpJsonLossless(nlohmann::json{{"campaign", nc.name}, {"policy", nc.policy_json}}));
     return ev.Run();
   });
 }
@@ -345,12 +347,11 @@ Status ExperimentStore::StoreRoundDecision(const RoundDecisionRecord& rec) {
     XV_RETURN_IF_ERROR(up.Run());
     XV_RETURN_IF_ERROR(
         InsertDaemonEvent(c, 0, 0, "decision",
-                          nlohmann::json{{"campaign_id", campaign_id},
-                                         {"round_id", rec.round_id},
-                                         {"summary", rec.summary},
-                                         {"kept_candidate", rec.kept_candidate},
-                                         {"kept_experiment_id", rec.kept_experiment_id}}
-                              .dump()));
+                          DumpJsonLossless(nlohmann::json{{"campaign_id", campaign_id},
+                                                          {"round_id", rec.round_id},
+                                                          {"summary", rec.summary},
+                                                          {"kept_candidate", rec.kept_candidate},
+                                                          {"kept_experiment_id", rec.kept_experiment_id}})));
     SqliteStatement dec;
     XV_RETURN_IF_ERROR(
         c->Prepare("UPDATE experiments SET decision = ?, decision_reason = ? "
@@ -390,12 +391,11 @@ Status ExperimentStore::StoreRoundDecision(const RoundDecisionRecord& rec) {
         .Bind(6, rec.head_reason);
     XV_RETURN_IF_ERROR(hist.Run());
     return InsertDaemonEvent(c, 0, 0, "head",
-                             nlohmann::json{{"campaign_id", campaign_id},
-                                            {"round_id", rec.round_id},
-                                            {"candidate", rec.kept_candidate},
-                                            {"experiment_id", rec.kept_experiment_id},
-                                            {"reason", rec.head_reason}}
-                                 .dump());
+                             DumpJsonLossless(nlohmann::json{{"campaign_id", campaign_id},
+                                                             {"round_id", rec.round_id},
+                                                             {"candidate", rec.kept_candidate},
+                                                             {"experiment_id", rec.kept_experiment_id},
+                                                             {"reason", rec.head_reason}}));
   });
 }
 
@@ -434,7 +434,7 @@ Status ExperimentStore::FailureSummary(int64_t campaign_id, const std::string& n
   while (true) {
     XV_RETURN_IF_ERROR(st.Step(&row));
     if (!row) break;
-    nlohmann::json overrides = nlohmann::json::parse(st.ColumnText(0), nullptr, false);
+    nlohmann::json overrides = ParseBoundedJsonOrDiscarded(st.ColumnText(0));
     if (!overrides.is_object()) continue;
     const std::string state = st.ColumnText(1);
     const bool nan = st.ColumnInt(2) != 0 || state == "diverged";

@@ -9,6 +9,8 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
+#include "common/bounded_json_or_discarded.h"
 #include "common/probe_figures.h"
 #include "common/untrusted_text.h"
 #include "daemon/sched/result_plausibility.h"
@@ -49,10 +51,14 @@ std::optional<int64_t> IntField(const json& j, const char* key) {
   return sched::JsonInt64(*it);
 }
 
+// A text field of a worker-sent event: a string as is, another scalar as its JSON text (a nan
+// event's value may be a number), an array or object described ("an array of 3"), never dumped.
 std::string TextField(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end()) return "";
-  return it->is_string() ? it->get<std::string>() : it->dump();
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_structured()) return DescribeJsonValue(*it);
+  return it->dump();
 }
 
 // The last `n` bytes of `s` at most, starting on a code-point boundary: a cut never leaves half a
@@ -493,7 +499,7 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
     SqliteStatement ev;
     XV_RETURN_IF_ERROR(
         c->Prepare("INSERT INTO events(source, type, json) VALUES ('audit', 'submit', ?)", &ev));
-    ev.Bind(1, audit.dump());
+    ev.Bind(1, DumpJsonLossless(audit));
     return ev.Run();
   }));
   *ids = std::move(result);
@@ -607,7 +613,7 @@ Status ExperimentStore::ListWorkers(std::vector<xv::v1::WorkerInfo>* out) {
     w->set_name(st.ColumnText(1));
     w->set_state(st.ColumnText(2));
     std::string device = st.ColumnText(3);
-    json dj = json::parse(device, nullptr, /*allow_exceptions=*/false);
+    json dj = ParseBoundedJsonOrDiscarded(device);
     if (dj.is_object()) {
       w->mutable_device()->set_name(TextField(dj, "name"));
       w->mutable_device()->set_vendor(TextField(dj, "vendor"));
@@ -799,7 +805,7 @@ Status ExperimentStore::MarkAttemptLost(int64_t experiment_id, int attempt,
                    &ev));
     ev.Bind(1, experiment_id)
         .Bind(2, attempt)
-        .Bind(3, json{{"detail", detail}, {"requeued", *requeued}}.dump());
+        .Bind(3, DumpJsonLossless(json{{"detail", detail}, {"requeued", *requeued}}));
     return ev.Run();
   });
 }
@@ -897,8 +903,8 @@ Status ExperimentStore::UpsertWorker(const xv::v1::Register& reg, int64_t* worke
         "registered_at = " XV_NOW ", last_heartbeat = excluded.last_heartbeat",
         &st));
     st.Bind(1, reg.worker_name())
-        .Bind(2, device.dump())
-        .Bind(3, caps.dump())
+        .Bind(2, DumpJsonLossless(device))
+        .Bind(3, DumpJsonLossless(caps))
         .Bind(4, d.backend().empty() ? std::string("cpu") : d.backend())
         .Bind(5, d.name())
         .Bind(6, reg.version());
@@ -1026,7 +1032,7 @@ Status ExperimentStore::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool
   *duplicate = c->Changes() == 0;
   if (*duplicate) return Status::Ok();
 
-  json j = json::parse(ev.json(), nullptr, /*allow_exceptions=*/false);
+  json j = ParseBoundedJsonOrDiscarded(ev.json());
   if (!j.is_object()) return Status::Ok();  // stored verbatim; nothing to interpret
   const std::string type =
       j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : ev.type();

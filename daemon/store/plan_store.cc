@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/store/experiment_store.h"
+#include "common/bounded_json.h"
 #include "daemon/store/statement_rows.h"
 
 namespace xv::store {
@@ -44,11 +45,10 @@ Status ExperimentStore::InsertPlan(const StoredPlan& plan, int64_t* id) {
     SqliteStatement ev;
     XV_RETURN_IF_ERROR(c->Prepare(
         "INSERT INTO events(source, type, json) VALUES ('audit', 'submit_plan', ?)", &ev));
-    ev.Bind(1, nlohmann::json{{"plan_id", *id},
-                              {"name", plan.name},
-                              {"campaign_id", plan.campaign_id},
-                              {"submitter", plan.submitter}}
-                   .dump());
+    ev.Bind(1, DumpJsonLossless(nlohmann::json{{"plan_id", *id},
+                                               {"name", plan.name},
+                                               {"campaign_id", plan.campaign_id},
+                                               {"submitter", plan.submitter}}));
     return ev.Run();
   });
 }

@@ -10,12 +10,15 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "tests/e2e/process_harness.h"
 
@@ -372,6 +375,92 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   EXPECT_EQ(offline["source"].get<std::string>().rfind("database ", 0), 0u) << offline.dump();
 
   // EOF on stdin ends the server cleanly.
+  mcp.CloseStdin();
+  EXPECT_EQ(mcp.Wait(20), 0) << Logs();
+}
+
+// Hostile tool arguments to the real `xvctl mcp` with a real xvd: files that are not regular or too
+// large are refused naming the path and why (a FIFO without a writer does not block), a file that
+// is not a recipe is refused without its contents in the error, deep and huge arguments are tool
+// errors naming the argument, a 100,000-deep line is a parse error; the server answers after each.
+TEST_F(McpE2eTest, HostileArgumentsAreToolErrorsAndTheServerKeepsServing) {
+  ASSERT_TRUE(Sandbox::BinariesBuilt());
+  ASSERT_TRUE(sb_.StartDaemon(&xvd_));
+  McpChild mcp(sb_.XvctlArgv({"mcp"}), sb_.Path("mcp.log"));
+  ASSERT_TRUE(mcp.started());
+  auto refused = [&](const std::string& tool, const json& arguments) -> std::string {
+    json r = Call(&mcp, tool, arguments, nullptr, nullptr, 20);
+    EXPECT_EQ(r.value("isError", false), true) << tool << ": " << r.dump();
+    return r.contains("content") ? r["content"][0]["text"].get<std::string>() : "";
+  };
+
+  // A file that is not a recipe: the daemon refuses it, and no line of it comes back.
+  std::ifstream passwd_in("/etc/passwd");
+  std::stringstream passwd;
+  passwd << passwd_in.rdbuf();
+  std::string why = refused("campaign_create", {{"name", "p"}, {"recipe_path", "/etc/passwd"}});
+  EXPECT_FALSE(why.empty());
+  std::istringstream lines(passwd.str());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() >= 8) EXPECT_EQ(why.find(line), std::string::npos) << why;
+  }
+  EXPECT_EQ(why.find("root:"), std::string::npos) << why;
+
+  // Not regular files, and a file over the cap.
+  ASSERT_EQ(::mkfifo(sb_.Path("fifo").c_str(), 0600), 0);
+  std::filesystem::create_directories(sb_.Path("a-dir"));
+  {
+    std::ofstream big(sb_.Path("big.yaml"));
+    big << "# " << std::string(2 << 20, 'x') << "\ndepth: 2\n";
+  }
+  const std::pair<std::string, std::string> files[] = {
+      {"/dev/zero", "/dev/zero\": a character device; give a regular file"},
+      {sb_.Path("fifo"), "fifo\": a FIFO; give a regular file"},
+      {sb_.Path("a-dir"), "a-dir\": a directory; give a regular file"},
+      {sb_.Path("big.yaml"), "over the limit of 1048576"},
+      {sb_.Path("absent.yaml"), "absent.yaml\": cannot open (No such file or directory"},
+  };
+  for (const auto& [path, expect] : files) {
+    why = refused("campaign_create", {{"name", "f"}, {"recipe_path", path}});
+    EXPECT_EQ(why.rfind("arguments.recipe_path: ", 0), 0u) << why;
+    EXPECT_NE(why.find(expect), std::string::npos) << path << ": " << why;
+    why = refused("submit", {{"recipe_path", path}});
+    EXPECT_NE(why.find(expect), std::string::npos) << path << ": " << why;
+  }
+  why = refused("campaign_create",
+                {{"name", "q"},
+                 {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
+                 {"policy_path", "/dev/zero"}});
+  EXPECT_NE(why.find("arguments.policy_path: \"/dev/zero\": a character device"), std::string::npos)
+      << why;
+
+  // Deep and huge arguments.
+  json deep = json::array();
+  for (int i = 0; i < 40; ++i) deep = json::array({deep});
+  why = refused("campaign_create",
+                {{"name", "d"}, {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
+                 {"budget", {{"time_budget_s", deep}}}});
+  EXPECT_EQ(why, "arguments.budget: nested deeper than 32 levels of arrays and objects");
+  why = refused("campaign_create",
+                {{"name", std::string(1 << 20, 'n')}, {"recipe_path", "/dev/null"}});
+  EXPECT_EQ(why, "arguments.name: a string of 1048576 bytes, over the limit of 65536");
+  // A budget the daemon refuses: described, not dumped.
+  why = refused("campaign_create",
+                {{"name", "b"}, {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
+                 {"budget", {{"time_budget_s", {{"a", {1, 2}}}}}}});
+  EXPECT_NE(why.find("budget.time_budget_s: must be a number of seconds in 1..86400, got an "
+                     "object of 1 keys"),
+            std::string::npos)
+      << why;
+
+  // A 100,000-deep line: a parse error, and the server answers the next request.
+  mcp.SendLine(std::string(100000, '[') + std::string(100000, ']'));
+  std::string line;
+  ASSERT_TRUE(mcp.ReadLine(&line, 10));
+  EXPECT_EQ(json::parse(line)["error"]["code"], -32700) << line.substr(0, 300);
+  EXPECT_EQ(mcp.Request({{"jsonrpc", "2.0"}, {"id", "after"}, {"method", "ping"}})["id"], "after");
+  EXPECT_EQ(CallOk(&mcp, "campaign_list", json::object())["campaigns"].size(), 0u);
+  EXPECT_TRUE(xvd_.Alive());
   mcp.CloseStdin();
   EXPECT_EQ(mcp.Wait(20), 0) << Logs();
 }

@@ -43,4 +43,27 @@ int FuzzOverrideLists(const uint8_t* data, size_t size);
 // tensor it accepts holds exactly the bytes its entry covers.
 int FuzzSafetensors(const uint8_t* data, size_t size);
 
+// --- the daemon's own code and the edges that feed it (daemon_fuzz_test) ---
+
+// The bytes as a campaign's budget_json (daemon/api/budget_contract.h): a refusal is
+// INVALID_ARGUMENT naming the budget in at most 600 bytes (values described, never echoed); an
+// accepted contract's stored form reads back as the same contract.
+int FuzzBudgetContract(const uint8_t* data, size_t size);
+
+// The bytes as trainer events applied by the store (daemon/store/experiment_store.h) to a live
+// attempt in a real SQLite database: byte 0 picks the first event's declared type, each line after
+// it is one event's JSON. ApplyTrainerEvents succeeds, acknowledges the batch's last seq, and the
+// experiment still reads back; every 50 inputs the attempt finishes and another starts.
+int FuzzStoreEvents(const uint8_t* data, size_t size);
+
+// The bytes (after three bytes of limits) as a trainer's stderr fed to LineTail in chunks, and as
+// its stdout lines fed to TrainerOutputReader: the tail stays within its line count and line size,
+// and every relayed event is a JSON object within the daemon's nesting limit.
+int FuzzWorkerLines(const uint8_t* data, size_t size);
+
+// The bytes (after a byte picking the tool) as the arguments of an `xvctl mcp` tools/call, through
+// McpServer::HandleLine with the real tools over a daemon socket nobody listens on: exactly one
+// JSON reply line, never an internal error (a throwing handler), tool errors of at most 2 KiB.
+int FuzzMcpArguments(const uint8_t* data, size_t size);
+
 }  // namespace xv::fuzz

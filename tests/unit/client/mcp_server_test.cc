@@ -270,6 +270,64 @@ TEST_F(McpServerTest, ArgumentsAreCheckedAgainstTheSchemaNamingTheField) {
   EXPECT_EQ(no_args["result"]["isError"], false) << no_args.dump();
 }
 
+TEST_F(McpServerTest, DeepLinesAreParseErrorsAndTheServerKeepsServing) {
+  // 100,000 levels: refused by a scan before any parser or dump() sees them.
+  for (const std::string& line :
+       {std::string(100000, '[') + std::string(100000, ']'),
+        R"({"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":)" + std::string(100000, '[')}) {
+    std::vector<json> m = Send(line);
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0]["error"]["code"], -32700);
+    EXPECT_TRUE(m[0]["id"].is_null());
+    EXPECT_NE(m[0]["error"]["message"].get<std::string>().find("nested deeper than 128 levels"),
+              std::string::npos)
+        << m[0].dump();
+  }
+  EXPECT_EQ(Request({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "ping"}})["id"], 2);
+}
+
+TEST_F(McpServerTest, DeepOrHugeArgumentsAreToolErrorsNamingTheArgument) {
+  auto call_line = [](const std::string& arguments) {
+    return R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":)" +
+           arguments + "}}";
+  };
+  auto tool_error = [&](const std::string& arguments) -> std::string {
+    std::vector<json> m = Send(call_line(arguments));
+    EXPECT_EQ(m.size(), 1u);
+    if (m.empty() || !m[0].contains("result")) return "no result: " + json(m).dump();
+    EXPECT_EQ(m[0]["result"]["isError"], true);
+    return m[0]["result"]["content"][0]["text"].get<std::string>();
+  };
+  // 40 levels inside a 45-level message: within the line's limit, over the argument's.
+  std::string text = tool_error(R"({"text":"x","who":)" + std::string(40, '[') +
+                                std::string(40, ']') + "}");
+  EXPECT_EQ(text, "arguments.who: nested deeper than 32 levels of arrays and objects");
+  // A 100 KB string argument.
+  text = tool_error(R"({"text":")" + std::string(100 * 1024, 'a') + "\"}");
+  EXPECT_EQ(text, "arguments.text: a string of 102400 bytes, over the limit of 65536");
+  // A 1 MiB unknown key holding ESC: a short, escaped excerpt with its size.
+  text = tool_error(R"({"text":"x",")" + std::string("\\u001b]0;pwned\\u0007") +
+                    std::string(1 << 20, 'k') + "\":1}");
+  EXPECT_NE(text.find("(1048586 bytes)"), std::string::npos) << text.substr(0, 300);
+  EXPECT_NE(text.find("\\x1b]0;pwned\\x07"), std::string::npos) << text.substr(0, 300);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_LT(text.size(), 400u);
+  // A long value quoted in a type error is cut, on a character boundary.
+  text = tool_error(R"({"text":"x","count":[")" + std::string(1000, 'z') + "\"]}");
+  EXPECT_LT(text.size(), 200u) << text;
+  // A 1 MiB tool name and method name come back short.
+  std::vector<json> m =
+      Send(R"({"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":")" +
+           std::string(1 << 20, 'n') + "\"}}");
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0]["error"]["code"], -32602);
+  EXPECT_LT(m[0]["error"]["message"].get<std::string>().size(), 400u);
+  m = Send(R"({"jsonrpc":"2.0","id":11,"method":")" + std::string(1 << 20, 'm') + "\"}");
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0]["error"]["code"], -32601);
+  EXPECT_LT(m[0]["error"]["message"].get<std::string>().size(), 400u);
+}
+
 TEST_F(McpServerTest, ProgressNotificationsPrecedeTheResponseOnlyWithAToken) {
   std::vector<json> m = Send(
       R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow","_meta":{"progressToken":"tok"}}})");
@@ -296,6 +354,24 @@ TEST_F(McpServerTest, InvalidUtf8InAToolResultStillMakesOneValidLine) {
   const std::string tail = m[0]["result"]["structuredContent"]["tail"].get<std::string>();
   EXPECT_EQ(tail.substr(0, 4), "bad ");
   EXPECT_NE(tail.find("bytes"), std::string::npos);
+}
+
+TEST_F(McpServerTest, ServeDropsAnOverlongLineUnkeptAndAnswersTheNext) {
+  // 17 MiB without a newline: refused as one line over the 16 MiB limit, never held whole.
+  std::istringstream in(std::string(17u << 20, ' ') + "x\n" +
+                        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n");
+  std::ostringstream out;
+  ASSERT_TRUE(server_.Serve(in, out).ok());
+  std::istringstream lines(out.str());
+  std::vector<json> m;
+  std::string l;
+  while (std::getline(lines, l)) m.push_back(json::parse(l));
+  ASSERT_EQ(m.size(), 2u) << out.str().substr(0, 500);
+  EXPECT_EQ(m[0]["error"]["code"], -32600);
+  EXPECT_NE(m[0]["error"]["message"].get<std::string>().find("message of 17825793 bytes"),
+            std::string::npos)
+      << m[0].dump();
+  EXPECT_EQ(m[1]["id"], 3);
 }
 
 TEST_F(McpServerTest, ServeAnswersLineByLineUntilEof) {

@@ -70,6 +70,40 @@ TEST(BudgetContract, NonNumbersAndNonObjectsAreRefusedNamingTheField) {
   EXPECT_NE(s.message().find("budget: expected a JSON object"), std::string::npos) << s.message();
 }
 
+TEST(BudgetContract, DeepOrHugeValuesAreRefusedNamingTheFieldWithoutQuotingThem) {
+  BudgetContract c;
+  // 100,000 levels (200 KB): the dump() in the old error message recursed once per level (SIGSEGV).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  Status s = ParseBudgetContract(deep, &c);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("budget_json: nested deeper than 64 levels"), std::string::npos)
+      << s.message().substr(0, 300);
+  EXPECT_LT(s.message().size(), 300u);
+  // The same depth under a known field.
+  s = ParseBudgetContract(R"({"time_budget_s": )" + deep + "}", &c);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("budget_json: nested deeper"), std::string::npos) << s.message();
+  // A shallow container is described by its type and size, not dumped.
+  s = ParseBudgetContract(R"({"time_budget_s": [1, 2, 3]})", &c);
+  EXPECT_EQ(s.message(),
+            "budget.time_budget_s: must be a number of seconds in 1..86400, got an array of 3");
+  s = ParseBudgetContract(R"({"max_concurrent": {"a": [[1]]}})", &c);
+  EXPECT_NE(s.message().find("got an object of 1 keys"), std::string::npos) << s.message();
+  // A 1 MiB string value and a 1 MiB key: neither comes back whole.
+  const std::string big(1 << 20, 'x');
+  s = ParseBudgetContract(R"({"startup_allowance_s": ")" + big + ""}", &c);
+  EXPECT_NE(s.message().find("got a string of 1048576 bytes"), std::string::npos) << s.message();
+  s = ParseBudgetContract("{\"" + big + "\": 1}", &c);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("(1048576 bytes)"), std::string::npos) << s.message().substr(0, 300);
+  EXPECT_LT(s.message().size(), 400u);
+  // Not JSON: the position, not the text.
+  s = ParseBudgetContract("{\"time_budget_s\": secret-words", &c);
+  EXPECT_NE(s.message().find("budget_json: not JSON (syntax error at byte"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("secret"), std::string::npos) << s.message();
+}
+
 TEST(BudgetContract, OutOfRangeValuesAreRefused) {
   BudgetContract c;
   EXPECT_NE(ParseBudgetContract(R"({"time_budget_s": 0})", &c)

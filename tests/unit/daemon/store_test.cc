@@ -415,6 +415,53 @@ TEST_F(StoreWithWorker, NanAndErrorEventsAreRecordedWithTheFailure) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM experiments WHERE stderr_tail = 'loss nan\n'"), 1);
 }
 
+TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
+  const int64_t exp = ids_.experiment_ids[0];
+  AppliedEvents applied;
+  // An error event whose message nests 100,000 deep (the issue's crash-looping trainer line):
+  // stored as sent (cut to the event size limit), not interpreted, and the daemon lives on.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ASSERT_TRUE(
+      store_
+          ->ApplyTrainerEvents(
+              worker_,
+              {MakeEvent(exp, 1, 1, "start", R"({"type":"start","device":{"name":"cpu: test"}})"),
+               MakeEvent(exp, 1, 2, "error",
+                         R"({"type":"error","kind":"crashed","message":)" + deep + "}"),
+               MakeEvent(exp, 1, 3, "nan", R"({"type":"nan","step":1,"what":)" + deep + "}")},
+              &applied)
+          .ok());
+  ASSERT_EQ(applied.acks.size(), 1u);
+  EXPECT_EQ(applied.acks[0].seq(), 3);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 3);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM nan_events"), 0);
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "running");
+  EXPECT_EQ(e.failure_detail(), "");
+
+  // Shallow non-string text fields are described, not dumped; numbers outside int64 are left out.
+  ASSERT_TRUE(
+      store_
+          ->ApplyTrainerEvents(
+              worker_,
+              {MakeEvent(exp, 1, 4, "error",
+                         R"({"type":"error","kind":{"k":[1]},"message":[[1],[2],[3]]})"),
+               MakeEvent(exp, 1, 5, "nan",
+                         R"({"type":"nan","step":1e300,"what":["loss"],"value":1.5})"),
+               MakeEvent(exp, 1, 6, "step", R"({"type":"step","step":-1e300,"loss":2.0})")},
+              &applied)
+          .ok());
+  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.failure_kind(), "an object of 1 keys");
+  EXPECT_EQ(e.failure_detail(), "an array of 3");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM nan_events WHERE step IS NULL AND what = 'an array of 1' "
+                  "AND value = '1.5'"),
+            1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics WHERE step = 0"), 1);
+  EXPECT_DOUBLE_EQ(e.last_loss(), 2.0);
+}
+
 TEST_F(StoreWithWorker, LostAttemptIsRequeuedOnceThenLost) {
   const int64_t exp = ids_.experiment_ids[0];
   bool requeued = false;
