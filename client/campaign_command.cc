@@ -15,6 +15,7 @@
 #include "client/daemon_client.h"
 #include "client/numeric_ref.h"
 #include "common/bounded_json_or_discarded.h"
+#include "common/untrusted_text.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::client {
@@ -44,8 +45,9 @@ int Finish(const CampaignArgs& a, const v1::Campaign& c, const std::string& verb
   if (a.json) {
     std::cout << CampaignJson(c).dump(2) << std::endl;
   } else {
-    std::cout << verb << " campaign " << c.name() << " #" << c.id() << " (" << c.state()
-              << "), head " << c.head_recipe_hash() << std::endl;
+    std::cout << verb << " campaign " << EscapeForTerminal(c.name()) << " #" << c.id() << " ("
+              << EscapeForTerminal(c.state()) << "), head "
+              << EscapeForTerminal(c.head_recipe_hash()) << std::endl;
   }
   return kExitOk;
 }

@@ -8,6 +8,7 @@
 #include "client/number_format.h"
 #include "client/text_table.h"
 #include "common/bounded_json_or_discarded.h"
+#include "common/untrusted_text.h"
 
 namespace xv::client {
 namespace {
@@ -46,8 +47,8 @@ std::string Seconds(double v) {
 }  // namespace
 
 std::string RenderBudgetContract(const std::string& budget_json) {
-  nlohmann::json j = budget_json.empty() ? nlohmann::json::object()
-                                         : ParseBoundedJsonOrDiscarded(budget_json);
+  nlohmann::json j =
+      budget_json.empty() ? nlohmann::json::object() : ParseBoundedJsonOrDiscarded(budget_json);
   if (!j.is_object()) return budget_json + " (not a JSON object)";
   std::set<std::string> shown;  // the keys rendered by name; the rest are appended as key=value
   auto seconds = [&j, &shown](const char* key, std::optional<double>* out) {
@@ -151,15 +152,18 @@ std::string RenderCampaignList(const std::vector<v1::Campaign>& campaigns) {
 std::string RenderCampaign(const v1::Campaign& c) {
   using A = TextTable::Align;
   std::ostringstream out;
-  out << "campaign " << c.name() << " #" << c.id() << " (" << c.state() << ")\n";
-  out << "objective: " << (c.objective().empty() ? "val_bpb" : c.objective()) << " (minimise)\n";
-  out << "head:      " << c.head_recipe_hash() << "\n";
-  out << "base:      " << c.base_recipe_hash() << "\n";
-  out << "policy:    " << (c.policy_json().empty() ? "{}" : c.policy_json()) << "\n";
-  out << "trainer:   " << (c.trainer().empty() ? "libtorch" : c.trainer())
-      << "; devices: " << (c.device_filter().empty() ? "any" : c.device_filter())
+  // Every text here came from the daemon (names, filters, policies from submitters): escaped, so
+  // that a control character in one is shown, not obeyed by the terminal.
+  auto t = [](const std::string& s) { return EscapeForTerminal(s); };
+  out << "campaign " << t(c.name()) << " #" << c.id() << " (" << t(c.state()) << ")\n";
+  out << "objective: " << t(c.objective().empty() ? "val_bpb" : c.objective()) << " (minimise)\n";
+  out << "head:      " << t(c.head_recipe_hash()) << "\n";
+  out << "base:      " << t(c.base_recipe_hash()) << "\n";
+  out << "policy:    " << t(c.policy_json().empty() ? "{}" : c.policy_json()) << "\n";
+  out << "trainer:   " << t(c.trainer().empty() ? "libtorch" : c.trainer())
+      << "; devices: " << t(c.device_filter().empty() ? "any" : c.device_filter())
       << "; max attempts: " << c.max_attempts() << "\n";
-  out << "budget:    " << RenderBudgetContract(c.budget_json()) << "\n";
+  out << "budget:    " << t(RenderBudgetContract(c.budget_json())) << "\n";
   if (c.head_history_size() > 0) {
     out << "\nhead history:\n";
     TextTable h({{"round", A::kRight},
@@ -206,7 +210,7 @@ std::string RenderCampaign(const v1::Campaign& c) {
     std::string mode = Str(d.value("policy", nlohmann::json()), "mode");
     if (mode.empty()) mode = Str(d, "mode");
     if (!Str(d, "mode").empty() && Str(d, "mode") != mode) mode += ", " + Str(d, "mode");
-    out << "\nround " << r.id() << " decision (" << mode << "):\n";
+    out << "\nround " << r.id() << " decision (" << t(mode) << "):\n";
     TextTable dt({{"candidate", A::kLeft},
                   {"mean", A::kRight},
                   {"sd", A::kRight},

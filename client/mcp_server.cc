@@ -154,9 +154,9 @@ Status CheckToolArguments(const nlohmann::json& schema, const nlohmann::json& ar
     if (!props.contains(key)) {
       std::string known;
       for (const auto& [k, unused] : props.items()) known += (known.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument("arguments." + FieldNameForMessage(key) +
-                                     ": unknown argument (known: " +
-                                     (known.empty() ? "none" : known) + ")");
+      return Status::InvalidArgument(
+          "arguments." + FieldNameForMessage(key) +
+          ": unknown argument (known: " + (known.empty() ? "none" : known) + ")");
     }
     const json& prop = props[key];
     const std::string field = "arguments." + key;
@@ -401,9 +401,8 @@ nlohmann::json McpServer::CallTool(const nlohmann::json& params, std::ostream& o
   if (tool == tools_.end()) {
     std::string known;
     for (const auto& t : tools_) known += (known.empty() ? "" : ", ") + t.name;
-    *error = ErrorObject(kInvalidParams,
-                         "params.name: unknown tool '" + FieldNameForMessage(name) +
-                             "' (tools: " + known + ")");
+    *error = ErrorObject(kInvalidParams, "params.name: unknown tool '" + FieldNameForMessage(name) +
+                                             "' (tools: " + known + ")");
     return nullptr;
   }
   json arguments = params.contains("arguments") ? params["arguments"] : json::object();

@@ -5,11 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -28,8 +28,8 @@
 #include "client/status_view.h"
 #include "client/submit_request.h"
 #include "client/watch_event_view.h"
-#include "common/untrusted_text.h"
 #include "common/bounded_json_or_discarded.h"
+#include "common/untrusted_text.h"
 
 namespace xv::client {
 namespace {

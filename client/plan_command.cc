@@ -17,6 +17,7 @@
 #include "client/daemon_client.h"
 #include "client/numeric_ref.h"
 #include "client/text_table.h"
+#include "common/untrusted_text.h"
 #include "daemon/sched/plan_spec.h"
 #include "xv/v1/experiments.grpc.pb.h"
 
@@ -92,11 +93,11 @@ nlohmann::json PlanJson(const v1::Plan& p) {
 std::string RenderPlan(const v1::Plan& p) {
   using A = TextTable::Align;
   std::ostringstream out;
-  out << "plan " << p.name() << " #" << p.id() << " (" << p.state() << "), campaign "
-      << p.campaign() << ", phase "
-      << std::min(p.current_phase() + 1, static_cast<int32_t>(p.phases_size())) << "/"
+  out << "plan " << EscapeForTerminal(p.name()) << " #" << p.id() << " ("
+      << EscapeForTerminal(p.state()) << "), campaign " << EscapeForTerminal(p.campaign())
+      << ", phase " << std::min(p.current_phase() + 1, static_cast<int32_t>(p.phases_size())) << "/"
       << p.phases_size() << "\n";
-  if (!p.reason().empty()) out << "reason: " << p.reason() << "\n";
+  if (!p.reason().empty()) out << "reason: " << EscapeForTerminal(p.reason()) << "\n";
   TextTable t({{"#", A::kRight},
                {"phase", A::kLeft},
                {"kind", A::kLeft},

@@ -12,6 +12,7 @@
 #include "client/commands.h"
 #include "client/daemon_client.h"
 #include "client/submit_request.h"
+#include "common/untrusted_text.h"
 
 namespace xv::client {
 namespace {
@@ -40,7 +41,9 @@ int RunSubmit(const SubmitArgs& a, const ClientOptions& options) {
 }  // namespace
 
 int ReportError(const Status& st) {
-  std::cerr << "xvctl: " << st.message() << std::endl;
+  // The message may quote text from the daemon or a file: control characters are shown escaped.
+  std::cerr << "xvctl: " << EscapeForTerminal(st.message(), /*keep_newlines_and_tabs=*/true)
+            << std::endl;
   return st.code() == Status::Code::kInvalidArgument ? kExitInvalid : kExitError;
 }
 

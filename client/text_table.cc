@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/untrusted_text.h"
+
 namespace xv::client {
 
 size_t DisplayWidth(const std::string& s) {
@@ -14,6 +16,7 @@ size_t DisplayWidth(const std::string& s) {
 
 void TextTable::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
+  for (std::string& cell : cells) cell = EscapeForTerminal(cell);
   rows_.push_back(std::move(cells));
 }
 

@@ -16,7 +16,10 @@ class TextTable {
   };
 
   explicit TextTable(std::vector<Column> columns) : columns_(std::move(columns)) {}
-  // Rows shorter than the header are padded with empty cells; longer ones are cut.
+  // Rows shorter than the header are padded with empty cells; longer ones are cut. Cells are
+  // escaped for the terminal (EscapeForTerminal): a control character (ESC, BEL, CR, LF, C1) in a
+  // name from the daemon is shown as \x1b, \n, ..., so a cell can neither move the cursor nor
+  // break the row.
   void AddRow(std::vector<std::string> cells);
   size_t rows() const { return rows_.size(); }
   // Header, a rule of '-', then the rows; two spaces between columns; no trailing spaces.

@@ -15,7 +15,6 @@
 
 #include "client/commands.h"
 #include "client/daemon_client.h"
-#include "client/number_format.h"
 #include "client/watch_event_view.h"
 
 namespace xv::client {
@@ -29,52 +28,6 @@ struct WatchArgs {
   bool until_idle = false;
   bool json = false;
 };
-
-// "2026-11-30T09:00:11.123Z" -> "09:00:11.123".
-std::string ClockTime(const std::string& t) {
-  const auto pos = t.find('T');
-  if (pos == std::string::npos) return t;
-  std::string c = t.substr(pos + 1);
-  if (!c.empty() && c.back() == 'Z') c.pop_back();
-  return c;
-}
-
-std::string HumanLine(const v1::WatchEvent& ev) {
-  std::string who;
-  if (ev.experiment_id() != 0) {
-    who = "#" + std::to_string(ev.experiment_id()) + " " + ev.name();
-  } else {
-    who = "round " + std::to_string(ev.round_id());
-  }
-  if (!ev.campaign().empty()) who += " [" + ev.campaign() + "]";
-  std::string what;
-  const std::string& k = ev.kind();
-  if (k == "state" || k == "start") {
-    what = ev.state();
-    if (ev.attempt() > 0 && (ev.state() == "assigned" || ev.state() == "running")) {
-      what += " (attempt " + std::to_string(ev.attempt()) + ")";
-    }
-    if (!ev.detail().empty()) what += ": " + ev.detail();
-  } else if (k == "step") {
-    what = "step " + std::to_string(ev.step()) + "  loss " + FormatFixed(ev.loss(), 4) +
-           "  tok/s " + FormatThousands(ev.tok_per_sec());
-  } else if (k == "eval" || k == "summary") {
-    what = k + "  val_bpb " + FormatFixed(ev.val_bpb(), 6);
-  } else if (k == "nan") {
-    what = "nan at step " + std::to_string(ev.step()) + ": " + ev.detail();
-  } else if (k == "error") {
-    what = "error: " + ev.detail();
-  } else if (k == "decision") {
-    what = "decided: " + ev.detail();
-  } else if (k == "head") {
-    what = "head -> " + ev.name() + (ev.detail().empty() ? "" : " (" + ev.detail() + ")");
-  } else if (k == "dropped") {
-    return ClockTime(ev.time()) + "  " + ev.detail();
-  } else {
-    what = k;
-  }
-  return ClockTime(ev.time()) + "  " + who + "  " + what;
-}
 
 int RunWatch(const WatchArgs& a, const ClientOptions& options) {
   v1::WatchRequest req;
@@ -110,7 +63,7 @@ int RunWatch(const WatchArgs& a, const ClientOptions& options) {
     if (a.json) {
       std::cout << WatchEventJson(ev).dump() << std::endl;
     } else {
-      std::cout << HumanLine(ev) << std::endl;
+      std::cout << WatchEventLine(ev) << std::endl;
     }
   }
   grpc::Status st = reader->Finish();

@@ -1,8 +1,59 @@
 #include "client/watch_event_view.h"
 
+#include "client/number_format.h"
 #include "common/bounded_json_or_discarded.h"
+#include "common/untrusted_text.h"
 
 namespace xv::client {
+namespace {
+
+// "2026-11-30T09:00:11.123Z" -> "09:00:11.123".
+std::string ClockTime(const std::string& t) {
+  const auto pos = t.find('T');
+  if (pos == std::string::npos) return t;
+  std::string c = t.substr(pos + 1);
+  if (!c.empty() && c.back() == 'Z') c.pop_back();
+  return c;
+}
+
+std::string WatchEventLineUnescaped(const v1::WatchEvent& ev) {
+  std::string who;
+  if (ev.experiment_id() != 0) {
+    who = "#" + std::to_string(ev.experiment_id()) + " " + ev.name();
+  } else {
+    who = "round " + std::to_string(ev.round_id());
+  }
+  if (!ev.campaign().empty()) who += " [" + ev.campaign() + "]";
+  std::string what;
+  const std::string& k = ev.kind();
+  if (k == "state" || k == "start") {
+    what = ev.state();
+    if (ev.attempt() > 0 && (ev.state() == "assigned" || ev.state() == "running")) {
+      what += " (attempt " + std::to_string(ev.attempt()) + ")";
+    }
+    if (!ev.detail().empty()) what += ": " + ev.detail();
+  } else if (k == "step") {
+    what = "step " + std::to_string(ev.step()) + "  loss " + FormatFixed(ev.loss(), 4) +
+           "  tok/s " + FormatThousands(ev.tok_per_sec());
+  } else if (k == "eval" || k == "summary") {
+    what = k + "  val_bpb " + FormatFixed(ev.val_bpb(), 6);
+  } else if (k == "nan") {
+    what = "nan at step " + std::to_string(ev.step()) + ": " + ev.detail();
+  } else if (k == "error") {
+    what = "error: " + ev.detail();
+  } else if (k == "decision") {
+    what = "decided: " + ev.detail();
+  } else if (k == "head") {
+    what = "head -> " + ev.name() + (ev.detail().empty() ? "" : " (" + ev.detail() + ")");
+  } else if (k == "dropped") {
+    return ClockTime(ev.time()) + "  " + ev.detail();
+  } else {
+    what = k;
+  }
+  return ClockTime(ev.time()) + "  " + who + "  " + what;
+}
+
+}  // namespace
 
 nlohmann::json WatchEventJson(const v1::WatchEvent& ev) {
   nlohmann::json j = {{"cursor", ev.cursor()},
@@ -26,6 +77,12 @@ nlohmann::json WatchEventJson(const v1::WatchEvent& ev) {
   nlohmann::json event = ParseBoundedJsonOrDiscarded(ev.json());
   if (!event.is_discarded() && !ev.json().empty()) j["event"] = event;
   return j;
+}
+
+std::string WatchEventLine(const v1::WatchEvent& ev) {
+  // Names, details and states came from the daemon (and through it from submitters and trainers):
+  // a control character in them is shown escaped, never sent to the terminal.
+  return EscapeForTerminal(WatchEventLineUnescaped(ev));
 }
 
 }  // namespace xv::client

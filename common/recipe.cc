@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "common/bounded_json.h"
@@ -82,10 +83,9 @@ Status WithSuffix(const Status& s, const std::string& suffix) {
 
 Status ParseRecipeYaml(const std::string& yaml_text, Recipe* out) {
   if (yaml_text.size() > kMaxRecipeYamlBytes) {
-    return Status::InvalidArgument("recipe: " + std::to_string(yaml_text.size()) +
-                                   " bytes, over the limit of " +
-                                   std::to_string(kMaxRecipeYamlBytes) +
-                                   " (a recipe is a short mapping of knob: value)");
+    return Status::InvalidArgument(
+        "recipe: " + std::to_string(yaml_text.size()) + " bytes, over the limit of " +
+        std::to_string(kMaxRecipeYamlBytes) + " (a recipe is a short mapping of knob: value)");
   }
   if (YamlFlowNestingDepth(yaml_text, kMaxRecipeYamlFlowDepth + 1) > kMaxRecipeYamlFlowDepth) {
     return Status::InvalidArgument("recipe: nested deeper than " +
@@ -96,6 +96,11 @@ Status ParseRecipeYaml(const std::string& yaml_text, Recipe* out) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
+  } catch (const YAML::DeepRecursion& e) {
+    return Status::InvalidArgument(
+        "recipe: nested too deep for a recipe (a flat mapping of knob: "
+        "value)" +
+        LineSuffix(e.mark));
   } catch (const YAML::ParserException& e) {
     return Status::InvalidArgument("recipe: YAML syntax error: " + e.msg + LineSuffix(e.mark));
   } catch (const YAML::Exception& e) {

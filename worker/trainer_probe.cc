@@ -10,8 +10,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/bounded_json_or_discarded.h"
 #include "common/probe_figures.h"

@@ -23,9 +23,7 @@ std::string FormatSeconds(double v) {
 
 // A value for an error message: a number as written, anything else described by its type and size,
 // never dumped (the caller's value may be of any size or depth).
-std::string Got(const nlohmann::json& v) {
-  return v.is_number() ? v.dump() : DescribeJsonValue(v);
-}
+std::string Got(const nlohmann::json& v) { return v.is_number() ? v.dump() : DescribeJsonValue(v); }
 
 Status ReadSeconds(const nlohmann::json& j, const std::string& key, double min, double* out) {
   const nlohmann::json& v = j.at(key);
@@ -51,10 +49,12 @@ Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
     *out = c;
     return Status::Ok();
   }
-  constexpr const char* kExpected = "budget: expected a JSON object such as {\"time_budget_s\": 300}";
+  constexpr const char* kExpected =
+      "budget: expected a JSON object such as {\"time_budget_s\": 300}";
   nlohmann::json j;
   const Status parsed = ParseBoundedJson(json_text, "budget_json", &j);
-  if (!parsed.ok()) return Status::InvalidArgument(std::string(kExpected) + "; " + parsed.message());
+  if (!parsed.ok())
+    return Status::InvalidArgument(std::string(kExpected) + "; " + parsed.message());
   if (!j.is_object()) {
     return Status::InvalidArgument(std::string(kExpected) + ", got " + DescribeJsonValue(j) +
                                    " in budget_json");

@@ -224,8 +224,8 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   sched::PlanSpec spec;
   Status parsed = sched::ParsePlanYaml(plan.yaml, &spec);
   if (!parsed.ok()) {
-    return store_->UpdatePlan(plan.id, "running", "failed", plan.current_phase, DumpJsonLossless(outcomes),
-                              "plan: " + parsed.message(), &updated);
+    return store_->UpdatePlan(plan.id, "running", "failed", plan.current_phase,
+                              DumpJsonLossless(outcomes), "plan: " + parsed.message(), &updated);
   }
   while (outcomes.size() < spec.phases.size()) outcomes.push_back({{"state", "pending"}});
   int phase = plan.current_phase;
@@ -254,7 +254,8 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       Status s = BuildPhaseRound(store_, limits_, plan, ph, phase, &sub, &skip);
       if (!s.ok()) {
         out = {{"state", "failed"}, {"outcome", s.message()}};
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "failed", phase, DumpJsonLossless(outcomes),
+        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "failed", phase,
+                                              DumpJsonLossless(outcomes),
                                               where + ": " + s.message(), &updated));
         spdlog::warn("plan {} ({}): failed at {}: {}", plan.id, plan.name, where, s.message());
         return Status::Ok();
@@ -262,8 +263,8 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (!skip.empty()) {
         out = {{"state", "skipped"}, {"outcome", skip}};
         ++phase;
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase, DumpJsonLossless(outcomes),
-                                              "", &updated));
+        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase,
+                                              DumpJsonLossless(outcomes), "", &updated));
         if (!updated) return Status::Ok();
         spdlog::info("plan {} ({}): {} {}", plan.id, plan.name, where, skip);
         continue;
@@ -273,8 +274,8 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (s.code() == Status::Code::kAlreadyExists) continue;  // built meanwhile: look again
       XV_RETURN_IF_ERROR(s);
       out = {{"state", "running"}, {"round_id", ids.round_id}};
-      XV_RETURN_IF_ERROR(
-          store_->UpdatePlan(plan.id, "running", "running", phase, DumpJsonLossless(outcomes), "", &updated));
+      XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase,
+                                            DumpJsonLossless(outcomes), "", &updated));
       spdlog::info("plan {} ({}): {} round {} with {} experiment(s)", plan.id, plan.name, where,
                    ids.round_id, ids.experiment_ids.size());
       if (closer_ != nullptr) closer_->DecideReadyRounds(nullptr);  // all reused: decided now
@@ -285,8 +286,8 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (out.value("round_id", int64_t{0}) != round->round_id) {
         // Stored before a restart, not yet recorded in the plan.
         out = {{"state", "running"}, {"round_id", round->round_id}};
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase, DumpJsonLossless(outcomes),
-                                              "", &updated));
+        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase,
+                                              DumpJsonLossless(outcomes), "", &updated));
       }
       return Status::Ok();
     }
@@ -308,8 +309,8 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       reason = "stopped after " + where + ": stop_if no_keep and nothing was kept";
       for (size_t i = phase; i < outcomes.size(); ++i) outcomes[i] = {{"state", "stopped"}};
     }
-    XV_RETURN_IF_ERROR(
-        store_->UpdatePlan(plan.id, "running", state, phase, DumpJsonLossless(outcomes), reason, &updated));
+    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", state, phase,
+                                          DumpJsonLossless(outcomes), reason, &updated));
     if (!updated || state != "running") {
       if (updated) spdlog::info("plan {} ({}): {}", plan.id, plan.name, reason);
       return Status::Ok();

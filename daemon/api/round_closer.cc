@@ -317,11 +317,11 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
   const std::string why = reason.empty() ? std::string("no reason given") : reason;
   record.summary =
       (kept_name.empty() ? "manual: kept nothing" : "manual: kept " + kept_name) + " (" + why + ")";
-  record.decision_json = DumpJsonLossless(nlohmann::json{
-      {"mode", "manual"},
-      {"kept", kept_name.empty() ? nlohmann::json() : nlohmann::json(kept_name)},
-      {"kept_experiment_id", keep_experiment_id},
-      {"reason", why}});
+  record.decision_json = DumpJsonLossless(
+      nlohmann::json{{"mode", "manual"},
+                     {"kept", kept_name.empty() ? nlohmann::json() : nlohmann::json(kept_name)},
+                     {"kept_experiment_id", keep_experiment_id},
+                     {"reason", why}});
   for (const auto& run : runs) {
     if (run.role != "candidate") continue;
     const bool keep = run.name == kept_name;

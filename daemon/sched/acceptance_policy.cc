@@ -170,8 +170,9 @@ Status ParseAcceptancePolicyJson(const nlohmann::json& json, AcceptancePolicy* p
   const std::set<std::string> known(std::begin(kFieldNames), std::end(kFieldNames));
   for (const auto& item : json.items()) {
     if (known.count(item.key()) == 0) {
-      return Status::InvalidArgument(
-          FieldNameForMessage(item.key()) + ": unknown acceptance policy field (known: " + KnownFields() + ")");
+      return Status::InvalidArgument(FieldNameForMessage(item.key()) +
+                                     ": unknown acceptance policy field (known: " + KnownFields() +
+                                     ")");
     }
   }
   AcceptanceMode mode = AcceptanceMode::kWelch;
@@ -183,7 +184,8 @@ Status ParseAcceptancePolicyJson(const nlohmann::json& json, AcceptancePolicy* p
     } else if (name == "noise_band") {
       mode = AcceptanceMode::kNoiseBand;
     } else {
-      return Status::InvalidArgument("mode: must be welch or noise_band, got " + QuoteExcerpt(name));
+      return Status::InvalidArgument("mode: must be welch or noise_band, got " +
+                                     QuoteExcerpt(name));
     }
   }
   AcceptancePolicy p = DefaultAcceptancePolicy(mode);
@@ -228,8 +230,7 @@ Status ParseAcceptancePolicyJson(const nlohmann::json& json, AcceptancePolicy* p
 Status ParseAcceptancePolicyJsonText(const std::string& text, AcceptancePolicy* policy) {
   if (JsonNestingDepth(text) > kMaxJsonDepth) {
     return Status::InvalidArgument("acceptance policy: nested deeper than " +
-                                   std::to_string(kMaxJsonDepth) +
-                                   " levels of arrays and objects");
+                                   std::to_string(kMaxJsonDepth) + " levels of arrays and objects");
   }
   nlohmann::json json;
   try {
@@ -267,10 +268,12 @@ Status ParseAcceptancePolicyYaml(const std::string& yaml_text, AcceptancePolicy*
       const std::string key = entry.first.as<std::string>();
       marks[key] = entry.second.Mark();
       if (json.contains(key)) {
-        return Status::InvalidArgument(FieldNameForMessage(key) + ": given twice" + MarkText(entry.first.Mark()));
+        return Status::InvalidArgument(FieldNameForMessage(key) + ": given twice" +
+                                       MarkText(entry.first.Mark()));
       }
       if (!entry.second.IsScalar() && !entry.second.IsNull()) {
-        return Status::InvalidArgument(FieldNameForMessage(key) + ": must be a scalar" + MarkText(entry.second.Mark()));
+        return Status::InvalidArgument(FieldNameForMessage(key) + ": must be a scalar" +
+                                       MarkText(entry.second.Mark()));
       }
       json[key] = entry.second.IsNull() ? nlohmann::json(nullptr) : YamlScalarToJson(entry.second);
     }

@@ -2,8 +2,8 @@
 // (docs/reliability.md § Reclaiming a lost attempt). See ReclaimLostAttempt in experiment_store.h.
 #include <nlohmann/json.hpp>
 
-#include "daemon/store/event_log.h"
 #include "common/bounded_json.h"
+#include "daemon/store/event_log.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::store {

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/store/event_log.h"
 #include "common/bounded_json.h"
 #include "common/bounded_json_or_discarded.h"
+#include "daemon/store/event_log.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/store/statement_rows.h"
 
@@ -345,13 +345,13 @@ Status ExperimentStore::StoreRoundDecision(const RoundDecisionRecord& rec) {
     }
     up.Bind(4, rec.round_id);
     XV_RETURN_IF_ERROR(up.Run());
-    XV_RETURN_IF_ERROR(
-        InsertDaemonEvent(c, 0, 0, "decision",
-                          DumpJsonLossless(nlohmann::json{{"campaign_id", campaign_id},
-                                                          {"round_id", rec.round_id},
-                                                          {"summary", rec.summary},
-                                                          {"kept_candidate", rec.kept_candidate},
-                                                          {"kept_experiment_id", rec.kept_experiment_id}})));
+    XV_RETURN_IF_ERROR(InsertDaemonEvent(
+        c, 0, 0, "decision",
+        DumpJsonLossless(nlohmann::json{{"campaign_id", campaign_id},
+                                        {"round_id", rec.round_id},
+                                        {"summary", rec.summary},
+                                        {"kept_candidate", rec.kept_candidate},
+                                        {"kept_experiment_id", rec.kept_experiment_id}})));
     SqliteStatement dec;
     XV_RETURN_IF_ERROR(
         c->Prepare("UPDATE experiments SET decision = ?, decision_reason = ? "
@@ -390,12 +390,13 @@ Status ExperimentStore::StoreRoundDecision(const RoundDecisionRecord& rec) {
         .Bind(5, rec.kept_candidate)
         .Bind(6, rec.head_reason);
     XV_RETURN_IF_ERROR(hist.Run());
-    return InsertDaemonEvent(c, 0, 0, "head",
-                             DumpJsonLossless(nlohmann::json{{"campaign_id", campaign_id},
-                                                             {"round_id", rec.round_id},
-                                                             {"candidate", rec.kept_candidate},
-                                                             {"experiment_id", rec.kept_experiment_id},
-                                                             {"reason", rec.head_reason}}));
+    return InsertDaemonEvent(
+        c, 0, 0, "head",
+        DumpJsonLossless(nlohmann::json{{"campaign_id", campaign_id},
+                                        {"round_id", rec.round_id},
+                                        {"candidate", rec.kept_candidate},
+                                        {"experiment_id", rec.kept_experiment_id},
+                                        {"reason", rec.head_reason}}));
   });
 }
 

@@ -2,8 +2,8 @@
 // experiment_store.cc: every method holds mu_; writes are one BEGIN IMMEDIATE transaction each.
 #include <nlohmann/json.hpp>
 
-#include "daemon/store/experiment_store.h"
 #include "common/bounded_json.h"
+#include "daemon/store/experiment_store.h"
 #include "daemon/store/statement_rows.h"
 
 namespace xv::store {

@@ -427,27 +427,26 @@ TEST_F(McpE2eTest, HostileArgumentsAreToolErrorsAndTheServerKeepsServing) {
     why = refused("submit", {{"recipe_path", path}});
     EXPECT_NE(why.find(expect), std::string::npos) << path << ": " << why;
   }
-  why = refused("campaign_create",
-                {{"name", "q"},
-                 {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
-                 {"policy_path", "/dev/zero"}});
+  why = refused("campaign_create", {{"name", "q"},
+                                    {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
+                                    {"policy_path", "/dev/zero"}});
   EXPECT_NE(why.find("arguments.policy_path: \"/dev/zero\": a character device"), std::string::npos)
       << why;
 
   // Deep and huge arguments.
   json deep = json::array();
   for (int i = 0; i < 40; ++i) deep = json::array({deep});
-  why = refused("campaign_create",
-                {{"name", "d"}, {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
-                 {"budget", {{"time_budget_s", deep}}}});
+  why = refused("campaign_create", {{"name", "d"},
+                                    {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
+                                    {"budget", {{"time_budget_s", deep}}}});
   EXPECT_EQ(why, "arguments.budget: nested deeper than 32 levels of arrays and objects");
   why = refused("campaign_create",
                 {{"name", std::string(1 << 20, 'n')}, {"recipe_path", "/dev/null"}});
   EXPECT_EQ(why, "arguments.name: a string of 1048576 bytes, over the limit of 65536");
   // A budget the daemon refuses: described, not dumped.
-  why = refused("campaign_create",
-                {{"name", "b"}, {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
-                 {"budget", {{"time_budget_s", {{"a", {1, 2}}}}}}});
+  why = refused("campaign_create", {{"name", "b"},
+                                    {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
+                                    {"budget", {{"time_budget_s", {{"a", {1, 2}}}}}}});
   EXPECT_NE(why.find("budget.time_budget_s: must be a number of seconds in 1..86400, got an "
                      "object of 1 keys"),
             std::string::npos)

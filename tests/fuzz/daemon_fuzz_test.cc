@@ -34,10 +34,27 @@ FuzzOptions Options() { return FuzzOptions::FromEnv(/*default_seconds=*/10.0); }
 
 // Nesting and size tokens every JSON target shares.
 const std::vector<std::string>& JsonDictionary() {
-  static const std::vector<std::string> dict = {
-      "{", "}", "[", "]", ":", ",", "\"", "\\u0000", "\\ud800", "\xff", "\xc3\xa9", "null",
-      "true", "1e308", "-1e400", "9223372036854775808", "-0", "0.5", "[[[[[[[[[[[[[[[[",
-      "]]]]]]]]]]]]]]]]", "{\"a\":{\"a\":{\"a\":{\"a\":"};
+  static const std::vector<std::string> dict = {"{",
+                                                "}",
+                                                "[",
+                                                "]",
+                                                ":",
+                                                ",",
+                                                "\"",
+                                                "\\u0000",
+                                                "\\ud800",
+                                                "\xff",
+                                                "\xc3\xa9",
+                                                "null",
+                                                "true",
+                                                "1e308",
+                                                "-1e400",
+                                                "9223372036854775808",
+                                                "-0",
+                                                "0.5",
+                                                "[[[[[[[[[[[[[[[[",
+                                                "]]]]]]]]]]]]]]]]",
+                                                "{\"a\":{\"a\":{\"a\":{\"a\":"};
   return dict;
 }
 
@@ -59,31 +76,31 @@ TEST(DaemonFuzz, BudgetContract) {
 TEST(DaemonFuzz, StoreEvents) {
   const std::vector<std::string> seeds = Corpus("store_events");
   ASSERT_GE(seeds.size(), 3u);
-  const auto dict = With({"\"type\":\"start\"", "\"type\":\"step\"", "\"type\":\"nan\"",
-                          "\"type\":\"summary\"", "\"type\":\"error\"", "\"device\":{\"name\":",
-                          "\"step\":", "\"loss\":", "\"progress\":", "\"message\":", "\"kind\":",
-                          "\"what\":", "\"value\":", "\"val_bpb\":", "\"total_tokens_M\":",
-                          "\"num_params_M\":", "\"num_steps\":", "\"depth\":", "\n"});
+  const auto dict =
+      With({"\"type\":\"start\"", "\"type\":\"step\"", "\"type\":\"nan\"", "\"type\":\"summary\"",
+            "\"type\":\"error\"", "\"device\":{\"name\":", "\"step\":", "\"loss\":",
+            "\"progress\":", "\"message\":", "\"kind\":", "\"what\":", "\"value\":", "\"val_bpb\":",
+            "\"total_tokens_M\":", "\"num_params_M\":", "\"num_steps\":", "\"depth\":", "\n"});
   ExpectClean(RunFuzzer("store_events", FuzzStoreEvents, seeds, dict, Options()), seeds.size());
 }
 
 TEST(DaemonFuzz, WorkerLines) {
   const std::vector<std::string> seeds = Corpus("worker_lines");
   ASSERT_GE(seeds.size(), 2u);
-  const auto dict = With({"\n", "\r", "\r\n", "{\"type\":\"error\",\"message\":",
-                          "{\"type\":\"log\",\"text\":", "\xc3", "\xa9", "\xe2\x82\xac",
-                          "\xf0\x9f\x98\x80"});
+  const auto dict = With({"\n", "\r", "\r\n",
+                          "{\"type\":\"error\",\"message\":", "{\"type\":\"log\",\"text\":", "\xc3",
+                          "\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"});
   ExpectClean(RunFuzzer("worker_lines", FuzzWorkerLines, seeds, dict, Options()), seeds.size());
 }
 
 TEST(DaemonFuzz, McpArguments) {
   const std::vector<std::string> seeds = Corpus("mcp_arguments");
   ASSERT_GE(seeds.size(), 3u);
-  const auto dict = With({"\"recipe_path\":", "\"campaign\":", "\"candidates\":", "\"set\":",
-                          "\"sweep\":", "\"replicates\":", "\"name\":", "\"policy\":",
-                          "\"budget\":", "\"id\":", "\"experiment_id\":", "\"round_id\":",
-                          "\"keep\":", "\"matrix_lr\":", "\"/dev/zero\"", "\"/etc/passwd\"",
-                          "\"/tmp\"", "\"123456789012345678901234567890\"", "\"k=v,k2=v2\""});
+  const auto dict =
+      With({"\"recipe_path\":", "\"campaign\":", "\"candidates\":", "\"set\":", "\"sweep\":",
+            "\"replicates\":", "\"name\":", "\"policy\":", "\"budget\":", "\"id\":",
+            "\"experiment_id\":", "\"round_id\":", "\"keep\":", "\"matrix_lr\":", "\"/dev/zero\"",
+            "\"/etc/passwd\"", "\"/tmp\"", "\"123456789012345678901234567890\"", "\"k=v,k2=v2\""});
   ExpectClean(RunFuzzer("mcp_arguments", FuzzMcpArguments, seeds, dict, Options()), seeds.size());
 }
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "client/daemon_client.h"
 #include "client/mcp_server.h"
@@ -27,17 +27,16 @@ namespace {
 namespace fs = std::filesystem;
 
 // `wait` keeps dialing an unreachable daemon for 30 s by design: it is left out.
-constexpr const char* kTools[] = {"submit",        "status",          "results",
-                                  "experiment",    "campaign_create", "campaign_show",
-                                  "campaign_list", "decide",          "cancel",
-                                  "workers"};
+constexpr const char* kTools[] = {"submit",          "status",        "results",       "experiment",
+                                  "campaign_create", "campaign_show", "campaign_list", "decide",
+                                  "cancel",          "workers"};
 
 class DeadDaemonServer {
  public:
   DeadDaemonServer() {
     spdlog::set_level(spdlog::level::off);
-    state_dir_ = (fs::temp_directory_path() / ("xv-fuzz-mcp-" + std::to_string(::getpid())))
-                     .string();
+    state_dir_ =
+        (fs::temp_directory_path() / ("xv-fuzz-mcp-" + std::to_string(::getpid()))).string();
     fs::create_directories(state_dir_);
     client::ClientOptions options;
     options.state_dir = state_dir_;  // no xvd.sock there, no xv.db: results has nothing to read

@@ -299,8 +299,8 @@ TEST_F(McpServerTest, DeepOrHugeArgumentsAreToolErrorsNamingTheArgument) {
     return m[0]["result"]["content"][0]["text"].get<std::string>();
   };
   // 40 levels inside a 45-level message: within the line's limit, over the argument's.
-  std::string text = tool_error(R"({"text":"x","who":)" + std::string(40, '[') +
-                                std::string(40, ']') + "}");
+  std::string text =
+      tool_error(R"({"text":"x","who":)" + std::string(40, '[') + std::string(40, ']') + "}");
   EXPECT_EQ(text, "arguments.who: nested deeper than 32 levels of arrays and objects");
   // A 100 KB string argument.
   text = tool_error(R"({"text":")" + std::string(100 * 1024, 'a') + "\"}");

@@ -25,6 +25,59 @@ bool NamesItsField(const std::string& message) {
          message.find(": duplicate key") != std::string::npos;
 }
 
+TEST(RecipeGarbageInput, DeepNestingAndHugeDocumentsAreRefusedNamingTheRecipe) {
+  Recipe r;
+  // Flow nesting: refused by the pre-scan, whatever the depth (100,000 levels is 200 KB).
+  for (const std::string& text :
+       {"matrix_lr: " + std::string(100000, '[') + std::string(100000, ']') + "\n",
+        "adam_betas: " + std::string(65, '{') + "\n", std::string(100000, '[')}) {
+    Status s = ParseRecipeYaml(text, &r);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(s.message().rfind("recipe: nested deeper than 64 levels of [ ] and { }", 0), 0u)
+        << s.message();
+  }
+  // Brackets inside quotes and comments are not nesting.
+  const Status quoted =
+      ParseRecipeYaml("# " + std::string(1000, '[') + "\nwindow_pattern: \"SSSL\"  # " +
+                          std::string(100, '{') + "\n",
+                      &r);
+  EXPECT_TRUE(quoted.ok()) << quoted.message();
+  // Block nesting: yaml-cpp's own depth guard, reported as the recipe's.
+  std::string block;
+  for (int i = 0; i < 1000; ++i) block += std::string(i, ' ') + "k:\n";
+  Status s = ParseRecipeYaml(block, &r);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("recipe: nested too deep for a recipe", 0), 0u) << s.message();
+  std::string dashes;
+  for (int i = 0; i < 100000; ++i) dashes += "- ";
+  s = ParseRecipeYaml(dashes + "x\n", &r);
+  EXPECT_EQ(s.message().rfind("recipe: nested too deep for a recipe", 0), 0u) << s.message();
+  // Over 1 MiB: refused by size before parsing.
+  s = ParseRecipeYaml("# " + std::string(1 << 20, 'x') + "\ndepth: 2\n", &r);
+  EXPECT_EQ(s.message().rfind("recipe: 1048588 bytes, over the limit of 1048576", 0), 0u)
+      << s.message();
+  // An override value nested deep.
+  s = ApplyOverride("adam_betas", std::string(100000, '[') + std::string(100000, ']'), &r);
+  EXPECT_EQ(s.message(), "adam_betas: the value is nested deeper than 64 levels of [ ] and { }");
+}
+
+TEST(RecipeGarbageInput, AFileThatIsNotARecipeIsNotQuotedBack) {
+  // A whole file as one scalar (what /etc/passwd reads as): its size, never its text.
+  const std::string file = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/nologin\n";
+  Recipe r;
+  Status s = ParseRecipeYaml(file, &r);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message().find("root:x"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("got a scalar of"), std::string::npos) << s.message();
+  // An unknown key longer than a field name: a short escaped excerpt with its size.
+  s = ParseRecipeYaml(std::string(5000, 'k') + ": 1\n", &r);
+  EXPECT_NE(s.message().find("(5000 bytes): unknown knob"), std::string::npos) << s.message();
+  EXPECT_LT(s.message().size(), 300u);
+  // An unreadable override value is quoted short.
+  s = ApplyOverride("matrix_lr", "[" + std::string(5000, 'v') + " : : ]]", &r);
+  EXPECT_LT(s.message().size(), 400u) << s.message();
+}
+
 TEST(RecipeGarbageInput, MutatedYamlIsRejectedWithAFieldOrParsed) {
   const std::string original = testing::ReadSourceFile("recipes/amdsense-round5.yaml");
   ASSERT_FALSE(original.empty());

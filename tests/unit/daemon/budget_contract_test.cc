@@ -91,7 +91,7 @@ TEST(BudgetContract, DeepOrHugeValuesAreRefusedNamingTheFieldWithoutQuotingThem)
   EXPECT_NE(s.message().find("got an object of 1 keys"), std::string::npos) << s.message();
   // A 1 MiB string value and a 1 MiB key: neither comes back whole.
   const std::string big(1 << 20, 'x');
-  s = ParseBudgetContract(R"({"startup_allowance_s": ")" + big + ""}", &c);
+  s = ParseBudgetContract(R"({"startup_allowance_s": ")" + big + "\"}", &c);
   EXPECT_NE(s.message().find("got a string of 1048576 bytes"), std::string::npos) << s.message();
   s = ParseBudgetContract("{\"" + big + "\": 1}", &c);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);

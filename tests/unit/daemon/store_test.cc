@@ -441,17 +441,16 @@ TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
   EXPECT_EQ(e.failure_detail(), "");
 
   // Shallow non-string text fields are described, not dumped; numbers outside int64 are left out.
-  ASSERT_TRUE(
-      store_
-          ->ApplyTrainerEvents(
-              worker_,
-              {MakeEvent(exp, 1, 4, "error",
-                         R"({"type":"error","kind":{"k":[1]},"message":[[1],[2],[3]]})"),
-               MakeEvent(exp, 1, 5, "nan",
-                         R"({"type":"nan","step":1e300,"what":["loss"],"value":1.5})"),
-               MakeEvent(exp, 1, 6, "step", R"({"type":"step","step":-1e300,"loss":2.0})")},
-              &applied)
-          .ok());
+  ASSERT_TRUE(store_
+                  ->ApplyTrainerEvents(
+                      worker_,
+                      {MakeEvent(exp, 1, 4, "error",
+                                 R"({"type":"error","kind":{"k":[1]},"message":[[1],[2],[3]]})"),
+                       MakeEvent(exp, 1, 5, "nan",
+                                 R"({"type":"nan","step":1e300,"what":["loss"],"value":1.5})"),
+                       MakeEvent(exp, 1, 6, "step", R"({"type":"step","step":-1e300,"loss":2.0})")},
+                      &applied)
+                  .ok());
   ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.failure_kind(), "an object of 1 keys");
   EXPECT_EQ(e.failure_detail(), "an array of 3");

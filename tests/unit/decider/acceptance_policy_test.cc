@@ -108,6 +108,31 @@ TEST(AcceptancePolicyTest, ErrorsNameTheField) {
 }
 
 // The policies shipped in recipes/policies/ parse and say what their comments promise.
+TEST(AcceptancePolicyTest, DeepOrHugeValuesAreRefusedWithoutBeingEchoed) {
+  AcceptancePolicy policy;
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  Status status = ParseAcceptancePolicyJsonText(R"({"confidence": )" + deep + "}", &policy);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "acceptance policy: nested deeper than 64 levels of arrays and objects");
+  status = ParseAcceptancePolicyJsonText(R"({"confidence": [[[0.9]]]})", &policy);
+  EXPECT_EQ(status.message(), "confidence: must be a number, got an array of 1");
+  status = ParseAcceptancePolicyJsonText(R"({"replicates": {"a": 1, "b": 2}})", &policy);
+  EXPECT_EQ(status.message(), "replicates: must be an integer, got an object of 2 keys");
+  const std::string big(1 << 20, 'w');
+  status = ParseAcceptancePolicyJsonText(R"({"mode": ")" + big + "\"}", &policy);
+  EXPECT_EQ(status.message().rfind("mode: must be welch or noise_band, got \"www", 0), 0u)
+      << status.message().substr(0, 300);
+  EXPECT_LT(status.message().size(), 300u);
+  status = ParseAcceptancePolicyJsonText("{\"" + big + "\": 1}", &policy);
+  EXPECT_NE(status.message().find("(1048576 bytes): unknown acceptance policy field"),
+            std::string::npos)
+      << status.message().substr(0, 300);
+  // A syntax error names the byte, not the text around it.
+  status = ParseAcceptancePolicyJsonText(R"({"confidence": secret})", &policy);
+  EXPECT_EQ(status.message().find("secret"), std::string::npos) << status.message();
+}
+
 TEST(AcceptancePolicyTest, ShippedPoliciesParse) {
   const char* source_dir = std::getenv("XV_SOURCE_DIR");
   ASSERT_NE(source_dir, nullptr) << "run through ctest (XV_SOURCE_DIR)";
