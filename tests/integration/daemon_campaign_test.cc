@@ -444,6 +444,11 @@ TEST_F(DaemonCampaign, BudgetContractFixesTheTimeBudgetAndTheHardDeadlineOfEvery
       {R"({"time_budget_s": 0})", "budget.time_budget_s: must be a number of seconds in 1..86400"},
       {R"({"startup_allowance_s": -1})", "budget.startup_allowance_s"},
       {"[2]", "budget: expected a JSON object"},
+      // 100,000 levels (200 KB): refused naming budget_json (its error once dumped the value,
+      // recursing once per level on a gRPC thread: SIGSEGV).
+      {std::string(100000, '[') + std::string(100000, ']'),
+       "budget_json: nested deeper than 64 levels"},
+      {R"({"time_budget_s": [1, 2, 3]})", "got an array of 3"},
   };
   for (const auto& [budget, field] : bad) {
     xv::v1::Campaign c;
