@@ -70,7 +70,7 @@ TEST(RecipeGarbageInput, AFileThatIsNotARecipeIsNotQuotedBack) {
   EXPECT_EQ(s.message().find("root:x"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("got a scalar of"), std::string::npos) << s.message();
   // An unknown key longer than a field name: a short escaped excerpt with its size.
-  s = ParseRecipeYaml(std::string(5000, 'k') + ": 1\n", &r);
+  s = ParseRecipeYaml("? " + std::string(5000, 'k') + "\n: 1\n", &r);
   EXPECT_NE(s.message().find("(5000 bytes): unknown knob"), std::string::npos) << s.message();
   EXPECT_LT(s.message().size(), 300u);
   // An unreadable override value is quoted short.
