@@ -14,6 +14,7 @@
 #include "client/commands.h"
 #include "client/daemon_client.h"
 #include "client/numeric_ref.h"
+#include "common/bounded_json.h"
 #include "common/bounded_json_or_discarded.h"
 #include "common/untrusted_text.h"
 #include "daemon/store/experiment_store.h"
@@ -43,7 +44,7 @@ Status ReadTextFile(const std::string& path, const std::string& flag, std::strin
 
 int Finish(const CampaignArgs& a, const v1::Campaign& c, const std::string& verb) {
   if (a.json) {
-    std::cout << CampaignJson(c).dump(2) << std::endl;
+    std::cout << DumpJsonLossless(CampaignJson(c), 2) << std::endl;
   } else {
     std::cout << verb << " campaign " << EscapeForTerminal(c.name()) << " #" << c.id() << " ("
               << EscapeForTerminal(c.state()) << "), head "
@@ -118,7 +119,7 @@ int RunShow(const CampaignArgs& a, const ClientOptions& options) {
   }
   if (!st.ok()) return ReportError(st);
   if (a.json) {
-    std::cout << CampaignJson(c).dump(2) << std::endl;
+    std::cout << DumpJsonLossless(CampaignJson(c), 2) << std::endl;
   } else {
     std::cout << RenderCampaign(c);
   }
@@ -139,7 +140,7 @@ int RunList(const CampaignArgs& a, const ClientOptions& options) {
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& c : list) arr.push_back(CampaignJson(c));
-    std::cout << nlohmann::json{{"campaigns", arr}}.dump(2) << std::endl;
+    std::cout << DumpJsonLossless(nlohmann::json{{"campaigns", arr}}, 2) << std::endl;
   } else if (list.empty()) {
     std::cout << "no campaigns" << std::endl;
   } else {

@@ -13,6 +13,7 @@
 #include "client/experiment_view.h"
 #include "client/failure_summary_view.h"
 #include "client/numeric_ref.h"
+#include "common/bounded_json.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::client {
@@ -52,7 +53,7 @@ int RunFailures(const ResultsArgs& a, const ClientOptions& options) {
   }
   if (!st.ok()) return ReportError(st);
   if (a.json) {
-    std::cout << FailureSummaryJson(knobs).dump(2) << std::endl;
+    std::cout << DumpJsonLossless(FailureSummaryJson(knobs), 2) << std::endl;
   } else if (knobs.empty()) {
     std::cout << "no failures"
               << (a.filter.campaign.empty() ? "" : " in campaign " + a.filter.campaign)
@@ -82,7 +83,7 @@ int RunResults(const ResultsArgs& a, const ClientOptions& options) {
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& e : rows) arr.push_back(ExperimentJson(e));
-    std::cout << nlohmann::json{{"experiments", arr}}.dump(2) << std::endl;
+    std::cout << DumpJsonLossless(nlohmann::json{{"experiments", arr}}, 2) << std::endl;
     return kExitOk;
   }
   if (rows.empty()) {

@@ -16,6 +16,7 @@
 #include "client/commands.h"
 #include "client/daemon_client.h"
 #include "client/watch_event_view.h"
+#include "common/bounded_json.h"
 
 namespace xv::client {
 namespace {
@@ -61,7 +62,7 @@ int RunWatch(const WatchArgs& a, const ClientOptions& options) {
   v1::WatchEvent ev;
   while (reader->Read(&ev)) {
     if (a.json) {
-      std::cout << WatchEventJson(ev).dump() << std::endl;
+      std::cout << DumpJsonLossless(WatchEventJson(ev)) << std::endl;
     } else {
       std::cout << WatchEventLine(ev) << std::endl;
     }
