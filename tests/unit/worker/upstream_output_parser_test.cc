@@ -295,6 +295,31 @@ TEST(TrainerOutputReaderTest, XvEventsFormatKeepsUpstreamTextAsLogs) {
   EXPECT_FALSE(r.saw_summary());
 }
 
+TEST(TrainerOutputReaderTest, ADeeplyNestedEventLineIsRelayedAsALogLinesText) {
+  // The issue's crash-looping line: an error event nested 100,000 deep. It is not an event the
+  // daemon reads (over kMaxJsonDepth): its text travels in a log event, its structure never does,
+  // and it does not become the attempt's error message.
+  for (auto format : {TrainerOutputFormat::kXvEvents, TrainerOutputFormat::kAuto}) {
+    TrainerOutputReader r(format);
+    const std::string line = R"({"type":"error","kind":"crashed","message":)" +
+                             std::string(100000, '[') + std::string(100000, ']') + "}";
+    std::vector<TrainerOutputEvent> evs = r.ReadLine(line, 1.7e9);
+    ASSERT_EQ(evs.size(), 1u);
+    EXPECT_EQ(evs[0].type, "log");
+    nlohmann::json j = nlohmann::json::parse(evs[0].json);
+    EXPECT_EQ(j["text"], line);
+    EXPECT_EQ(r.error_message(), "");
+    // 64 levels is still an event.
+    const std::string ok = R"({"type":"error","message":"oom","detail":)" + std::string(63, '[') +
+                           std::string(63, ']') + "}";
+    evs = r.ReadLine(ok, 1.7e9);
+    ASSERT_EQ(evs.size(), 1u);
+    EXPECT_EQ(evs[0].type, "error");
+    EXPECT_EQ(evs[0].json, ok);
+    EXPECT_EQ(r.error_message(), "oom");
+  }
+}
+
 TEST(TrainerOutputReaderTest, UpstreamFormatTreatsJsonAsText) {
   TrainerOutputReader r(TrainerOutputFormat::kUpstream);
   auto a = r.ReadLine(R"({"type":"summary","val_bpb":1.0})", 1000);
