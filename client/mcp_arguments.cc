@@ -4,6 +4,7 @@
 
 #include "client/candidate_spec.h"
 #include "client/sweep_expansion.h"
+#include "common/message_field_name.h"
 
 namespace xv::client {
 namespace {
@@ -35,12 +36,12 @@ Status SetArgs(const json& set, std::vector<std::string>* out) {
   if (set.is_object()) {
     for (const auto& [key, value] : set.items()) {
       std::string text;
-      XV_RETURN_IF_ERROR(OverrideValueText(value, field + "." + key, &text));
+      XV_RETURN_IF_ERROR(OverrideValueText(value, field + "." + FieldNameForMessage(key), &text));
       v1::Override o;
       const std::string kv = key + "=" + text;
-      XV_RETURN_IF_ERROR(ParseOverride(kv, field + "." + key, &o));
+      XV_RETURN_IF_ERROR(ParseOverride(kv, field + "." + FieldNameForMessage(key), &o));
       if (o.key() != key || o.value() != text) {
-        return Status::InvalidArgument(field + "." + key +
+        return Status::InvalidArgument(field + "." + FieldNameForMessage(key) +
                                        ": the key or value has leading or trailing blanks, or "
                                        "the key contains '='");
       }
@@ -85,7 +86,7 @@ Status SweepArgs(const json& sweep, std::vector<std::string>* out) {
   const std::string field = "arguments.sweep";
   if (sweep.is_object()) {
     for (const auto& [key, values] : sweep.items()) {
-      const std::string kfield = field + "." + key;
+      const std::string kfield = field + "." + FieldNameForMessage(key);
       if (!values.is_array() || values.empty()) {
         return Status::InvalidArgument(kfield + ": expected a non-empty array of values");
       }
@@ -146,7 +147,7 @@ Status OverrideMapText(const nlohmann::json& overrides, const std::string& field
   std::vector<std::pair<std::string, std::string>> expected;
   for (const auto& [key, value] : overrides.items()) {
     std::string v;
-    XV_RETURN_IF_ERROR(OverrideValueText(value, field + "." + key, &v));
+    XV_RETURN_IF_ERROR(OverrideValueText(value, field + "." + FieldNameForMessage(key), &v));
     text += (text.empty() ? "" : ",") + key + "=" + v;
     expected.emplace_back(key, v);
   }
@@ -162,7 +163,7 @@ Status OverrideMapText(const nlohmann::json& overrides, const std::string& field
       std::vector<v1::Override> one;
       Status s1 = ParseCandidate(key + "=" + v, &one);
       if (!s1.ok() || one.size() != 1 || one[0].key() != key || one[0].value() != v) {
-        return Status::InvalidArgument(field + "." + key +
+        return Status::InvalidArgument(field + "." + FieldNameForMessage(key) +
                                        ": the value has a comma or quote outside brackets, or "
                                        "leading or trailing blanks (or the key has '=' or ','); "
                                        "write it as JSON, not text");

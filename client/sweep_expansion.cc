@@ -3,11 +3,13 @@
 #include <set>
 
 #include "client/comma_list.h"
+#include "client/quoted_flag_text.h"
+#include "common/message_field_name.h"
 
 namespace xv::client {
 
 Status ParseSweep(const std::string& text, SweepAxis* out) {
-  const std::string what = "--sweep '" + text + "'";
+  const std::string what = "--sweep " + QuotedFlagText(text);
   size_t eq = text.find('=');
   if (eq == std::string::npos) {
     return Status::InvalidArgument(what + ": expected key=value1,value2,...");
@@ -22,11 +24,12 @@ Status ParseSweep(const std::string& text, SweepAxis* out) {
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& v = parts[i];
     if (v.empty()) {
-      return Status::InvalidArgument(what + ": value " + std::to_string(i + 1) + " of " + axis.key +
-                                     " is empty");
+      return Status::InvalidArgument(what + ": value " + std::to_string(i + 1) + " of " +
+                                     FieldNameForMessage(axis.key) + " is empty");
     }
     if (!seen.insert(v).second) {
-      return Status::InvalidArgument(what + ": value " + v + " of " + axis.key + " repeats");
+      return Status::InvalidArgument(what + ": value " + FieldNameForMessage(v) + " of " +
+                                     FieldNameForMessage(axis.key) + " repeats");
     }
     axis.values.push_back(v);
   }
@@ -42,7 +45,8 @@ Status ExpandSweeps(const std::vector<std::string>& sweeps,
     SweepAxis axis;
     XV_RETURN_IF_ERROR(ParseSweep(s, &axis));
     if (!keys.insert(axis.key).second) {
-      return Status::InvalidArgument("--sweep '" + s + "': " + axis.key +
+      return Status::InvalidArgument("--sweep " + QuotedFlagText(s) + ": " +
+                                     FieldNameForMessage(axis.key) +
                                      " is already swept by another --sweep flag");
     }
     axes.push_back(std::move(axis));
