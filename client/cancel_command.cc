@@ -8,6 +8,7 @@
 
 #include "client/commands.h"
 #include "client/daemon_client.h"
+#include "common/bounded_json.h"
 
 namespace xv::client {
 namespace {
@@ -40,7 +41,7 @@ int RunCancel(const CancelArgs& a, const ClientOptions& options) {
                          : ReportError(st);
     if (rc == kExitOk) rc = code;
   }
-  if (a.json) std::cout << nlohmann::json{{"experiments", rows}}.dump(2) << "\n";
+  if (a.json) std::cout << DumpJsonLossless(nlohmann::json{{"experiments", rows}}, 2) << "\n";
   std::cout.flush();
   return rc;
 }

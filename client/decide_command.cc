@@ -6,6 +6,7 @@
 #include "client/campaign_view.h"
 #include "client/commands.h"
 #include "client/daemon_client.h"
+#include "common/bounded_json.h"
 
 namespace xv::client {
 namespace {
@@ -36,7 +37,7 @@ int RunDecide(const DecideArgs& a, const ClientOptions& options) {
   Status st = client.Decide(req, &round);
   if (!st.ok()) return ReportError(st);
   if (a.json) {
-    std::cout << RoundJson(round).dump(2) << std::endl;
+    std::cout << DumpJsonLossless(RoundJson(round), 2) << std::endl;
   } else {
     std::cout << "round " << round.id() << " " << round.state() << ": "
               << (round.kept_experiment_id() != 0

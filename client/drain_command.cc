@@ -6,6 +6,7 @@
 
 #include "client/commands.h"
 #include "client/daemon_client.h"
+#include "common/bounded_json.h"
 
 namespace xv::client {
 namespace {
@@ -38,7 +39,7 @@ int RunDrain(const DrainArgs& a, const ClientOptions& options) {
                      {"state", w.state()},
                      {"current_experiment_id", w.current_experiment_id()}});
     }
-    std::cout << nlohmann::json{{"workers", arr}}.dump(2) << std::endl;
+    std::cout << DumpJsonLossless(nlohmann::json{{"workers", arr}}, 2) << std::endl;
     return kExitOk;
   }
   for (const auto& w : resp.workers()) {

@@ -17,6 +17,7 @@
 #include "client/daemon_client.h"
 #include "client/numeric_ref.h"
 #include "client/text_table.h"
+#include "common/bounded_json.h"
 #include "common/untrusted_text.h"
 #include "daemon/sched/plan_spec.h"
 #include "xv/v1/experiments.grpc.pb.h"
@@ -167,7 +168,7 @@ class PlansClient {
 
 int Print(const PlanArgs& a, const v1::Plan& p, const std::string& verb) {
   if (a.json) {
-    std::cout << PlanJson(p).dump(2) << std::endl;
+    std::cout << DumpJsonLossless(PlanJson(p), 2) << std::endl;
   } else {
     if (!verb.empty()) std::cout << verb << " ";
     std::cout << RenderPlan(p);
@@ -246,7 +247,7 @@ void AddPlanCommand(CLI::App* app, const ClientOptions* options) {
     if (args->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& p : resp.plans()) j.push_back(PlanJson(p));
-      std::cout << j.dump(2) << std::endl;
+      std::cout << DumpJsonLossless(j, 2) << std::endl;
     } else if (resp.plans_size() == 0) {
       std::cout << "no plans" << std::endl;
     } else {

@@ -11,6 +11,7 @@
 #include "client/progress_bar.h"
 #include "client/status_view.h"
 #include "client/text_table.h"
+#include "common/bounded_json.h"
 
 namespace xv::client {
 namespace {
@@ -21,7 +22,7 @@ int RunStatus(bool json, const ClientOptions& options) {
   Status st = client.GetStatus(&resp);
   if (!st.ok()) return ReportError(st);
   if (json) {
-    std::cout << StatusJson(resp, client.address()).dump(2) << std::endl;
+    std::cout << DumpJsonLossless(StatusJson(resp, client.address()), 2) << std::endl;
     return kExitOk;
   }
   std::cout << "xvd " << resp.version() << " at " << client.address() << " (database "

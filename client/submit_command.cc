@@ -12,6 +12,7 @@
 #include "client/commands.h"
 #include "client/daemon_client.h"
 #include "client/submit_request.h"
+#include "common/bounded_json.h"
 #include "common/untrusted_text.h"
 
 namespace xv::client {
@@ -26,7 +27,7 @@ int RunSubmit(const SubmitArgs& a, const ClientOptions& options) {
   st = client.Submit(req, &resp);
   if (!st.ok()) return ReportError(st);
   if (a.json) {
-    std::cout << SubmitResponseJson(resp).dump() << std::endl;
+    std::cout << DumpJsonLossless(SubmitResponseJson(resp)) << std::endl;
     return kExitOk;
   }
   std::cout << "submitted " << resp.experiment_ids_size() << " experiment"

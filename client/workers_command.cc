@@ -8,6 +8,7 @@
 #include "client/daemon_client.h"
 #include "client/device_health_view.h"
 #include "client/status_view.h"
+#include "common/bounded_json.h"
 
 namespace xv::client {
 namespace {
@@ -18,7 +19,7 @@ int RunWorkers(bool json, const ClientOptions& options) {
   Status st = client.GetStatus(&resp);
   if (!st.ok()) return ReportError(st);
   if (json) {
-    std::cout << WorkersJson(resp).dump(2) << std::endl;
+    std::cout << DumpJsonLossless(WorkersJson(resp), 2) << std::endl;
     return kExitOk;
   }
   if (resp.workers_size() == 0) {

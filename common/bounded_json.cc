@@ -1,6 +1,7 @@
 #include "common/bounded_json.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "common/shortest_double.h"
 
@@ -77,7 +78,28 @@ std::string DescribeJsonValue(const nlohmann::json& v) {
 }
 
 std::string DumpJsonLossless(const nlohmann::json& v, int indent) {
-  return v.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+  const std::string text =
+      v.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+  // dump() escapes C0 controls but writes DEL and the C1 controls (U+0080-U+009F, bytes C2 80..9F)
+  // raw. The text is valid UTF-8 and every structural character is ASCII, so those bytes occur only
+  // inside strings, where "\u00XX" is the same JSON value.
+  std::string out;
+  out.reserve(text.size());
+  char buf[8];
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (c == 0x7F) {
+      out += "\\u007f";
+    } else if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", next);
+      out += buf;
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 }  // namespace xv

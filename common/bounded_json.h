@@ -32,8 +32,9 @@ int JsonNestingDepth(std::string_view text, int stop_after = kMaxJsonDepth + 1);
 // "a string of 12 bytes", "a number (-3.5)", "true", "null".
 std::string DescribeJsonValue(const nlohmann::json& v);
 
-// dump() that cannot throw on invalid UTF-8 in strings (invalid bytes become U+FFFD). Use for any
-// value holding text that came from outside.
+// dump() that cannot throw on invalid UTF-8 in strings (invalid bytes become U+FFFD), and whose
+// text is safe on a terminal: DEL and the C1 controls are written as \u escapes like the C0 ones.
+// Use for any value holding text that came from outside, and for every JSON xvctl prints.
 std::string DumpJsonLossless(const nlohmann::json& v, int indent = -1);
 
 }  // namespace xv

@@ -122,5 +122,18 @@ TEST(BoundedJson, LosslessDumpNeverThrowsOnInvalidUtf8) {
   EXPECT_NE(d.find("tail"), std::string::npos);
 }
 
+TEST(BoundedJson, LosslessDumpEscapesDelAndC1Controls) {
+  const nlohmann::json j = {{"name", std::string("a\x7f"
+                                                 "b\xC2\x9B"
+                                                 "c\xC2\xA0"
+                                                 "d\x1b")}};
+  const std::string d = DumpJsonLossless(j);
+  EXPECT_EQ(d,
+            "{\"name\":\"a\\u007fb\\u009bc\xC2\xA0"
+            "d\\u001b\"}");
+  EXPECT_FALSE(HasControlCharacters(d));
+  EXPECT_EQ(nlohmann::json::parse(d), j);  // the same value
+}
+
 }  // namespace
 }  // namespace xv
