@@ -3,10 +3,13 @@
 //
 //   xvd --state-dir DIR [--socket PATH] [--listen 127.0.0.1:PORT|none] [--http 127.0.0.1:PORT|off]
 //       [--log-level info]
-//       [--lease-ms 15000] [--heartbeat-ms 2000]
+//       [--lease-ms 15000] [--heartbeat-ms 2000] [--max-watch-streams 256] [--max-rpc-threads 256]
+//       [--rate-limit 60] [--rate-burst 600] ...   (xvd --help lists every flag)
 //
+// umask 027: the state dir is 0750 and the database 0640 (daemon/api/state_dir_permissions.h).
 // SIGTERM/SIGINT: stop accepting, end worker sessions, finish writes, exit 0.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -64,7 +67,33 @@ int main(int argc, char** argv) {
                  "events queued per `xvctl watch` client before a slow one gets a dropped marker")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-watch-streams", options.max_watch_streams,
+                 "Watch streams (xvctl watch, agents) open at once; one more is refused with "
+                 "RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-rpc-threads", options.max_rpc_threads,
+                 "threads serving the other calls at once (each connected worker holds one); "
+                 "beyond it calls are refused with RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1 << 16));
+  app.add_option("--max-streams-per-connection", options.max_streams_per_connection,
+                 "concurrent calls on one client connection (more wait their turn)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--rate-limit", options.rate_limit.per_second,
+                 "state-changing calls (submit, cancel, campaign/plan changes) per second per "
+                 "caller, sustained; 0 turns the limit off. Every unix-socket client is one caller")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--rate-burst", options.rate_limit.burst,
+                 "state-changing calls a caller may make at once after a quiet spell")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e7));
   CLI11_PARSE(app, argc, argv);
+  // Files xvd creates (the database, its WAL, the pid and port files) are not for other accounts;
+  // DaemonServer also tightens the state dir and the database files whatever the umask.
+  ::umask(027);
   options.http = http.empty() ? xv::daemon::DefaultHttpAddress(options.listen) : http;
   xv::SetupLogging("xvd", log_level);
 

@@ -92,7 +92,7 @@ class PosixProcessLauncher : public ProcessLauncher {
     for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     std::map<std::string, std::string> env;
-    for (char** e = environ; e && *e; ++e) {
+    for (char** e = spec.inherit_environment ? environ : nullptr; e && *e; ++e) {
       std::string kv(*e);
       auto eq = kv.find('=');
       if (eq == std::string::npos) continue;

@@ -25,11 +25,13 @@ struct ExitStatus {
 };
 
 // What to start. argv[0] is the program path (no PATH lookup). env_overrides are set on top of the
-// parent's environment; working_dir is "" for the parent's.
+// parent's environment (or, with inherit_environment false, make up the whole environment);
+// working_dir is "" for the parent's.
 struct ChildSpec {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env_overrides;
   std::string working_dir;
+  bool inherit_environment = true;
 };
 
 class ChildProcess {

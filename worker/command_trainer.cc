@@ -1,7 +1,11 @@
 #include "worker/command_trainer.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <map>
+
+extern char** environ;
 
 #include "common/bounded_json.h"
 #include "common/bounded_json_or_discarded.h"
@@ -32,6 +36,36 @@ std::string UpperCase(const std::string& s) {
 }
 
 }  // namespace
+
+bool IsBaseEnvironmentName(const std::string& name) {
+  static const char* const kNames[] = {"PATH",   "HOME", "USER",           "LOGNAME",
+                                       "SHELL",  "LANG", "LANGUAGE",       "TZ",
+                                       "TMPDIR", "TERM", "LD_LIBRARY_PATH"};
+  static const char* const kPrefixes[] = {"LC_",   "CUDA_", "HIP_",    "HSA_",
+                                          "ROCR_", "ROCM_", "NVIDIA_", "PYTORCH_"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  for (const char* p : kPrefixes) {
+    if (name.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+std::vector<std::pair<std::string, std::string>> InheritedCommandEnvironment(
+    const char* const* worker_env, const std::vector<std::string>& named) {
+  std::map<std::string, std::string> kept;
+  for (const char* const* e = worker_env; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv(*e);
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    const std::string name = kv.substr(0, eq);
+    if (IsBaseEnvironmentName(name) || std::find(named.begin(), named.end(), name) != named.end()) {
+      kept[name] = kv.substr(eq + 1);
+    }
+  }
+  return {kept.begin(), kept.end()};
+}
 
 std::vector<std::pair<std::string, std::string>> RecipeKnobEnvironment(const json& recipe) {
   std::vector<std::pair<std::string, std::string>> env;
@@ -84,7 +118,10 @@ Status PrepareCommandTrainer(const TrainerConfig& trainer, const v1::ExperimentS
   ChildSpec cs;
   cs.argv.push_back(trainer.program);
   cs.argv.insert(cs.argv.end(), trainer.args.begin(), trainer.args.end());
-  cs.env_overrides = trainer.env;
+  // A clean environment: the worker's may hold credentials the trainer has no business with.
+  cs.inherit_environment = false;
+  cs.env_overrides = InheritedCommandEnvironment(environ, trainer.env_inherit);
+  cs.env_overrides.insert(cs.env_overrides.end(), trainer.env.begin(), trainer.env.end());
   for (auto& kv : RecipeKnobEnvironment(recipe)) cs.env_overrides.push_back(std::move(kv));
   cs.env_overrides.insert(cs.env_overrides.end(),
                           {{"XV_SPEC", spec_path},

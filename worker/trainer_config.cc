@@ -73,7 +73,32 @@ Status ParseTrainer(const YAML::Node& node, const std::string& path, TrainerConf
       }
     } else if (key == "env") {
       if (value.IsNull()) continue;
-      if (!value.IsMap()) return Invalid(field, "must be a mapping NAME: value", value);
+      if (value.IsSequence()) {
+        // [NAME, NAME=value, ...]: a bare name passes the worker's own value on (when set).
+        for (size_t i = 0; i < value.size(); ++i) {
+          const std::string item_field = field + "[" + std::to_string(i) + "]";
+          std::string item;
+          XV_RETURN_IF_ERROR(ReadScalar(value[i], item_field, &item));
+          const size_t eq = item.find('=');
+          const std::string name = item.substr(0, eq);
+          if (!IsEnvName(name)) {
+            return Invalid(item_field,
+                           "'" + name.substr(0, 64) +
+                               "' is not an environment variable name (NAME or NAME=value)",
+                           value[i]);
+          }
+          if (eq == std::string::npos) {
+            t.env_inherit.push_back(name);
+          } else {
+            t.env.emplace_back(name, item.substr(eq + 1));
+          }
+        }
+        continue;
+      }
+      if (!value.IsMap()) {
+        return Invalid(field, "must be a mapping NAME: value, or a list of NAME / NAME=value",
+                       value);
+      }
       for (const auto& var : value) {
         const std::string name = var.first.Scalar();
         if (!IsEnvName(name)) {

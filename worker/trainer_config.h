@@ -14,6 +14,8 @@
 //       program: /usr/bin/python3       # command: required, an absolute path
 //       args: [/home/me/autoresearch/train.py]   # fixed list (default [])
 //       env: {PYTHONUNBUFFERED: "1"}             # optional; names [A-Za-z_][A-Za-z0-9_]*
+//       # or a list: env: [WANDB_API_KEY, PYTHONUNBUFFERED=1]: NAME passes the worker's value on
+//       # (when it has one), NAME=value sets it
 //       output: auto              # auto | xv-events | upstream (command only; default auto)
 //
 // Thread-safety: plain values and pure functions.
@@ -42,6 +44,10 @@ struct TrainerConfig {
   std::string program;            // "" for libtorch: the worker's --trainer-bin
   std::vector<std::string> args;  // command only: argv[1..]
   std::vector<std::pair<std::string, std::string>> env;  // set before the worker's XV_* variables
+  // Names whose value the trainer gets from the worker's environment (when set there). A command
+  // trainer's environment is otherwise clean (worker/command_trainer.h); libtorch trainers inherit
+  // the worker's whole environment anyway.
+  std::vector<std::string> env_inherit;
   TrainerOutputFormat output = TrainerOutputFormat::kXvEvents;  // libtorch: always kXvEvents
 };
 

@@ -417,8 +417,9 @@ int main(int argc, char** argv) {
 
   int rc = 0;
   {
-    xv::e2e::ChildGuard daemon({xvd, "--state-dir", state, "--listen", "none"}, {},
-                               work_dir + "/xvd.log");
+    // The bench measures the daemon's own throughput: no per-caller rate limit.
+    xv::e2e::ChildGuard daemon({xvd, "--state-dir", state, "--listen", "none", "--rate-limit", "0"},
+                               {}, work_dir + "/xvd.log");
     if (!xv::e2e::WaitForUnixListener(socket, 20)) {
       std::fprintf(stderr, "xv-bench-daemon: xvd did not listen on %s; its log:\n%s\n",
                    socket.c_str(), xv::e2e::FileTail(work_dir + "/xvd.log").c_str());

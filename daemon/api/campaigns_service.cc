@@ -20,6 +20,9 @@ CampaignsService::CampaignsService(store::ExperimentStore* store, Dispatcher* di
 grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext* ctx,
                                               const xv::v1::CreateCampaignRequest* req,
                                               xv::v1::Campaign* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "CreateCampaign"); !limited.ok()) {
+    return limited;
+  }
   if (Status s = CheckRequestLimits(*req); !s.ok()) {
     spdlog::info("campaign create refused ({}): {}", ctx->peer(),
                  BoundedStatusMessage(s.message()));
@@ -104,20 +107,29 @@ grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req,
   return ToGrpcStatus(store_->GetCampaign(req.id(), req.name(), false, resp));
 }
 
-grpc::Status CampaignsService::PauseCampaign(grpc::ServerContext*,
+grpc::Status CampaignsService::PauseCampaign(grpc::ServerContext* ctx,
                                              const xv::v1::GetCampaignRequest* req,
                                              xv::v1::Campaign* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "PauseCampaign"); !limited.ok()) {
+    return limited;
+  }
   return SetState(*req, "paused", resp);
 }
 
-grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext*,
+grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext* ctx,
                                               const xv::v1::GetCampaignRequest* req,
                                               xv::v1::Campaign* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "ResumeCampaign"); !limited.ok()) {
+    return limited;
+  }
   return SetState(*req, "active", resp);
 }
 
-grpc::Status CampaignsService::Decide(grpc::ServerContext*, const xv::v1::DecideRequest* req,
+grpc::Status CampaignsService::Decide(grpc::ServerContext* ctx, const xv::v1::DecideRequest* req,
                                       xv::v1::RoundInfo* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "Decide"); !limited.ok()) {
+    return limited;
+  }
   Status s = CheckRequestLimits(*req);
   if (!s.ok()) return ToGrpcStatus(s);
   s = closer_->DecideManually(req->round_id(), req->keep_experiment_id(), req->reason());

@@ -3,6 +3,7 @@
 // round closer. Thread-safety: gRPC calls the methods concurrently; all state lives in the store.
 #pragma once
 
+#include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/round_closer.h"
 #include "daemon/api/submission_builder.h"
@@ -32,6 +33,10 @@ class CampaignsService final : public xv::v1::Campaigns::Service {
   grpc::Status FailureSummary(grpc::ServerContext* ctx, const xv::v1::FailureSummaryRequest* req,
                               xv::v1::FailureSummaryResponse* resp) override;
 
+  // Per-caller rate limit of the state-changing calls (null: none); call before the server
+  // starts. Must outlive the service.
+  void SetRateLimiter(CallerRateLimiter* limiter) { rate_limiter_ = limiter; }
+
  private:
   grpc::Status SetState(const xv::v1::GetCampaignRequest& req, const std::string& state,
                         xv::v1::Campaign* resp);
@@ -40,6 +45,7 @@ class CampaignsService final : public xv::v1::Campaigns::Service {
   Dispatcher* const dispatcher_;
   RoundCloser* const closer_;
   const SubmissionLimits limits_;
+  CallerRateLimiter* rate_limiter_ = nullptr;
 };
 
 }  // namespace xv::daemon

@@ -3,18 +3,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <vector>
 
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon/api/listen_address.h"
 #include "daemon/api/state_dir_lock.h"
+#include "daemon/api/state_dir_permissions.h"
 #include "daemon/api/unparsable_request_interceptor.h"
 
 #ifndef XV_VERSION
@@ -32,15 +35,18 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   std::error_code ec;
   std::filesystem::create_directories(options.state_dir, ec);
   if (ec) return Status::IoError(options.state_dir + ": cannot create: " + ec.message());
+  XV_RETURN_IF_ERROR(RestrictStateDirPermissions(options.state_dir));
 
   std::unique_ptr<DaemonServer> d(new DaemonServer());
   const std::string db_path = options.state_dir + "/xv.db";
   XV_RETURN_IF_ERROR(store::ExperimentStore::Open(db_path, &d->store_));
+  XV_RETURN_IF_ERROR(RestrictDatabaseFilePermissions(db_path));
   spdlog::info("database {} (schema version {})", db_path, d->store_->schema_version());
   XV_RETURN_IF_ERROR(d->store_->MarkAllWorkersOffline());
   {
     WatchHubOptions hub_options;
     hub_options.queue_capacity = static_cast<size_t>(options.watch_queue_capacity);
+    hub_options.max_streams = static_cast<size_t>(std::max(0, options.max_watch_streams));
     d->watch_hub_ = std::make_unique<WatchHub>(d->store_.get(), hub_options);
   }
   {
@@ -105,6 +111,10 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   d->plans_ = std::make_unique<PlansService>(d->store_.get(), d->dispatcher_.get(),
                                              d->campaigns_.get(), d->plan_runner_.get());
   d->experiments_->SetWatchHub(d->watch_hub_.get());
+  d->rate_limiter_ = std::make_unique<CallerRateLimiter>(options.rate_limit);
+  d->experiments_->SetRateLimiter(d->rate_limiter_.get());
+  d->campaigns_->SetRateLimiter(d->rate_limiter_.get());
+  d->plans_->SetRateLimiter(d->rate_limiter_.get());
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + d->socket_path_, grpc::InsecureServerCredentials());
@@ -113,6 +123,11 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
     builder.AddListeningPort(tcp.ToString(), grpc::InsecureServerCredentials(), &bound_port);
   }
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  // Bounded work for the synchronous methods: threads at once, calls per connection.
+  grpc::ResourceQuota quota("xvd");
+  quota.SetMaxThreads(options.max_rpc_threads);
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
   // Workers send HTTP/2 keepalive pings every 10 s to notice a dead connection (a network cut)
   // within the lease; accept them even when the daemon has nothing to send (gRPC's default answers
   // pings more often than every 5 minutes with GOAWAY "too_many_pings").

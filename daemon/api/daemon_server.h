@@ -1,7 +1,8 @@
 // DaemonServer: one running xvd service: the store (DIR/xv.db), the dispatcher, and the gRPC server
-// on a unix socket (0660) and optionally a loopback TCP port. main.cc wraps it with flags, the
-// state-dir lock and signals; tests start it in-process. Thread-safety: Start/Shutdown/Wait from
-// one controlling thread; the services run on gRPC's threads.
+// on a unix socket (0660) and optionally a loopback TCP port. The state dir is kept at most 0750
+// and the database files at most 0640 (daemon/api/state_dir_permissions.h). main.cc wraps it with
+// flags, the state-dir lock and signals; tests start it in-process. Thread-safety:
+// Start/Shutdown/Wait from one controlling thread; the services run on gRPC's threads.
 #pragma once
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include <grpcpp/server.h>
 
 #include "common/status.h"
+#include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/campaigns_service.h"
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/experiments_service.h"
@@ -45,6 +47,15 @@ struct DaemonOptions {
   int wal_checkpoint_pages = 1000;
   // Watch: events queued per watcher before a slow one is sent a `dropped` marker instead.
   int watch_queue_capacity = 4096;
+  // Watch streams open at once (served without a thread each); one more is RESOURCE_EXHAUSTED.
+  int max_watch_streams = 256;
+  // The synchronous methods (every RPC but Watch; each worker session holds one for its life):
+  // threads serving them at once (grpc::ResourceQuota; beyond it gRPC answers RESOURCE_EXHAUSTED),
+  // and concurrent calls per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; more wait).
+  int max_rpc_threads = 256;
+  int max_streams_per_connection = 128;
+  // Per-caller token bucket of the state-changing calls (daemon/api/caller_rate_limiter.h).
+  RateLimitOptions rate_limit;
 };
 
 class DaemonServer {
@@ -70,6 +81,7 @@ class DaemonServer {
   DaemonServer() = default;
 
   std::unique_ptr<WatchHub> watch_hub_;  // outlives store_ (its commit listener signals the hub)
+  std::unique_ptr<CallerRateLimiter> rate_limiter_;  // outlives the services
   std::unique_ptr<store::ExperimentStore> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<RoundCloser> closer_;

@@ -33,6 +33,9 @@ xv::Status ExperimentsService::BuildCampaignSubmission(const xv::v1::SubmitReque
 
 grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,
                                         xv::v1::SubmitResponse* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "Submit"); !limited.ok()) {
+    return limited;
+  }
   store::NewSubmission sub;
   xv::Status s = CheckRequestLimits(*req);
   if (s.ok()) s = BuildCampaignSubmission(*req, &sub);
@@ -140,8 +143,11 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   return grpc::Status::OK;
 }
 
-grpc::Status ExperimentsService::Cancel(grpc::ServerContext*, const xv::v1::CancelRequest* req,
+grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::CancelRequest* req,
                                         xv::v1::CancelResponse* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "Cancel"); !limited.ok()) {
+    return limited;
+  }
   std::string state;
   int64_t worker_id = 0;
   int attempt = 0;
@@ -154,15 +160,22 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext*, const xv::v1::Canc
   return grpc::Status::OK;
 }
 
-grpc::Status ExperimentsService::Watch(grpc::ServerContext* ctx, const xv::v1::WatchRequest* req,
-                                       grpc::ServerWriter<xv::v1::WatchEvent>* writer) {
-  if (xv::Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
-  return ServeWatch(store_, watch_hub_, ctx, *req, writer);
+grpc::ServerWriteReactor<xv::v1::WatchEvent>* ExperimentsService::Watch(
+    grpc::CallbackServerContext* ctx, const xv::v1::WatchRequest* req) {
+  if (xv::Status s = CheckRequestLimits(*req); !s.ok()) {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  return StartWatch(store_, watch_hub_, ctx, *req);
 }
 
 grpc::Status ExperimentsService::DrainWorker(grpc::ServerContext* ctx,
                                              const xv::v1::DrainWorkerRequest* req,
                                              xv::v1::DrainWorkerResponse* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "DrainWorker"); !limited.ok()) {
+    return limited;
+  }
   if (xv::Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
   if (req->worker().empty() == !req->all()) {
     return ToGrpcStatus(

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/round_closer.h"
 #include "daemon/api/submission_builder.h"
@@ -17,7 +18,9 @@
 
 namespace xv::daemon {
 
-class ExperimentsService final : public xv::v1::Experiments::Service {
+// Watch runs on gRPC's callback API (no thread per stream); the other methods are synchronous.
+class ExperimentsService final
+    : public xv::v1::Experiments::WithCallbackMethod_Watch<xv::v1::Experiments::Service> {
  public:
   // `store`, `dispatcher` and `closer` (may be null: no decisions at submit) must outlive the
   // service.
@@ -35,13 +38,17 @@ class ExperimentsService final : public xv::v1::Experiments::Service {
   grpc::Status Cancel(grpc::ServerContext* ctx, const xv::v1::CancelRequest* req,
                       xv::v1::CancelResponse* resp) override;
   // daemon/api/watch_stream.h; UNAVAILABLE until SetWatchHub.
-  grpc::Status Watch(grpc::ServerContext* ctx, const xv::v1::WatchRequest* req,
-                     grpc::ServerWriter<xv::v1::WatchEvent>* writer) override;
+  grpc::ServerWriteReactor<xv::v1::WatchEvent>* Watch(grpc::CallbackServerContext* ctx,
+                                                      const xv::v1::WatchRequest* req) override;
   grpc::Status DrainWorker(grpc::ServerContext* ctx, const xv::v1::DrainWorkerRequest* req,
                            xv::v1::DrainWorkerResponse* resp) override;
 
   // The event broadcast Watch subscribes to; call before the server starts. Must outlive it.
   void SetWatchHub(WatchHub* hub) { watch_hub_ = hub; }
+
+  // Per-caller rate limit of the state-changing calls (null: none); call before the server
+  // starts. Must outlive the service.
+  void SetRateLimiter(CallerRateLimiter* limiter) { rate_limiter_ = limiter; }
 
  private:
   // Submit's rows: candidates from req.recipe_yaml, or (when empty) from the campaign's head; when
@@ -54,6 +61,7 @@ class ExperimentsService final : public xv::v1::Experiments::Service {
   const SubmissionLimits limits_;
   const std::string version_;
   WatchHub* watch_hub_ = nullptr;
+  CallerRateLimiter* rate_limiter_ = nullptr;
 };
 
 }  // namespace xv::daemon

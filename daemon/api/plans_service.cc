@@ -47,6 +47,9 @@ PlansService::PlansService(store::ExperimentStore* store, Dispatcher* dispatcher
 
 grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
                                       const xv::v1::SubmitPlanRequest* req, xv::v1::Plan* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "SubmitPlan"); !limited.ok()) {
+    return limited;
+  }
   sched::PlanSpec spec;
   Status s = CheckRequestLimits(*req);
   if (s.ok()) s = sched::ParsePlanYaml(req->yaml(), &spec);
@@ -141,8 +144,11 @@ grpc::Status PlansService::ListPlans(grpc::ServerContext*, const xv::v1::ListPla
   return ToGrpcStatus(s);
 }
 
-grpc::Status PlansService::CancelPlan(grpc::ServerContext*, const xv::v1::GetPlanRequest* req,
+grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
                                       xv::v1::Plan* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "CancelPlan"); !limited.ok()) {
+    return limited;
+  }
   if (Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
   if (req->id() == 0 && req->name().empty()) {
     return ToGrpcStatus(Status::InvalidArgument("id/name: give a plan id or name"));
@@ -183,13 +189,19 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext*, const xv::v1::GetPla
   return ToGrpcStatus(s);
 }
 
-grpc::Status PlansService::PausePlan(grpc::ServerContext*, const xv::v1::GetPlanRequest* req,
+grpc::Status PlansService::PausePlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
                                      xv::v1::Plan* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "PausePlan"); !limited.ok()) {
+    return limited;
+  }
   return SetPaused(*req, true, resp);
 }
 
-grpc::Status PlansService::ResumePlan(grpc::ServerContext*, const xv::v1::GetPlanRequest* req,
+grpc::Status PlansService::ResumePlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
                                       xv::v1::Plan* resp) {
+  if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "ResumePlan"); !limited.ok()) {
+    return limited;
+  }
   return SetPaused(*req, false, resp);
 }
 

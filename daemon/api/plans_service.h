@@ -4,6 +4,7 @@
 // Thread-safety: gRPC calls the methods concurrently; all state lives in the store.
 #pragma once
 
+#include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/campaigns_service.h"
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/plan_runner.h"
@@ -37,6 +38,10 @@ class PlansService final : public xv::v1::Plans::Service {
   grpc::Status ResumePlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
                           xv::v1::Plan* resp) override;
 
+  // Per-caller rate limit of the state-changing calls (null: none); call before the server
+  // starts. Must outlive the service.
+  void SetRateLimiter(CallerRateLimiter* limiter) { rate_limiter_ = limiter; }
+
  private:
   // Pause (true) or resume (false) the plan of `req`, then describe it into `resp`.
   grpc::Status SetPaused(const xv::v1::GetPlanRequest& req, bool pause, xv::v1::Plan* resp);
@@ -45,6 +50,7 @@ class PlansService final : public xv::v1::Plans::Service {
   Dispatcher* const dispatcher_;
   CampaignsService* const campaigns_;
   PlanRunner* const runner_;
+  CallerRateLimiter* rate_limiter_ = nullptr;
 };
 
 }  // namespace xv::daemon

@@ -100,6 +100,21 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
   if (req.trainer().size() > 64) return Status::InvalidArgument("trainer: name longer than 64");
   const int replicates =
       plan.replicates > 0 ? plan.replicates : (req.replicates() == 0 ? 1 : req.replicates());
+  {
+    // Every run is a row stored (and later a GPU slot): bounded before anything is resolved.
+    const int64_t candidates =
+        req.candidates_size() > 0 ? req.candidates_size() : (plan.controls_only ? 0 : 1);
+    const int64_t runs = candidates * replicates + plan.head_controls;
+    if (runs > limits.max_runs) {
+      return Status::InvalidArgument(
+          "candidates x replicates: " + std::to_string(candidates) + " candidate(s) x " +
+          std::to_string(replicates) + " replicate(s)" +
+          (plan.head_controls > 0 ? " + " + std::to_string(plan.head_controls) + " head controls"
+                                  : std::string()) +
+          " = " + std::to_string(runs) + " runs in one submission, at most " +
+          std::to_string(limits.max_runs) + " (split it into several submissions)");
+    }
+  }
 
   XV_RETURN_IF_ERROR(ValidateRecipe(base).WithContext("recipe: "));
   XV_RETURN_IF_ERROR(

@@ -10,7 +10,8 @@
 //  - a candidate whose resolved config equals the base's is a no-op and refused, unless the base is
 //    itself a candidate (a candidate without overrides); two candidates with one resolved config
 //    are refused as duplicates;
-//  - bounds: recipe text <= 64 KiB, <= 256 candidates, <= 64 replicates, <= 64 overrides each;
+//  - bounds: recipe text <= 64 KiB, <= 256 candidates, <= 64 replicates, <= 64 overrides each,
+//    <= 4096 runs (candidates x replicates + head controls);
 //  - a recipe with device "cuda" requires a GPU worker; cpu/auto recipes run anywhere;
 //  - hard deadline = time budget + startup allowance + eval allowance of the campaign's budget
 //    contract (daemon/api/budget_contract.h; default 2 x time budget + 300 s); a contract that
@@ -31,6 +32,10 @@ struct SubmissionLimits {
   int max_candidates = 256;
   int max_replicates = 64;
   int max_overrides = 64;
+  // Runs (experiment rows) of one submission: candidates x replicates + head controls. 4096 is
+  // e.g. 256 candidates x 16 replicates; the rows are made visible in one transaction
+  // (ExperimentStore::InsertSubmission), so this also bounds how long that holds the store.
+  int max_runs = 4096;
 };
 
 // What the campaign's acceptance policy adds to a round (0 = nothing).

@@ -147,6 +147,21 @@ void WatchSubscription::Close() {
   cv_.notify_all();
 }
 
+void WatchSubscription::SetListener(std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  listener_ = std::move(listener);
+}
+
+void WatchSubscription::ClearListener() {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  listener_ = nullptr;
+}
+
+void WatchSubscription::Wake() {
+  std::lock_guard<std::mutex> lock(listener_mu_);
+  if (listener_) listener_();
+}
+
 int64_t WatchSubscription::dropped_total() const {
   std::lock_guard<std::mutex> lock(mu_);
   return dropped_total_;
@@ -176,9 +191,16 @@ void WatchHub::Stop() {
   }
   wake_cv_.notify_all();
   if (feed_.joinable()) feed_.join();
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& s : subs_) s->Close();
-  subs_.clear();
+  std::vector<std::shared_ptr<WatchSubscription>> subs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    subs.swap(subs_);
+  }
+  for (auto& s : subs) {
+    s->Close();
+    s->Wake();  // a stream finishes from its listener
+  }
 }
 
 void WatchHub::Notify() {
@@ -189,11 +211,19 @@ void WatchHub::Notify() {
   wake_cv_.notify_one();
 }
 
-std::shared_ptr<WatchSubscription> WatchHub::Subscribe(WatchFilter filter) {
+Status WatchHub::Subscribe(WatchFilter filter, std::shared_ptr<WatchSubscription>* out) {
   auto sub = std::make_shared<WatchSubscription>(std::move(filter), options_.queue_capacity);
   std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return Status::Unavailable("watch: the daemon is stopping");
+  if (options_.max_streams > 0 && subs_.size() >= options_.max_streams) {
+    return Status::ResourceExhausted(
+        "watch: " + std::to_string(subs_.size()) +
+        " streams are open, the daemon's limit (xvd --max-watch-streams); close a watcher or "
+        "retry later");
+  }
   subs_.push_back(sub);
-  return sub;
+  *out = std::move(sub);
+  return Status::Ok();
 }
 
 bool WatchHub::Activate(const std::shared_ptr<WatchSubscription>& sub, int64_t cursor) {
@@ -220,6 +250,20 @@ void WatchHub::Unsubscribe(const std::shared_ptr<WatchSubscription>& sub) {
 int64_t WatchHub::published() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_;
+}
+
+size_t WatchHub::subscribers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return subs_.size();
+}
+
+void WatchHub::WakeAll() {
+  std::vector<std::shared_ptr<WatchSubscription>> subs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    subs = subs_;
+  }
+  for (const auto& s : subs) s->Wake();
 }
 
 bool WatchHub::PublishNew() {
@@ -265,6 +309,8 @@ void WatchHub::FeedLoop() {
       notified_ = false;
     }
     PublishNew();
+    // Streams write what was queued, and those waiting for idleness look again.
+    WakeAll();
   }
 }
 

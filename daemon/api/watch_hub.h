@@ -7,6 +7,11 @@
 // re-watch from) before the next event. Publishing never waits for a subscriber, so a slow or
 // stuck watcher cannot stall the writer or the other watchers.
 //
+// Streams are served without a thread each (daemon/api/watch_stream.h): a subscription may carry a
+// listener, which the feed thread calls after every round of publishing (every poll_ms at the
+// latest) and when the subscription closes; the stream pumps its writes from there. At most
+// max_streams subscriptions exist at once.
+//
 // Thread-safety: every method is safe to call concurrently. Notify() is cheap and never blocks on
 // the feed (the store's commit listener calls it with the store's mutex held). The store must
 // outlive the hub.
@@ -16,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -58,6 +64,15 @@ class WatchSubscription {
   const WatchFilter& filter() const { return filter_; }
   int64_t dropped_total() const;
 
+  // Sets the function Wake() calls (replacing any earlier one). The listener runs on the hub's
+  // feed thread with no hub lock held; it must not block for long and must not call
+  // SetListener/ClearListener.
+  void SetListener(std::function<void()> listener);
+  // Removes the listener; when it returns, no call of it is running or will start.
+  void ClearListener();
+  // Calls the listener, if any (the hub's feed thread; also after Close).
+  void Wake();
+
  private:
   const WatchFilter filter_;
   const size_t capacity_;
@@ -70,6 +85,8 @@ class WatchSubscription {
   int64_t last_queued_cursor_ = 0;        // guarded by mu_
   bool closed_ = false;                   // guarded by mu_
   bool active_ = false;                   // guarded by mu_; set by WatchHub::Activate
+  std::mutex listener_mu_;                // held while the listener runs
+  std::function<void()> listener_;        // guarded by listener_mu_
   friend class WatchHub;
 };
 
@@ -77,6 +94,7 @@ struct WatchHubOptions {
   size_t queue_capacity = 4096;  // events per subscriber before it drops
   int poll_ms = 500;             // the feed also looks this often without a notification
   int batch = 500;               // rows per read of the events table
+  size_t max_streams = 256;      // subscriptions at once (Watch streams); 0: no limit
 };
 
 class WatchHub {
@@ -94,7 +112,9 @@ class WatchHub {
 
   // Registers a watcher, inactive: it queues nothing until Activate, so that a watcher replaying a
   // long backlog from the store does not fill (and drop from) its queue meanwhile.
-  std::shared_ptr<WatchSubscription> Subscribe(WatchFilter filter);
+  // ResourceExhausted (naming the limit) when max_streams watchers are subscribed; Unavailable once
+  // the hub is stopping.
+  Status Subscribe(WatchFilter filter, std::shared_ptr<WatchSubscription>* out);
   // The subscription starts queueing when the hub has published nothing after `cursor` (the
   // caller has delivered everything up to it from the store): true. False when the hub is further
   // on; the caller replays up to published() and tries again.
@@ -102,18 +122,23 @@ class WatchHub {
   void Unsubscribe(const std::shared_ptr<WatchSubscription>& sub);
   // The cursor up to which events have been offered to the subscribers.
   int64_t published() const;
+  // Subscriptions now.
+  size_t subscribers() const;
 
  private:
   void FeedLoop();
   // Reads and publishes everything stored after last_; returns false on a store error.
   bool PublishNew();
+  // Calls every subscription's listener, without holding mu_.
+  void WakeAll();
 
   store::ExperimentStore* const store_;
   const WatchHubOptions options_;
 
-  mutable std::mutex mu_;  // guards subs_, last_
+  mutable std::mutex mu_;  // guards subs_, last_, closed_
   std::vector<std::shared_ptr<WatchSubscription>> subs_;
   int64_t last_ = 0;
+  bool closed_ = false;  // Stop() ran: no new subscriptions
 
   std::mutex wake_mu_;  // guards notified_, stopping_
   std::condition_variable wake_cv_;

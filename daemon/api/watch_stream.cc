@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <deque>
 #include <memory>
+#include <mutex>
 
 #include "daemon/api/grpc_status.h"
 
@@ -18,108 +21,234 @@ const std::set<std::string>& KnownKinds() {
   return *kinds;
 }
 
-}  // namespace
-
-grpc::Status ServeWatch(store::ExperimentStore* store, WatchHub* hub, grpc::ServerContext* ctx,
-                        const xv::v1::WatchRequest& req,
-                        grpc::ServerWriter<xv::v1::WatchEvent>* writer) {
-  if (hub == nullptr) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch: this daemon has no event feed");
-  }
-  WatchFilter filter;
-  if (req.experiment_id() < 0) {
-    return ToGrpcStatus(Status::InvalidArgument("experiment_id: must be >= 0"));
-  }
+// The request's filter, checked against the store (the campaign and experiment must exist).
+Status MakeFilter(store::ExperimentStore* store, const xv::v1::WatchRequest& req,
+                  WatchFilter* filter) {
+  if (req.experiment_id() < 0) return Status::InvalidArgument("experiment_id: must be >= 0");
   if (req.has_since() && req.since() < 0) {
-    return ToGrpcStatus(Status::InvalidArgument("since: must be >= 0 (a WatchEvent.cursor)"));
+    return Status::InvalidArgument("since: must be >= 0 (a WatchEvent.cursor)");
   }
-  filter.experiment_id = req.experiment_id();
+  filter->experiment_id = req.experiment_id();
   for (const auto& k : req.kinds()) {
     if (!KnownKinds().count(k)) {
-      return ToGrpcStatus(Status::InvalidArgument(
+      return Status::InvalidArgument(
           "kinds: unknown kind '" + k +
-          "' (state, start, step, eval, nan, summary, error, decision, head)"));
+          "' (state, start, step, eval, nan, summary, error, decision, head)");
     }
-    filter.kinds.insert(k);
+    filter->kinds.insert(k);
   }
   if (!req.campaign().empty()) {
     xv::v1::Campaign c;
-    Status s = store->GetCampaign(0, req.campaign(), /*detail=*/false, &c);
-    if (!s.ok()) return ToGrpcStatus(s.WithContext("campaign: "));
-    filter.campaign_id = c.id();
+    XV_RETURN_IF_ERROR(
+        store->GetCampaign(0, req.campaign(), /*detail=*/false, &c).WithContext("campaign: "));
+    filter->campaign_id = c.id();
   }
-  if (filter.experiment_id != 0) {
+  if (filter->experiment_id != 0) {
     xv::v1::Experiment e;
-    Status s = store->GetExperiment(filter.experiment_id, &e);
-    if (!s.ok()) return ToGrpcStatus(s.WithContext("experiment_id: "));
+    XV_RETURN_IF_ERROR(
+        store->GetExperiment(filter->experiment_id, &e).WithContext("experiment_id: "));
+  }
+  return Status::Ok();
+}
+
+class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
+ public:
+  WatchReactor(store::ExperimentStore* store, WatchHub* hub, const xv::v1::WatchRequest& req)
+      : store_(store), hub_(hub), req_(req) {}
+
+  // Runs in the method handler: validates, subscribes and starts the replay (or finishes).
+  void Begin() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (hub_ == nullptr) {
+      FinishLocked(
+          grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch: this daemon has no event feed"));
+      return;
+    }
+    WatchFilter filter;
+    Status s = MakeFilter(store_, req_, &filter);
+    if (s.ok()) s = hub_->Subscribe(filter, &sub_);
+    if (!s.ok()) {
+      FinishLocked(ToGrpcStatus(s));
+      return;
+    }
+    filter_ = sub_->filter();
+    // Replay what is stored after `since` until caught up with the hub, then go live from exactly
+    // there. Without `since`, live from now.
+    cursor_ = req_.has_since() ? req_.since() : hub_->published();
+    sub_->SetListener([this] { Pump(/*from_feed=*/true); });
+    PumpLocked(/*from_feed=*/false);
   }
 
-  std::shared_ptr<WatchSubscription> sub = hub->Subscribe(filter);
-  struct Unsubscribe {
-    WatchHub* hub;
-    std::shared_ptr<WatchSubscription> sub;
-    ~Unsubscribe() { hub->Unsubscribe(sub); }
-  } unsubscribe{hub, sub};
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {  // the client went away
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    PumpLocked(/*from_feed=*/false);
+  }
 
-  // Replay what is stored after `since` until caught up with the hub, then go live from exactly
-  // there. Without `since`, live from now.
-  int64_t cursor = req.has_since() ? req.since() : hub->published();
-  while (!hub->Activate(sub, cursor)) {
-    if (ctx->IsCancelled()) return grpc::Status::OK;
-    const int64_t up_to = hub->published();
-    while (cursor < up_to) {
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    // A write in flight completes (not ok) and finishes the call from OnWriteDone.
+    if (!writing_) FinishLocked(grpc::Status::OK);
+  }
+
+  void OnDone() override {
+    // No reaction runs any more; the listener may, on the feed thread: wait it out first.
+    if (sub_) {
+      sub_->ClearListener();
+      hub_->Unsubscribe(sub_);
+    }
+    delete this;
+  }
+
+ private:
+  void Pump(bool from_feed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    PumpLocked(from_feed);
+  }
+
+  // Starts the next write, finishes the call, or returns to wait for a reaction or the listener.
+  void PumpLocked(bool from_feed) {
+    if (finished_ || writing_) return;
+    if (cancelled_) {
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    if (!live_) {
+      // The replay reads the store: only in gRPC's reactions, never on the hub's feed thread.
+      if (from_feed) return;
+      grpc::Status st;
+      if (!ReplayLocked(&st)) {
+        FinishLocked(st);
+        return;
+      }
+      if (!replay_.empty()) {
+        xv::v1::WatchEvent ev = std::move(replay_.front());
+        replay_.pop_front();
+        WriteLocked(std::move(ev));
+        return;
+      }
+    }
+    xv::v1::WatchEvent ev;
+    auto r = sub_->Pop(&ev, std::chrono::milliseconds(0));
+    if (r == WatchSubscription::PopResult::kEvent) {
+      WriteLocked(std::move(ev));
+      return;
+    }
+    if (r == WatchSubscription::PopResult::kClosed) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch: the daemon is stopping"));
+      return;
+    }
+    if (req_.until_idle()) UntilIdleLocked();
+  }
+
+  // Fills replay_ from the store, or goes live (live_) when caught up with the hub. False (with
+  // *error) on a store error.
+  bool ReplayLocked(grpc::Status* error) {
+    while (replay_.empty()) {
+      if (cursor_ >= replay_up_to_) {
+        if (hub_->Activate(sub_, cursor_)) {
+          live_ = true;
+          return true;
+        }
+        replay_up_to_ = hub_->published();
+      }
       std::vector<store::StoredEvent> rows;
-      Status s = store->ListEventsAfter(cursor, up_to, kReplayBatch, &rows);
-      if (!s.ok()) return ToGrpcStatus(s);
+      Status s = store_->ListEventsAfter(cursor_, replay_up_to_, kReplayBatch, &rows);
+      if (!s.ok()) {
+        *error = ToGrpcStatus(s);
+        return false;
+      }
       for (const auto& row : rows) {
         xv::v1::WatchEvent ev;
-        if (!ToWatchEvent(row, &ev) || !filter.Matches(ev)) continue;
-        if (!writer->Write(ev)) return grpc::Status::OK;  // the client went away
+        if (ToWatchEvent(row, &ev) && filter_.Matches(ev)) replay_.push_back(std::move(ev));
       }
-      cursor = static_cast<int>(rows.size()) < kReplayBatch ? up_to : rows.back().id;
+      cursor_ = static_cast<int>(rows.size()) < kReplayBatch ? replay_up_to_ : rows.back().id;
     }
+    return true;
   }
 
-  // Live. With until_idle: once the scope is idle, everything stored up to then (idle_target) is
-  // delivered and the stream ends.
-  int64_t idle_target = -1;
-  auto next_idle_check = std::chrono::steady_clock::now();
-  while (!ctx->IsCancelled()) {
-    xv::v1::WatchEvent ev;
-    const auto r = sub->Pop(&ev, std::chrono::milliseconds(200));
-    if (r == WatchSubscription::PopResult::kClosed) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch: the daemon is stopping");
-    }
-    if (r == WatchSubscription::PopResult::kEvent) {
-      if (!writer->Write(ev)) return grpc::Status::OK;
-      continue;
-    }
-    if (!req.until_idle()) continue;
-    if (idle_target >= 0) {
-      if (hub->published() >= idle_target) {
-        // Everything up to the idle point was offered and the queue is empty.
+  // until_idle with nothing queued: once the scope is idle, everything stored up to then
+  // (idle_target_) is delivered and the call ends.
+  void UntilIdleLocked() {
+    if (idle_target_ >= 0) {
+      if (hub_->published() >= idle_target_) {
+        // Everything up to the idle point was offered; the queue was empty just before.
         xv::v1::WatchEvent last;
-        if (sub->Pop(&last, std::chrono::milliseconds(0)) == WatchSubscription::PopResult::kEvent) {
-          if (!writer->Write(last)) return grpc::Status::OK;
-          continue;
+        if (sub_->Pop(&last, std::chrono::milliseconds(0)) ==
+            WatchSubscription::PopResult::kEvent) {
+          WriteLocked(std::move(last));
+          return;
         }
-        return grpc::Status::OK;
+        FinishLocked(grpc::Status::OK);
+        return;
       }
-      hub->Notify();
-      continue;
+      hub_->Notify();
+      return;
     }
-    if (std::chrono::steady_clock::now() < next_idle_check) continue;
-    next_idle_check = std::chrono::steady_clock::now() + kIdleCheck;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_idle_check_) return;
+    next_idle_check_ = now + kIdleCheck;
     bool idle = false;
-    Status s = store->ScopeIdle(filter.campaign_id, &idle);
-    if (!s.ok()) return ToGrpcStatus(s);
-    if (!idle) continue;
+    Status s = store_->ScopeIdle(filter_.campaign_id, &idle);
+    if (!s.ok()) {
+      FinishLocked(ToGrpcStatus(s));
+      return;
+    }
+    if (!idle) return;
     // Idle first, then the newest id: whatever led to idleness is stored at or before it.
-    s = store->MaxEventId(&idle_target);
-    if (!s.ok()) return ToGrpcStatus(s);
-    hub->Notify();
+    s = store_->MaxEventId(&idle_target_);
+    if (!s.ok()) {
+      FinishLocked(ToGrpcStatus(s));
+      return;
+    }
+    hub_->Notify();
   }
-  return grpc::Status::OK;
+
+  void WriteLocked(xv::v1::WatchEvent ev) {
+    current_ = std::move(ev);  // must live until OnWriteDone
+    writing_ = true;
+    StartWrite(&current_);
+  }
+
+  void FinishLocked(const grpc::Status& status) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  store::ExperimentStore* const store_;
+  WatchHub* const hub_;
+  const xv::v1::WatchRequest req_;
+
+  std::mutex mu_;  // guards everything below; held by every reaction and the listener
+  std::shared_ptr<WatchSubscription> sub_;  // set once in Begin
+  WatchFilter filter_;
+  bool writing_ = false;   // a StartWrite awaits OnWriteDone
+  bool finished_ = false;  // Finish was called
+  bool cancelled_ = false;
+  bool live_ = false;  // the replay is over: events come from the subscription
+  xv::v1::WatchEvent current_;
+  std::deque<xv::v1::WatchEvent> replay_;
+  int64_t cursor_ = 0;         // replayed up to here
+  int64_t replay_up_to_ = -1;  // the hub's position the replay aims at
+  int64_t idle_target_ = -1;
+  std::chrono::steady_clock::time_point next_idle_check_;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<xv::v1::WatchEvent>* StartWatch(store::ExperimentStore* store,
+                                                         WatchHub* hub,
+                                                         grpc::CallbackServerContext*,
+                                                         const xv::v1::WatchRequest& req) {
+  auto* reactor = new WatchReactor(store, hub, req);
+  reactor->Begin();
+  return reactor;
 }
 
 }  // namespace xv::daemon

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include <google/protobuf/util/json_util.h>
@@ -28,6 +29,10 @@ constexpr size_t kListStderrTail = 2 * 1024;
 constexpr size_t kMaxEventJson = 256 * 1024;
 // A worker offline this long that never held an attempt is forgotten (UpsertWorker).
 constexpr int kIdleWorkerHorizonHours = 24;
+// Recipe rows stored per transaction by InsertSubmission before the submission becomes visible.
+constexpr size_t kSubmissionChunkRows = 256;
+// Between two of those transactions the mutex is free this long, for the threads waiting on it.
+constexpr std::chrono::microseconds kSubmissionChunkPause(1000);
 
 using nlohmann::json;
 
@@ -387,14 +392,42 @@ Status ExperimentStore::IntegrityCheck(std::string* result) {
 
 Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds* ids) {
   XV_RETURN_IF_ERROR(CheckWritable());
+  // Step 1: the recipes (the bulky part: two JSON documents per row), kSubmissionChunkRows per
+  // transaction, the store's mutex released in between so that readers, worker events and
+  // assignments go first. Recipe rows are content-addressed (by hash) and nothing refers to them
+  // yet: a submission that stops here (refused below, or a crash) leaves nothing queued, and a
+  // later identical config reuses them.
+  int64_t base_recipe_id = 0;
+  std::vector<int64_t> recipe_ids(sub.experiments.size(), 0);
+  for (size_t first = 0; first == 0 || first < sub.experiments.size();
+       first += kSubmissionChunkRows) {
+    const size_t end = std::min(sub.experiments.size(), first + kSubmissionChunkRows);
+    std::lock_guard<std::mutex> lock(mu_);
+    XV_RETURN_IF_ERROR(CheckAcceptsNewWorkLocked());
+    SqliteConnection* c = conn_.get();
+    XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
+      if (first == 0) {
+        XV_RETURN_IF_ERROR(InsertRecipe(c, sub.base_hash, sub.base_recipe_json,
+                                        sub.base_resolved_json, sub.recipe_name, &base_recipe_id));
+      }
+      for (size_t i = first; i < end; ++i) {
+        const NewExperiment& e = sub.experiments[i];
+        XV_RETURN_IF_ERROR(
+            InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name, &recipe_ids[i]));
+      }
+      return Status::Ok();
+    }));
+    // std::mutex is not fair: without a pause this thread could take it straight back.
+    if (end < sub.experiments.size()) std::this_thread::sleep_for(kSubmissionChunkPause);
+  }
+  // Step 2: everything that makes the submission visible, in one transaction of small rows: the
+  // campaign (created on first use), the round, the experiments and their 'queued' state events,
+  // and the audit event. Readers and the dispatcher see all of it or nothing.
   std::lock_guard<std::mutex> lock(mu_);
   XV_RETURN_IF_ERROR(CheckAcceptsNewWorkLocked());
   SqliteConnection* c = conn_.get();
   SubmissionIds result;
   XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
-    int64_t base_recipe_id = 0;
-    XV_RETURN_IF_ERROR(InsertRecipe(c, sub.base_hash, sub.base_recipe_json, sub.base_resolved_json,
-                                    sub.recipe_name, &base_recipe_id));
     {
       SqliteStatement st;
       XV_RETURN_IF_ERROR(
@@ -467,10 +500,9 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
                    "hard_deadline_s, role, config_hash) "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    &ins));
-    for (const NewExperiment& e : sub.experiments) {
-      int64_t recipe_id = 0;
-      XV_RETURN_IF_ERROR(
-          InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name, &recipe_id));
+    for (size_t i = 0; i < sub.experiments.size(); ++i) {
+      const NewExperiment& e = sub.experiments[i];
+      const int64_t recipe_id = recipe_ids[i];
       ins.Reset();
       ins.Bind(1, result.campaign_id)
           .Bind(2, result.round_id)

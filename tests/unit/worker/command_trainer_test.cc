@@ -96,6 +96,10 @@ TEST(WorkerConfigTest, RefusalsNameTheField) {
        "trainers[0].args: must be a list of strings"},
       {"trainers:\n  - name: x\n    kind: command\n    program: /bin/true\n    env: {1BAD: x}\n",
        "trainers[0].env: '1BAD' is not an environment variable name"},
+      {"trainers:\n  - name: x\n    kind: command\n    program: /bin/true\n    env: [OK, 2X=y]\n",
+       "trainers[0].env[1]: '2X' is not an environment variable name (NAME or NAME=value)"},
+      {"trainers:\n  - name: x\n    kind: command\n    program: /bin/true\n    env: [[A]]\n",
+       "trainers[0].env[0]: must be a string"},
       {"trainers:\n  - {name: x, kind: libtorch}\n  - {name: x, kind: command, program: "
        "/bin/true}\n",
        "trainers[1].name: 'x' is configured twice"},
@@ -135,7 +139,54 @@ TEST(WorkerConfigTest, TheShippedExampleParses) {
   EXPECT_GE(c.trainers.size(), 2u);
 }
 
+TEST(WorkerConfigTest, EnvListPassesNamesOnAndSetsPairs) {
+  WorkerConfig config;
+  ASSERT_TRUE(ParseWorkerConfigYaml(R"(trainers:
+  - name: fork
+    kind: command
+    program: /usr/bin/python3
+    env: [WANDB_API_KEY, PYTHONUNBUFFERED=1, EMPTY=]
+)",
+                                    &config)
+                  .ok());
+  const TrainerConfig& t = config.trainers[0];
+  EXPECT_EQ(t.env_inherit, std::vector<std::string>{"WANDB_API_KEY"});
+  ASSERT_EQ(t.env.size(), 2u);
+  EXPECT_EQ(t.env[0], (std::pair<std::string, std::string>{"PYTHONUNBUFFERED", "1"}));
+  EXPECT_EQ(t.env[1], (std::pair<std::string, std::string>{"EMPTY", ""}));
+}
+
 // ---- environment and spec.json ----
+
+TEST(CommandTrainerTest, InheritsOnlyTheBaseSetAndTheNamedVariables) {
+  const char* worker_env[] = {"PATH=/usr/bin:/bin",
+                              "HOME=/home/lab",
+                              "LC_ALL=C.UTF-8",
+                              "CUDA_HOME=/usr/local/cuda",
+                              "HSA_OVERRIDE_GFX_VERSION=11.0.0",
+                              "ROCR_VISIBLE_DEVICES=0,1",
+                              "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                              "AWS_SECRET_ACCESS_KEY=do-not-pass",
+                              "GITHUB_TOKEN=do-not-pass",
+                              "XV_STATE_DIR=/var/lib/xv",
+                              "WANDB_API_KEY=named",
+                              "NOEQUALS",
+                              nullptr};
+  std::map<std::string, std::string> env;
+  for (auto& [k, v] : InheritedCommandEnvironment(worker_env, {"WANDB_API_KEY", "NOT_SET"})) {
+    env[k] = v;
+  }
+  EXPECT_EQ(env, (std::map<std::string, std::string>{
+                     {"CUDA_HOME", "/usr/local/cuda"},
+                     {"HOME", "/home/lab"},
+                     {"HSA_OVERRIDE_GFX_VERSION", "11.0.0"},
+                     {"LC_ALL", "C.UTF-8"},
+                     {"PATH", "/usr/bin:/bin"},
+                     {"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"},
+                     {"ROCR_VISIBLE_DEVICES", "0,1"},
+                     {"WANDB_API_KEY", "named"},
+                 }));
+}
 
 TEST(CommandTrainerTest, EveryTopLevelKnobBecomesAnXvVariable) {
   json recipe = {{"matrix_lr", 0.04},
@@ -302,6 +353,39 @@ TEST_F(CommandTrainerRunTest, RunsTheConfiguredProgramWithTheSpecAndXvVariables)
   reseeded.set_recipe_json(R"({"depth": 4, "matrix_lr": 0.04, "seed": 12})");
   ASSERT_EQ(Run(reseeded).state(), "succeeded");
   EXPECT_NE(EventsOfType("summary")[0]["val_bpb"].get<double>(), val_bpb);
+}
+
+TEST_F(CommandTrainerRunTest, TheTrainerGetsACleanEnvironmentPlusWhatItsConfigNames) {
+  // The worker's environment holds a credential the trainer must not see, and one its config names.
+  ASSERT_EQ(::setenv("XV_TEST_CLOUD_TOKEN", "secret-not-for-trainers", 1), 0);
+  ASSERT_EQ(::setenv("XV_TEST_NAMED_FOR_TRAINER", "passed-on", 1), 0);
+  AddScript("clean",
+            "env | sort > env.txt\nexec " + SourcePath("tests/fixtures/noisy_trainer.sh") + "\n");
+  inv_.trainers.back().env_inherit = {"XV_TEST_NAMED_FOR_TRAINER"};
+  v1::Finished fin = Run(Spec("clean"));
+  ::unsetenv("XV_TEST_CLOUD_TOKEN");
+  ::unsetenv("XV_TEST_NAMED_FOR_TRAINER");
+  ASSERT_EQ(fin.state(), "succeeded") << fin.failure_detail() << "\n" << fin.stderr_tail();
+
+  std::map<std::string, std::string> env;
+  std::istringstream lines(ReadText(dir_ / "work" / "exp-7-a2" / "env.txt"));
+  for (std::string line; std::getline(lines, line);) {
+    env[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  }
+  EXPECT_EQ(env.count("XV_TEST_CLOUD_TOKEN"), 0u) << "a variable not named reached the trainer";
+  EXPECT_EQ(env["XV_TEST_NAMED_FOR_TRAINER"], "passed-on");
+  EXPECT_EQ(env["FROM_CONFIG"], "yes");
+  EXPECT_EQ(env["PATH"], getenv("PATH"));
+  EXPECT_EQ(env["XV_EXPERIMENT_ID"], "7");
+  EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 1u);
+  // Nothing else of the worker's: every variable is of the base set, configured, or the worker's
+  // own XV_* / device variables (bash adds PWD, SHLVL and _ itself).
+  for (const auto& [name, value] : env) {
+    const bool expected = IsBaseEnvironmentName(name) || name.rfind("XV_", 0) == 0 ||
+                          name == "FROM_CONFIG" || name == "PWD" || name == "SHLVL" ||
+                          name == "_" || name == "OLDPWD";
+    EXPECT_TRUE(expected) << name << "=" << value << " reached the trainer";
+  }
 }
 
 TEST_F(CommandTrainerRunTest, UpstreamFailExitOneIsDiverged) {
