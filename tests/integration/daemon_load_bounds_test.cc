@@ -167,6 +167,8 @@ TEST_F(DaemonLoadBounds, WatchStreamsAreCappedAndHoldNoThreadEach) {
   DaemonOptions options = Options();
   const int kStreams = 200;
   options.max_watch_streams = kStreams;
+  // All streams share this test's one connection: let it carry them (the default is 128).
+  options.max_streams_per_connection = 4 * kStreams;
   Start(options);
   // One call first, so that gRPC's own threads exist before counting.
   xv::v1::StatusResponse warm;
