@@ -184,15 +184,18 @@ Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
   return Status::Ok();
 }
 
-// Inserts the recipe unless its hash exists; *id receives the row id either way.
+// Inserts the recipe unless its hash exists; *id receives the row id either way, *inserted (when
+// given) whether this call added the row.
 Status InsertRecipe(SqliteConnection* conn, const std::string& hash, const std::string& recipe_json,
-                    const std::string& resolved_json, const std::string& name, int64_t* id) {
+                    const std::string& resolved_json, const std::string& name, int64_t* id,
+                    bool* inserted = nullptr) {
   SqliteStatement ins;
   XV_RETURN_IF_ERROR(conn->Prepare(
       "INSERT OR IGNORE INTO recipes(hash, recipe_json, resolved_json, name) VALUES (?, ?, ?, ?)",
       &ins));
   ins.Bind(1, hash).Bind(2, recipe_json).Bind(3, resolved_json).Bind(4, name);
   XV_RETURN_IF_ERROR(ins.Run());
+  if (inserted != nullptr) *inserted = conn->Changes() > 0;
   SqliteStatement sel;
   XV_RETURN_IF_ERROR(conn->Prepare("SELECT id FROM recipes WHERE hash = ?", &sel));
   sel.Bind(1, hash);
@@ -392,6 +395,37 @@ Status ExperimentStore::IntegrityCheck(std::string* result) {
 
 Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds* ids) {
   XV_RETURN_IF_ERROR(CheckWritable());
+  std::lock_guard<std::mutex> one_submission(submissions_mu_);
+  std::vector<int64_t> added_recipes;  // rows this submission added (deleted again on failure)
+  Status s = InsertSubmissionSteps(sub, ids, &added_recipes);
+  if (s.ok() || added_recipes.empty()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  SqliteConnection* c = conn_.get();
+  Status cleanup = InWriteTransaction(c, [&]() -> Status {
+    SqliteStatement del;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "DELETE FROM recipes WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM campaigns WHERE "
+        "base_recipe_id = ?1 OR head_recipe_id = ?1) AND NOT EXISTS (SELECT 1 FROM rounds WHERE "
+        "base_recipe_id = ?1) AND NOT EXISTS (SELECT 1 FROM head_history WHERE recipe_id = ?1)",
+        &del));
+    for (int64_t id : added_recipes) {
+      del.Reset();
+      del.Bind(1, id);
+      XV_RETURN_IF_ERROR(del.Run());  // a row an experiment uses fails the foreign key: kept
+    }
+    return Status::Ok();
+  });
+  if (!cleanup.ok()) {
+    // Unreferenced recipe rows are harmless (content-addressed; a later identical config reuses
+    // them): keep the submission's own error.
+    spdlog::warn("submission refused; {} recipe row(s) it added stay: {}", added_recipes.size(),
+                 cleanup.ToString());
+  }
+  return s;
+}
+
+Status ExperimentStore::InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids,
+                                              std::vector<int64_t>* added_recipes) {
   // Step 1: the recipes (the bulky part: two JSON documents per row), kSubmissionChunkRows per
   // transaction, the store's mutex released in between so that readers, worker events and
   // assignments go first. Recipe rows are content-addressed (by hash) and nothing refers to them
@@ -406,15 +440,22 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
     XV_RETURN_IF_ERROR(CheckAcceptsNewWorkLocked());
     SqliteConnection* c = conn_.get();
     XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
+      std::vector<int64_t> added;
+      bool inserted = false;
       if (first == 0) {
         XV_RETURN_IF_ERROR(InsertRecipe(c, sub.base_hash, sub.base_recipe_json,
-                                        sub.base_resolved_json, sub.recipe_name, &base_recipe_id));
+                                        sub.base_resolved_json, sub.recipe_name, &base_recipe_id,
+                                        &inserted));
+        if (inserted) added.push_back(base_recipe_id);
       }
       for (size_t i = first; i < end; ++i) {
         const NewExperiment& e = sub.experiments[i];
-        XV_RETURN_IF_ERROR(
-            InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name, &recipe_ids[i]));
+        XV_RETURN_IF_ERROR(InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name,
+                                        &recipe_ids[i], &inserted));
+        if (inserted) added.push_back(recipe_ids[i]);
       }
+      // Listed before the commit: should it fail, deleting these ids again is a no-op.
+      added_recipes->insert(added_recipes->end(), added.begin(), added.end());
       return Status::Ok();
     }));
     // std::mutex is not fair: without a pause this thread could take it straight back.
@@ -492,6 +533,20 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
       XV_RETURN_IF_ERROR(st.Run());
       result.round_id = c->LastInsertRowId();
     }
+    // Recipes of the campaign that have a succeeded original run, looked up once: only new rows
+    // of those can reuse a result (rows of this submission are all queued).
+    std::set<int64_t> reusable;
+    {
+      SqliteStatement st;
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "SELECT DISTINCT e.recipe_id FROM experiments e "
+          "JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt "
+          "WHERE e.campaign_id = ? AND e.state = 'succeeded' AND e.reused_from_id IS NULL",
+          &st));
+      st.Bind(1, result.campaign_id);
+      XV_RETURN_IF_ERROR(
+          ForEachRow(&st, [&](const SqliteStatement& row) { reusable.insert(row.ColumnInt(0)); }));
+    }
     SqliteStatement ins;
     XV_RETURN_IF_ERROR(
         c->Prepare("INSERT INTO experiments(campaign_id, round_id, recipe_id, name, "
@@ -522,8 +577,21 @@ Status ExperimentStore::InsertSubmission(const NewSubmission& sub, SubmissionIds
       XV_RETURN_IF_ERROR(ins.Run().WithContext("experiment " + e.name + ": "));
       const int64_t new_id = c->LastInsertRowId();
       result.experiment_ids.push_back(new_id);
-      XV_RETURN_IF_ERROR(ReuseEarlierResult(c, result.campaign_id, recipe_id, new_id));
-      XV_RETURN_IF_ERROR(InsertStateEvent(c, new_id, ""));
+      if (reusable.count(recipe_id) != 0) {
+        XV_RETURN_IF_ERROR(ReuseEarlierResult(c, result.campaign_id, recipe_id, new_id));
+      }
+    }
+    {
+      // One 'state' event per experiment (queued, or succeeded when reused), in id order: what
+      // InsertStateEvent writes, in one statement.
+      SqliteStatement st;
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "INSERT INTO events(source, experiment_id, attempt, type, json) "
+          "SELECT 'daemon', id, attempt, 'state', json_object('state', state, 'detail', '') "
+          "FROM experiments WHERE round_id = ? ORDER BY id",
+          &st));
+      st.Bind(1, result.round_id);
+      XV_RETURN_IF_ERROR(st.Run());
     }
     json audit = {{"campaign", sub.campaign},       {"round_id", result.round_id},
                   {"recipe_name", sub.recipe_name}, {"submitter", sub.submitter},

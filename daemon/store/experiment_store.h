@@ -241,7 +241,12 @@ class ExperimentStore {
 
   // ---- Submissions and queries ----
   // Stores the campaign (created on first use), a round, the recipes (deduplicated by hash) and
-  // every experiment in one transaction, plus an audit event. Nothing is stored on failure.
+  // every experiment, plus an audit event, in two steps so that a large submission does not hold
+  // the store: the recipes in transactions of a few hundred rows with mu_ released in between,
+  // then everything that refers to them in one transaction. Readers see all of the submission or
+  // none of it. On failure nothing of it remains (the recipes it added are deleted again); a crash
+  // between the steps leaves only unreferenced, content-addressed recipe rows. One submission at a
+  // time (submissions_mu_).
   Status InsertSubmission(const NewSubmission& sub, SubmissionIds* ids);
   // Filters of `req` as documented in experiments.proto; ordered by id.
   Status ListExperiments(const xv::v1::ListExperimentsRequest& req,
@@ -403,9 +408,15 @@ class ExperimentStore {
  private:
   ExperimentStore(std::unique_ptr<SqliteConnection> conn, bool read_only, int version);
   Status CheckWritable() const;
+  // InsertSubmission's two steps; *added_recipes receives the recipe rows committed by step 1.
+  Status InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids,
+                               std::vector<int64_t>* added_recipes);
   Status HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq);
   Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool* duplicate);
 
+  // Taken (before mu_) for the whole of InsertSubmission: no other submission can start to use a
+  // recipe row that a failing one deletes again.
+  std::mutex submissions_mu_;
   std::mutex mu_;
   std::unique_ptr<SqliteConnection> conn_;  // guarded by mu_
   const bool read_only_;
