@@ -6,7 +6,7 @@
 //  - a writer killed (SIGKILL) between those commits leaves no round, no experiment and no event of
 //    the submission; the file is sound and the same submission then stores completely;
 //  - a submission refused at its last step (a plan phase that already has a round) leaves nothing
-//    queued either.
+//    queued either, and the recipe rows it added are deleted again.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "daemon/store/sqlite_connection.h"
 #include "tests/unit/daemon/store_fixture.h"
 
 namespace xv::store {
@@ -27,6 +28,16 @@ using testing::MakeSubmission;
 using testing::TempDir;
 
 constexpr int kBigSubmission = 10240;  // 256 candidates x 40 replicates in the issue
+
+int64_t QueryInt(const std::string& db, const std::string& sql) {
+  std::unique_ptr<SqliteConnection> conn;
+  EXPECT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadOnly, &conn).ok());
+  SqliteStatement st;
+  EXPECT_TRUE(conn->Prepare(sql, &st).ok()) << sql;
+  bool row = false;
+  EXPECT_TRUE(st.Step(&row).ok());
+  return row ? st.ColumnInt(0) : -1;
+}
 
 int64_t Count(ExperimentStore* store, const std::string& state) {
   std::map<std::string, int64_t> counts;
@@ -142,6 +153,7 @@ TEST(SubmissionInsertTest, ASubmissionRefusedAtItsLastStepLeavesNothingQueued) {
   SubmissionIds ids;
   ASSERT_TRUE(store->InsertSubmission(phase, &ids).ok());
   const int64_t queued_before = Count(store.get(), "queued");
+  const int64_t recipes_before = QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes");
 
   // The same phase again: its recipes are stored in chunks first, then the round is refused.
   NewSubmission again = MakeSubmission(600, "planned-again");
@@ -150,6 +162,8 @@ TEST(SubmissionInsertTest, ASubmissionRefusedAtItsLastStepLeavesNothingQueued) {
   Status s = store->InsertSubmission(again, &ids);
   EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
   EXPECT_EQ(Count(store.get(), "queued"), queued_before);
+  EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes"), recipes_before)
+      << "the recipe rows the refused submission added were left behind";
   bool found = true;
   CampaignHead head;
   ASSERT_TRUE(store->FindCampaignHead("planned-again", &found, &head).ok());
