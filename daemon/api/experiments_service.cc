@@ -162,11 +162,6 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::
 
 grpc::ServerWriteReactor<xv::v1::WatchEvent>* ExperimentsService::Watch(
     grpc::CallbackServerContext* ctx, const xv::v1::WatchRequest* req) {
-  if (xv::Status s = CheckRequestLimits(*req); !s.ok()) {
-    auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
   return StartWatch(store_, watch_hub_, ctx, *req);
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/request_limits.h"
 
 namespace xv::daemon {
 namespace {
@@ -24,6 +25,7 @@ const std::set<std::string>& KnownKinds() {
 // The request's filter, checked against the store (the campaign and experiment must exist).
 Status MakeFilter(store::ExperimentStore* store, const xv::v1::WatchRequest& req,
                   WatchFilter* filter) {
+  XV_RETURN_IF_ERROR(CheckRequestLimits(req));
   if (req.experiment_id() < 0) return Status::InvalidArgument("experiment_id: must be >= 0");
   if (req.has_since() && req.since() < 0) {
     return Status::InvalidArgument("since: must be >= 0 (a WatchEvent.cursor)");
