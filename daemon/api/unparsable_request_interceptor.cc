@@ -18,7 +18,10 @@ class UnparsableRequestInterceptor final : public grpc::experimental::Intercepto
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) && unparsed_) {
       const grpc::Status status = methods->GetSendStatus();
-      if (status.error_code() == grpc::StatusCode::INTERNAL) {
+      // The synchronous API reports a request it cannot parse as INTERNAL, the callback API
+      // (Watch) as UNIMPLEMENTED; neither says why.
+      if (status.error_code() == grpc::StatusCode::INTERNAL ||
+          status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         methods->ModifySendStatus(
             grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, UnparsableRequestMessage(method_)));
       }

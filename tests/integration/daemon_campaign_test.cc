@@ -445,9 +445,11 @@ TEST_F(DaemonCampaign, BudgetContractFixesTheTimeBudgetAndTheHardDeadlineOfEvery
       {R"({"startup_allowance_s": -1})", "budget.startup_allowance_s"},
       {"[2]", "budget: expected a JSON object"},
       // 100,000 levels (200 KB): refused naming budget_json (its error once dumped the value,
-      // recursing once per level on a gRPC thread: SIGSEGV).
+      // recursing once per level on a gRPC thread: SIGSEGV); the size limit refuses it first.
       {std::string(100000, '[') + std::string(100000, ']'),
-       "budget_json: nested deeper than 64 levels"},
+       "budget_json: 200000 bytes, over the limit of 16384"},
+      // 1,000 levels (2 KB), under the size limit: the nesting limit refuses it.
+      {std::string(1000, '[') + std::string(1000, ']'), "budget_json: nested deeper than 64 levels"},
       {R"({"time_budget_s": [1, 2, 3]})", "got an array of 3"},
   };
   for (const auto& [budget, field] : bad) {
