@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/bounded_json.h"
 #include "common/message_field_name.h"
@@ -104,6 +107,62 @@ std::string Brief(const json& v) {
   s.pop_back();  // '\n'
   if (s.size() <= 80) return EscapeForTerminal(s);
   return EscapeForTerminal(Utf8Prefix(s, 77)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
+// Where `line` first nests deeper than `limit` arrays and objects, as a path of object keys and
+// array indices ("params.arguments.policy[0][0]", at most 6 parts), found by one linear scan that
+// parses nothing; empty when no key leads there. Lets a too-deep message name its argument.
+std::string PathOfDeepNesting(std::string_view line, int limit) {
+  struct Level {
+    bool object;
+    std::string key;
+    int index;
+  };
+  std::vector<Level> stack;
+  std::string text, last_string;
+  bool in_string = false, escaped = false;
+  for (const char c : line) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+        text += c;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+        last_string = text;
+      } else if (text.size() < 64) {
+        text += c;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      text.clear();
+    } else if (c == ':' && !stack.empty() && stack.back().object) {
+      stack.back().key = last_string;
+    } else if (c == ',' && !stack.empty() && !stack.back().object) {
+      ++stack.back().index;
+    } else if (c == '{' || c == '[') {
+      if (static_cast<int>(stack.size()) >= limit) break;  // the value opening here is too deep
+      stack.push_back({c == '{', "", 0});
+    } else if ((c == '}' || c == ']') && !stack.empty()) {
+      stack.pop_back();
+    }
+  }
+  std::string path;
+  int parts = 0;
+  for (const Level& l : stack) {
+    if (++parts > 6) break;
+    if (l.object) {
+      if (l.key.empty()) break;
+      if (!path.empty()) path += ".";
+      path += EscapeForTerminal(l.key);
+    } else {
+      path += "[" + std::to_string(l.index) + "]";
+    }
+  }
+  return path;
 }
 
 }  // namespace
@@ -259,10 +318,12 @@ void McpServer::HandleLine(const std::string& raw, std::ostream& out) {
   if (line.find_first_not_of(" \t") == std::string::npos) return;
   json msg;
   if (JsonNestingDepth(line, kMaxLineDepth + 1) > kMaxLineDepth) {
+    const std::string path = PathOfDeepNesting(line, kMaxLineDepth);
     WriteError(out, nullptr,
-               ErrorObject(kParseError, "parse error: the message is nested deeper than " +
-                                            std::to_string(kMaxLineDepth) +
-                                            " levels of arrays and objects"));
+               ErrorObject(kParseError,
+                           "parse error: " + (path.empty() ? std::string("the message") : path) +
+                               " is nested deeper than " + std::to_string(kMaxLineDepth) +
+                               " levels of arrays and objects"));
     return;
   }
   if (!ParseBoundedJson(line, "line", &msg, kMaxLineDepth).ok()) {

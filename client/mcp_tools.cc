@@ -534,6 +534,10 @@ McpTool CampaignCreateTool(std::shared_ptr<DaemonClient> client) {
     req.set_max_attempts(static_cast<int>(Int(args, "max_attempts", 0)));
     v1::Campaign c;
     st = client->CreateCampaign(req, &c);
+    // The daemon names the recipe it was sent; the caller named a file.
+    if (!st.ok() && st.message().rfind("recipe", 0) == 0) {
+      st = st.WithContext("arguments.recipe_path: ");
+    }
     if (!st.ok()) return McpToolResult::Error(st);
     return McpToolResult::Json(CampaignJson(c));
   };

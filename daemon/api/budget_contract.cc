@@ -53,8 +53,9 @@ Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
       "budget: expected a JSON object such as {\"time_budget_s\": 300}";
   nlohmann::json j;
   const Status parsed = ParseBoundedJson(json_text, "budget_json", &j);
-  if (!parsed.ok())
-    return Status::InvalidArgument(std::string(kExpected) + "; " + parsed.message());
+  if (!parsed.ok()) {
+    return Status::InvalidArgument(parsed.message() + " (" + kExpected + ")");
+  }
   if (!j.is_object()) {
     return Status::InvalidArgument(std::string(kExpected) + ", got " + DescribeJsonValue(j) +
                                    " in budget_json");

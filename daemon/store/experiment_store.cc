@@ -1239,7 +1239,11 @@ Status ExperimentStore::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool
     SqliteStatement up;
     XV_RETURN_IF_ERROR(c->Prepare(
         std::string("UPDATE experiments SET failure_kind = ?, failure_detail = ?") + kActive, &up));
-    up.Bind(1, TextField(j, "kind")).Bind(2, TextField(j, "message")).Bind(3, exp).Bind(4, attempt);
+    // The experiment row keeps a bounded detail (the whole event stays in the event log).
+    up.Bind(1, SanitizeAndTruncateUtf8(TextField(j, "kind"), kMaxKindBytes))
+        .Bind(2, SanitizeAndTruncateUtf8(TextField(j, "message"), kMaxDetailBytes))
+        .Bind(3, exp)
+        .Bind(4, attempt);
     return up.Run();
   }
   return Status::Ok();  // eval, log and future types: stored in events only
