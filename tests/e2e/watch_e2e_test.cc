@@ -207,9 +207,9 @@ TEST_F(WatchE2eTest, WatcherSeesEveryExperimentInOrder) {
 
 TEST_F(WatchE2eTest, SlowAndClosedWatchersDoNotStallTheDaemon) {
   StartDaemon({"--watch-queue", "256"});
-  // 10 ms a step: 300 steps a run stay well inside the deadline on a loaded machine. (At full speed,
-  // step_s 0, the until-idle watcher sometimes ends a few dozen step events short, also with the
-  // binaries of a2a3929: docs/reliability.md, known issues.)
+  // 10 ms a step: 300 steps a run stay well inside the deadline on a loaded machine. (At full
+  // speed, step_s 0, the until-idle watcher sometimes ends a few dozen step events short, also with
+  // the binaries of a2a3929: docs/reliability.md, known issues.)
   StartWorker("wa-a", "300", "0.01");
   StartWorker("wa-b", "300", "0.01");
   ChildGuard slow = StartWatcher("slow", {"watch", "--json"});

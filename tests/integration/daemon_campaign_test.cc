@@ -449,7 +449,8 @@ TEST_F(DaemonCampaign, BudgetContractFixesTheTimeBudgetAndTheHardDeadlineOfEvery
       {std::string(100000, '[') + std::string(100000, ']'),
        "budget_json: 200000 bytes, over the limit of 16384"},
       // 1,000 levels (2 KB), under the size limit: the nesting limit refuses it.
-      {std::string(1000, '[') + std::string(1000, ']'), "budget_json: nested deeper than 64 levels"},
+      {std::string(1000, '[') + std::string(1000, ']'),
+       "budget_json: nested deeper than 64 levels"},
       {R"({"time_budget_s": [1, 2, 3]})", "got an array of 3"},
   };
   for (const auto& [budget, field] : bad) {

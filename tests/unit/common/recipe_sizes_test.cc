@@ -1,4 +1,4 @@
-// Derived sizes against the upstream reference: ../shared/reference/manifest.json "derived_sizes"
+// Derived sizes against the upstream reference: tests/reference/manifest.json "derived_sizes"
 // (upstream default and the AMD-tuned recipes at vocab 8192 / seq 2048) and the two tiny cases.
 // Each manifest config is turned into a Recipe the way a user would write it (depth, aspect_ratio,
 // head_dim, n_kv_head, window_pattern, sequence_len, vocab_size), then every count must match

@@ -25,8 +25,7 @@ struct Reference {
 
 Reference LoadReference() {
   const char* dir = std::getenv("XV_REFERENCE_DIR");
-  const std::string path =
-      std::string(dir != nullptr ? dir : "tests/reference") + "/packing.json";
+  const std::string path = std::string(dir != nullptr ? dir : "tests/reference") + "/packing.json";
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << "cannot read " << path;
   nlohmann::json j = nlohmann::json::parse(in);

@@ -14,8 +14,7 @@ namespace xv::trainer::testing {
 
 std::string ReferenceDir() {
   if (const char* env = std::getenv("XV_REFERENCE_DIR")) return env;
-  if (const char* src = std::getenv("XV_SOURCE_DIR"))
-    return std::string(src) + "/tests/reference";
+  if (const char* src = std::getenv("XV_SOURCE_DIR")) return std::string(src) + "/tests/reference";
   return "tests/reference";
 }
 

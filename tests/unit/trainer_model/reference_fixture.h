@@ -1,5 +1,6 @@
 // Shared helpers of the trainer model tests: loading the reference vectors of
-// $XV_REFERENCE_DIR (tests/reference, a copy of ../shared/reference) and comparing tensors by max|a-b| / max|b|.
+// $XV_REFERENCE_DIR (default tests/reference) and comparing tensors by
+// max|a-b| / max|b|.
 #pragma once
 
 #include <map>
