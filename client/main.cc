@@ -3,7 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "client/client_options.h"
-#include "client/commands.h"
+#include "client/commands/commands.h"
 #include "common/logging.h"
 #include "common/paths.h"
 #include "tokenizer/prepare_command.h"

@@ -6,7 +6,7 @@
 //     welch: `replicates` runs of each candidate and `head_controls` runs of the head; keep when
 //       a one-sided Welch t-test (candidate mean lower) has p < alpha and the observed
 //       improvement (head mean - candidate mean) is >= min_effect. 4 + 4 runs find a 3-sigma
-//       improvement in ~97% of rounds (3 + 3: ~86%, 2 + 2: ~40%; tests/unit/decider).
+//       improvement in ~97% of rounds (3 + 3: ~86%, 2 + 2: ~40%; tests/unit/daemon/sched).
 //     noise_band: single runs of each candidate against the spread of the head's runs on the
 //       same device class: keep when candidate < head_mean - max(min_effect, k * head_sd).
 //   confidence: in (0.5, 1); alpha = 1 - confidence                      (default 0.95)

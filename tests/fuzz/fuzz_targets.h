@@ -32,10 +32,11 @@ int FuzzUpstreamOutput(const uint8_t* data, size_t size);
 // second Recover of the result finds nothing to drop and the same messages (no loop, no crash).
 int FuzzEventSpool(const uint8_t* data, size_t size);
 
-// The bytes as xvctl override flags (client/candidate_spec.h, client/sweep_expansion.h,
-// client/comma_list.h): each line as --set and --candidate, all lines as --sweep flags. Errors name
-// their flag; an accepted sweep product has one override per axis per candidate; accepted
-// overrides then go to ApplyOverrides on the default recipe.
+// The bytes as xvctl override flags (client/requests/candidate_spec.h,
+// client/requests/sweep_expansion.h, client/requests/comma_list.h): each line as --set and
+// --candidate, all lines as --sweep flags. Errors name their flag; an accepted sweep product has
+// one override per axis per candidate; accepted overrides then go to ApplyOverrides on the default
+// recipe.
 int FuzzOverrideLists(const uint8_t* data, size_t size);
 
 // The bytes as a safetensors file (trainer/checkpoint/safetensors.h): LoadSafetensors returns a

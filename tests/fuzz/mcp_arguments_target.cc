@@ -1,4 +1,4 @@
-// Fuzz target: `xvctl mcp`'s tool dispatch (client/mcp_server.h, client/mcp_tools.h) with
+// Fuzz target: `xvctl mcp`'s tool dispatch (client/mcp/mcp_server.h, client/mcp/mcp_tools.h) with
 // arbitrary arguments: the real tool table over a DaemonClient dialing a socket nobody listens on,
 // so every call either fails in the tool before the daemon or on the dead socket.
 #include <unistd.h>
@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "client/daemon_client.h"
-#include "client/mcp_server.h"
-#include "client/mcp_tools.h"
+#include "client/mcp/mcp_server.h"
+#include "client/mcp/mcp_tools.h"
 #include "common/bounded_json.h"
 #include "fuzz_driver.h"
 #include "fuzz_targets.h"

@@ -1,12 +1,13 @@
-// Fuzz target: xvctl's override flags (client/candidate_spec.h, client/sweep_expansion.h,
-// client/comma_list.h), then the daemon's application of what they accept (common/recipe.h).
+// Fuzz target: xvctl's override flags (client/requests/candidate_spec.h,
+// client/requests/sweep_expansion.h, client/requests/comma_list.h), then the daemon's application
+// of what they accept (common/recipe.h).
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "client/candidate_spec.h"
-#include "client/comma_list.h"
-#include "client/sweep_expansion.h"
+#include "client/requests/candidate_spec.h"
+#include "client/requests/comma_list.h"
+#include "client/requests/sweep_expansion.h"
 #include "common/recipe.h"
 #include "fuzz_driver.h"
 #include "fuzz_targets.h"
@@ -18,7 +19,7 @@ namespace {
 bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // A refusal names its flag and quotes the text: 'as typed', or "an excerpt…" (N bytes) when the
-// text is long or unprintable (client/quoted_flag_text.h).
+// text is long or unprintable (client/requests/quoted_flag_text.h).
 bool NamesFlag(const std::string& message, const std::string& flag) {
   return StartsWith(message, flag + " '") || StartsWith(message, flag + " \"");
 }

@@ -5,7 +5,7 @@
 // together with the micro-step losses in the one device-to-host copy the loop makes per step
 // anyway. Cost: one extra read pass over the gradients and one over the parameters per optimizer
 // step; on the CPU (LibTorch 1.13, one thread) 1.5 ms per step for cpu-tiny's 4.5M parameters,
-// 0.4% of a step of only 64 tokens (tests/unit/trainer_train/training_loop_test.cc prints it).
+// 0.4% of a step of only 64 tokens (tests/unit/trainer/train/training_loop_test.cc prints it).
 // Thread-safety: not thread-safe; the training thread owns it.
 #pragma once
 

@@ -1,0 +1,123 @@
+// xvctl results [--json] [--campaign NAME|ID] [--state S] [--decision D] [--sort id|val_bpb]
+//               [--limit N]
+//               [--failures] [--state-dir DIR]
+// Asks xvd; when no daemon answers, reads <state dir>/xv.db read-only. --failures prints the
+// failure summary (per knob value: diverged, crashed, timed out, NaN rate) instead.
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "client/commands/commands.h"
+#include "client/daemon_client.h"
+#include "client/experiment_listing.h"
+#include "client/numeric_ref.h"
+#include "client/views/experiment_view.h"
+#include "client/views/failure_summary_view.h"
+#include "common/bounded_json.h"
+#include "daemon/store/experiment_store.h"
+
+namespace xv::client {
+namespace {
+
+struct ResultsArgs {
+  ExperimentFilter filter;
+  bool json = false;
+  bool failures = false;
+};
+
+int RunFailures(const ResultsArgs& a, const ClientOptions& options) {
+  v1::FailureSummaryRequest req;
+  int64_t id = 0;
+  if (ParseNumericRef(a.filter.campaign, &id)) {
+    req.set_campaign_id(id);
+  } else {
+    req.set_campaign(a.filter.campaign);
+  }
+  DaemonClient client(options);
+  v1::FailureSummaryResponse resp;
+  std::vector<v1::KnobFailure> knobs;
+  Status st = client.FailureSummary(req, &resp);
+  if (st.ok()) {
+    knobs.assign(resp.knobs().begin(), resp.knobs().end());
+  } else if (st.code() == Status::Code::kUnavailable) {
+    const std::string db = options.StateDir() + "/xv.db";
+    if (!std::filesystem::exists(db)) {
+      return ReportError(Status::Unavailable(st.message() + "; and there is no database at " + db +
+                                             " to read instead"));
+    }
+    std::cerr << "xvctl: no xvd answers at " << client.address() << "; reading " << db
+              << " read-only" << std::endl;
+    std::unique_ptr<store::ExperimentStore> store;
+    st = store::ExperimentStore::OpenReadOnly(db, &store);
+    if (st.ok()) st = store->FailureSummary(req.campaign_id(), req.campaign(), &knobs);
+  }
+  if (!st.ok()) return ReportError(st);
+  if (a.json) {
+    std::cout << DumpJsonLossless(FailureSummaryJson(knobs), 2) << std::endl;
+  } else if (knobs.empty()) {
+    std::cout << "no failures"
+              << (a.filter.campaign.empty() ? "" : " in campaign " + a.filter.campaign)
+              << std::endl;
+  } else {
+    std::cout << RenderFailureSummary(knobs);
+  }
+  return kExitOk;
+}
+
+int RunResults(const ResultsArgs& a, const ClientOptions& options) {
+  if (a.failures) return RunFailures(a, options);
+  DaemonClient client(options);
+  std::vector<v1::Experiment> rows;
+  Status st = ListFromDaemon(&client, a.filter, &rows);
+  if (st.code() == Status::Code::kUnavailable) {
+    const std::string db = options.StateDir() + "/xv.db";
+    if (!std::filesystem::exists(db)) {
+      return ReportError(Status::Unavailable(st.message() + "; and there is no database at " + db +
+                                             " to read instead"));
+    }
+    std::cerr << "xvctl: no xvd answers at " << client.address() << "; reading " << db
+              << " read-only" << std::endl;
+    st = ListFromDatabase(db, a.filter, &rows);
+  }
+  if (!st.ok()) return ReportError(st);
+  if (a.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& e : rows) arr.push_back(ExperimentJson(e));
+    std::cout << DumpJsonLossless(nlohmann::json{{"experiments", arr}}, 2) << std::endl;
+    return kExitOk;
+  }
+  if (rows.empty()) {
+    std::cout << "no experiments"
+              << (a.filter.campaign.empty() && a.filter.state.empty() && a.filter.decision.empty()
+                      ? ""
+                      : " match the filter")
+              << std::endl;
+    return kExitOk;
+  }
+  std::cout << RenderResultsTable(rows);
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddResultsCommand(CLI::App* app, const ClientOptions* options) {
+  auto args = std::make_shared<ResultsArgs>();
+  CLI::App* sub = app->add_subcommand(
+      "results", "the results table (reads <state dir>/xv.db when no xvd answers)");
+  sub->add_flag("--json", args->json, "print JSON instead of a table");
+  sub->add_option("--campaign", args->filter.campaign, "only this campaign (name or id)");
+  sub->add_option("--state", args->filter.state, "only experiments in this state");
+  sub->add_option("--decision", args->filter.decision,
+                  "only experiments with this decision: keep | discard | pending | control");
+  sub->add_flag("--failures", args->failures,
+                "per knob value: diverged, crashed, timed-out counts and NaN rate");
+  sub->add_option("--sort", args->filter.sort,
+                  "id (default) or val_bpb (best first; --limit N keeps the N best)");
+  sub->add_option("--limit", args->filter.limit, "only the N most recent experiments (0 = all)");
+  sub->callback([args, options] {
+    int rc = RunResults(*args, *options);
+    if (rc != kExitOk) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace xv::client

@@ -1,0 +1,31 @@
+// The tools `xvctl mcp` offers an agent (docs/agent.md § Tools): submit, status, results,
+// experiment, campaign_create, campaign_show, campaign_list, wait, decide, cancel, workers. Each is
+// a call (or a bounded series of calls) to xvd through DaemonClient, answering with the JSON that
+// the matching `xvctl ... --json` command prints (client/*_view.h). A refusal by the daemon (an
+// unknown knob, a no-op override, an unknown campaign) or an unreachable daemon is a tool error
+// carrying the daemon's message, which names the field.
+// Thread-safety: the tools share `client` (thread-safe); McpServer calls them from one thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/client_options.h"
+#include "client/daemon_client.h"
+#include "client/mcp/mcp_server.h"
+
+namespace xv::client {
+
+// Longest `wait` an agent may ask for, in seconds; the default is kMcpWaitDefaultS.
+constexpr double kMcpWaitMaxS = 3600;
+constexpr double kMcpWaitDefaultS = 600;
+
+// The tool table over `client`. `options` gives the state directory that `results` reads
+// read-only when no daemon answers.
+std::vector<McpTool> XvMcpTools(std::shared_ptr<DaemonClient> client, const ClientOptions& options);
+
+// The initialize result's instructions: the loop an agent runs, in a few sentences.
+std::string XvMcpInstructions();
+
+}  // namespace xv::client

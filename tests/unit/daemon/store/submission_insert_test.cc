@@ -1,0 +1,174 @@
+// A large submission on a real SQLite file (issue 11, finding 6): its rows are stored in bounded
+// transactions that let readers through, yet nobody sees half of it, and a crash in the middle
+// leaves nothing queued.
+//  - while a 10,240-row submission is being stored, a reader that starts after the submission's
+//    first commit is answered before the submission returns, and sees none of it;
+//  - a writer killed (SIGKILL) between those commits leaves no round, no experiment and no event of
+//    the submission; the file is sound and the same submission then stores completely;
+//  - a submission refused at its last step (a plan phase that already has a round) leaves nothing
+//    queued either, and the recipe rows it added are deleted again.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "daemon/store/sqlite_connection.h"
+#include "tests/unit/daemon/fixtures/store_fixture.h"
+
+namespace xv::store {
+namespace {
+
+using testing::MakeSubmission;
+using testing::TempDir;
+
+constexpr int kBigSubmission = 10240;  // 256 candidates x 40 replicates in the issue
+
+int64_t QueryInt(const std::string& db, const std::string& sql) {
+  std::unique_ptr<SqliteConnection> conn;
+  EXPECT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadOnly, &conn).ok());
+  SqliteStatement st;
+  EXPECT_TRUE(conn->Prepare(sql, &st).ok()) << sql;
+  bool row = false;
+  EXPECT_TRUE(st.Step(&row).ok());
+  return row ? st.ColumnInt(0) : -1;
+}
+
+int64_t Count(ExperimentStore* store, const std::string& state) {
+  std::map<std::string, int64_t> counts;
+  EXPECT_TRUE(store->CountByState(&counts).ok());
+  return counts[state];
+}
+
+TEST(SubmissionInsertTest, ReadersGetThroughABigSubmissionAndSeeAllOrNothing) {
+  TempDir dir;
+  std::unique_ptr<ExperimentStore> store;
+  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  int commits = 0;
+  store->SetCommitListener([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ++commits;
+    cv.notify_all();
+  });
+
+  std::atomic<bool> submitted{false};
+  SubmissionIds ids;
+  Status insert_status;
+  std::thread writer([&] {
+    insert_status = store->InsertSubmission(MakeSubmission(kBigSubmission), &ids);
+    submitted = true;
+  });
+  {
+    // The submission has committed something: it is under way.
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return commits > 0; }));
+  }
+  // Reads answered after the submission's first commit and before its last one.
+  int answered_during = 0;
+  while (!submitted) {
+    const int64_t queued = Count(store.get(), "queued");
+    EXPECT_TRUE(queued == 0 || queued == kBigSubmission)
+        << "a reader saw part of a submission: " << queued << " queued";
+    if (queued == 0) ++answered_during;
+  }
+  writer.join();
+  ASSERT_TRUE(insert_status.ok()) << insert_status.ToString();
+  EXPECT_GE(answered_during, 1) << "no reader was answered while the submission was stored";
+  EXPECT_EQ(ids.experiment_ids.size(), static_cast<size_t>(kBigSubmission));
+  EXPECT_EQ(Count(store.get(), "queued"), kBigSubmission);
+  std::printf("submission of %d rows: %d reads answered while it was stored, %d commits\n",
+              kBigSubmission, answered_during, commits);
+}
+
+TEST(SubmissionInsertTest, AWriterKilledMidSubmissionLeavesNothingQueued) {
+  TempDir dir;
+  const std::string path = dir.file("xv.db");
+  {
+    std::unique_ptr<ExperimentStore> store;
+    ASSERT_TRUE(ExperimentStore::Open(path, &store).ok());
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child stores the big submission and dies (no cleanup of any kind) at its third commit.
+    std::unique_ptr<ExperimentStore> store;
+    if (!ExperimentStore::Open(path, &store).ok()) ::_exit(3);
+    int commits = 0;
+    store->SetCommitListener([&] {
+      if (++commits == 3) ::raise(SIGKILL);
+    });
+    SubmissionIds ids;
+    (void)store->InsertSubmission(MakeSubmission(kBigSubmission), &ids);
+    ::_exit(4);  // the submission finished in fewer than three commits
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+      << "the child did not die mid-submission (status " << wstatus << ")";
+
+  std::unique_ptr<ExperimentStore> store;
+  ASSERT_TRUE(ExperimentStore::Open(path, &store).ok());  // integrity_check passes
+  std::map<std::string, int64_t> counts;
+  ASSERT_TRUE(store->CountByState(&counts).ok());
+  EXPECT_TRUE(counts.empty()) << "experiments of a killed submission are visible";
+  std::vector<QueuedExperiment> queued;
+  ASSERT_TRUE(store->ListQueued(&queued).ok());
+  EXPECT_TRUE(queued.empty());
+  int64_t max_event = -1;
+  ASSERT_TRUE(store->MaxEventId(&max_event).ok());
+  EXPECT_EQ(max_event, 0) << "events of a killed submission were stored";
+  std::vector<xv::v1::Campaign> campaigns;
+  ASSERT_TRUE(store->ListCampaigns(&campaigns).ok());
+  EXPECT_TRUE(campaigns.empty());
+
+  // The same submission stores completely afterwards (its recipes already there are reused).
+  SubmissionIds ids;
+  ASSERT_TRUE(store->InsertSubmission(MakeSubmission(kBigSubmission), &ids).ok());
+  EXPECT_EQ(Count(store.get(), "queued"), kBigSubmission);
+}
+
+TEST(SubmissionInsertTest, ASubmissionRefusedAtItsLastStepLeavesNothingQueued) {
+  TempDir dir;
+  std::unique_ptr<ExperimentStore> store;
+  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  SubmissionIds first;
+  NewSubmission sub = MakeSubmission(2, "planned");
+  ASSERT_TRUE(store->InsertSubmission(sub, &first).ok());
+  StoredPlan plan;
+  plan.campaign_id = first.campaign_id;
+  plan.name = "p";
+  plan.yaml = "phases: []\n";
+  int64_t plan_id = 0;
+  ASSERT_TRUE(store->InsertPlan(plan, &plan_id).ok());
+  NewSubmission phase = MakeSubmission(600, "planned");
+  phase.plan_id = plan_id;
+  phase.plan_phase = 1;
+  SubmissionIds ids;
+  ASSERT_TRUE(store->InsertSubmission(phase, &ids).ok());
+  const int64_t queued_before = Count(store.get(), "queued");
+  const int64_t recipes_before = QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes");
+
+  // The same phase again: its recipes are stored in chunks first, then the round is refused.
+  NewSubmission again = MakeSubmission(600, "planned-again");
+  again.plan_id = plan_id;
+  again.plan_phase = 1;
+  Status s = store->InsertSubmission(again, &ids);
+  EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
+  EXPECT_EQ(Count(store.get(), "queued"), queued_before);
+  EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes"), recipes_before)
+      << "the recipe rows the refused submission added were left behind";
+  bool found = true;
+  CampaignHead head;
+  ASSERT_TRUE(store->FindCampaignHead("planned-again", &found, &head).ok());
+  EXPECT_FALSE(found) << "the refused submission created its campaign";
+}
+
+}  // namespace
+}  // namespace xv::store
