@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
-#include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
 #include "daemon/api/request_limits.h"
 #include "daemon/api/watch_stream.h"
+#include "daemon/engine/campaign_policy.h"
 
 namespace xv::daemon {
 

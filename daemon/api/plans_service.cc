@@ -5,9 +5,9 @@
 
 #include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
-#include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
 #include "daemon/api/request_limits.h"
+#include "daemon/engine/campaign_policy.h"
 #include "daemon/sched/plan_spec.h"
 
 namespace xv::daemon {

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "common/untrusted_text.h"
-#include "daemon/api/event_batcher.h"
 #include "daemon/api/worker_message_edge.h"
-#include "daemon/api/worker_session.h"
+#include "daemon/engine/event_batcher.h"
+#include "daemon/engine/worker_session.h"
 
 namespace xv::daemon {
 namespace {

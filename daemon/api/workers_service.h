@@ -14,7 +14,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/sync_stream.h>
 
-#include "daemon/api/dispatcher.h"
+#include "daemon/engine/dispatcher.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/workers.grpc.pb.h"
 

@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
-#include "daemon/api/campaign_policy.h"
-#include "daemon/api/round_closer.h"
-#include "daemon/api/submission_builder.h"
+#include "daemon/engine/campaign_policy.h"
+#include "daemon/engine/round_closer.h"
+#include "daemon/engine/submission_builder.h"
 #include "tests/unit/daemon/store_fixture.h"
 
 namespace xv::daemon {

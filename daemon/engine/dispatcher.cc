@@ -1,11 +1,11 @@
-#include "daemon/api/dispatcher.h"
+#include "daemon/engine/dispatcher.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <set>
 
-#include "daemon/api/budget_contract.h"
+#include "daemon/engine/budget_contract.h"
 #include "daemon/sched/placement.h"
 
 namespace xv::daemon {

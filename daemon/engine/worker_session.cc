@@ -1,4 +1,4 @@
-#include "daemon/api/worker_session.h"
+#include "daemon/engine/worker_session.h"
 
 #include <cctype>
 #include <utility>

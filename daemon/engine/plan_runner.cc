@@ -1,4 +1,4 @@
-#include "daemon/api/plan_runner.h"
+#include "daemon/engine/plan_runner.h"
 
 #include <cmath>
 #include <map>

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/api/worker_session.h"
+#include "daemon/engine/worker_session.h"
 #include "daemon/sched/lease_table.h"
 #include "daemon/store/experiment_store.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/api/round_closer.h"
+#include "daemon/engine/round_closer.h"
 
 #include <cmath>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
-#include "daemon/api/campaign_policy.h"
+#include "daemon/engine/campaign_policy.h"
 #include "daemon/sched/round_decider.h"
 #include "daemon/sched/welch_test.h"
 

@@ -25,9 +25,9 @@
 #include <string>
 
 #include "common/status.h"
-#include "daemon/api/dispatcher.h"
-#include "daemon/api/round_closer.h"
-#include "daemon/api/submission_builder.h"
+#include "daemon/engine/dispatcher.h"
+#include "daemon/engine/round_closer.h"
+#include "daemon/engine/submission_builder.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.pb.h"
 

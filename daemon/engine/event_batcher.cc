@@ -1,4 +1,4 @@
-#include "daemon/api/event_batcher.h"
+#include "daemon/engine/event_batcher.h"
 
 #include <spdlog/spdlog.h>
 

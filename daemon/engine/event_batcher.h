@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "daemon/api/worker_session.h"
+#include "daemon/engine/worker_session.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::daemon {

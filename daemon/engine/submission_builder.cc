@@ -1,4 +1,4 @@
-#include "daemon/api/submission_builder.h"
+#include "daemon/engine/submission_builder.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,7 +12,7 @@
 #include "common/recipe.h"
 #include "common/recipe_knobs.h"
 #include "common/untrusted_text.h"
-#include "daemon/api/campaign_policy.h"
+#include "daemon/engine/campaign_policy.h"
 
 namespace xv::daemon {
 namespace {
