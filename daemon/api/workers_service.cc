@@ -10,8 +10,8 @@
 
 #include "common/untrusted_text.h"
 #include "daemon/api/worker_message_edge.h"
+#include "daemon/engine/connected_worker.h"
 #include "daemon/engine/event_batcher.h"
-#include "daemon/engine/worker_session.h"
 
 namespace xv::daemon {
 namespace {
@@ -107,7 +107,7 @@ grpc::Status WorkersService::Session(
   s = store_->UpsertWorker(reg, &worker_id);
   if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
 
-  auto session = std::make_shared<WorkerSession>(worker_id, reg, ctx);
+  auto session = std::make_shared<ConnectedWorker>(worker_id, reg, [ctx] { ctx->TryCancel(); });
   {
     xv::v1::DaemonMessage msg;
     msg.mutable_registered()->set_worker_id(worker_id);

@@ -50,7 +50,7 @@ void Dispatcher::Start() {
 }
 
 void Dispatcher::Stop() {
-  std::map<int64_t, std::shared_ptr<WorkerSession>> sessions;
+  std::map<int64_t, std::shared_ptr<ConnectedWorker>> sessions;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -61,11 +61,11 @@ void Dispatcher::Stop() {
   for (auto& [id, s] : sessions) s->Close();
 }
 
-void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session,
+void Dispatcher::Attach(const std::shared_ptr<ConnectedWorker>& session,
                         const std::function<void()>& reconcile) {
   std::lock_guard<std::mutex> pass(schedule_mu_);
   if (reconcile) reconcile();
-  std::shared_ptr<WorkerSession> old;
+  std::shared_ptr<ConnectedWorker> old;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
@@ -88,7 +88,7 @@ void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session,
   }
 }
 
-void Dispatcher::Detach(const std::shared_ptr<WorkerSession>& session) {
+void Dispatcher::Detach(const std::shared_ptr<ConnectedWorker>& session) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(session->worker_id());
   if (it != sessions_.end() && it->second == session) {
@@ -100,7 +100,7 @@ void Dispatcher::Detach(const std::shared_ptr<WorkerSession>& session) {
 
 Status Dispatcher::Drain(const std::string& worker, bool all, const std::string& reason,
                          std::vector<int64_t>* told) {
-  std::vector<std::shared_ptr<WorkerSession>> targets;
+  std::vector<std::shared_ptr<ConnectedWorker>> targets;
   {
     // No scheduling pass in flight: none can assign to a worker after it is marked draining.
     std::lock_guard<std::mutex> pass(schedule_mu_);
@@ -145,7 +145,8 @@ std::string Dispatcher::DrainState(int64_t worker_id) const {
   return it->second ? "drained" : "draining";
 }
 
-void Dispatcher::OnRegistered(const std::shared_ptr<WorkerSession>& session, bool holds_attempts) {
+void Dispatcher::OnRegistered(const std::shared_ptr<ConnectedWorker>& session,
+                              bool holds_attempts) {
   std::string reason;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -176,13 +177,13 @@ void Dispatcher::Touch(int64_t worker_id) {
 bool Dispatcher::IsConnected(int64_t worker_id) const { return SessionOf(worker_id) != nullptr; }
 
 std::vector<std::string> Dispatcher::TrainersOf(int64_t worker_id) const {
-  std::shared_ptr<WorkerSession> session = SessionOf(worker_id);
+  std::shared_ptr<ConnectedWorker> session = SessionOf(worker_id);
   if (session == nullptr) return {};
   if (session->trainers().empty()) return {"libtorch"};
   return session->trainers();
 }
 
-std::shared_ptr<WorkerSession> Dispatcher::SessionOf(int64_t worker_id) const {
+std::shared_ptr<ConnectedWorker> Dispatcher::SessionOf(int64_t worker_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(worker_id);
   return it == sessions_.end() ? nullptr : it->second;
@@ -190,7 +191,7 @@ std::shared_ptr<WorkerSession> Dispatcher::SessionOf(int64_t worker_id) const {
 
 void Dispatcher::Schedule() {
   std::lock_guard<std::mutex> pass(schedule_mu_);
-  std::vector<std::shared_ptr<WorkerSession>> sessions;
+  std::vector<std::shared_ptr<ConnectedWorker>> sessions;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -223,7 +224,7 @@ void Dispatcher::Schedule() {
   std::map<int64_t, int> busy;
   for (const auto& a : active) ++busy[a.worker_id];
   std::vector<sched::WorkerSlot> slots;
-  std::map<int64_t, std::shared_ptr<WorkerSession>> by_id;
+  std::map<int64_t, std::shared_ptr<ConnectedWorker>> by_id;
   for (const auto& session : sessions) {
     sched::WorkerSlot slot;
     slot.worker_id = session->worker_id();
@@ -291,7 +292,7 @@ void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
   }
 }
 
-void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<WorkerSession>& session,
+void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<ConnectedWorker>& session,
                                        int64_t experiment_id, int attempt) {
   // The common case (a reconnect while the attempt is still held) is a read, not a transaction.
   bool active = false;
@@ -345,7 +346,7 @@ void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& 
     return;
   }
   // Attempts it runs that the store does not give it (lost during a silence, or not its own).
-  if (std::shared_ptr<WorkerSession> session = SessionOf(worker_id)) {
+  if (std::shared_ptr<ConnectedWorker> session = SessionOf(worker_id)) {
     for (const auto& ra : heartbeat.running()) {
       if (ra.finished()) continue;  // its Finished is on its way
       const bool held = std::any_of(active.begin(), active.end(), [&](const auto& a) {

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/engine/worker_session.h"
+#include "daemon/engine/connected_worker.h"
 #include "daemon/sched/lease_table.h"
 #include "daemon/store/experiment_store.h"
 
@@ -53,10 +53,10 @@ class Dispatcher {
   // session, replacing (closing) any earlier session of the same worker. Without the exclusion, a
   // pass could push an Assign into the old session after `reconcile` looked and the attempt would
   // be orphaned.
-  void Attach(const std::shared_ptr<WorkerSession>& session,
+  void Attach(const std::shared_ptr<ConnectedWorker>& session,
               const std::function<void()>& reconcile = nullptr);
   // The session ended; no-op when a newer session of the worker replaced it.
-  void Detach(const std::shared_ptr<WorkerSession>& session);
+  void Detach(const std::shared_ptr<ConnectedWorker>& session);
   // Any message from the worker renews its lease. A worker heard from again after its lease
   // lapsed gets no new work until its next heartbeat was reconciled (ReconcileHeartbeat): an
   // attempt it still runs may be reclaimed, and the requeue of that attempt must not be assigned
@@ -84,7 +84,7 @@ class Dispatcher {
   // flight (under Attach's reconcile, or from ReconcileHeartbeat) so that the requeue cannot be
   // assigned in between. A store error is logged and leaves the trainer running (the next
   // heartbeat retries).
-  void ReclaimRunningAttempt(const std::shared_ptr<WorkerSession>& session, int64_t experiment_id,
+  void ReclaimRunningAttempt(const std::shared_ptr<ConnectedWorker>& session, int64_t experiment_id,
                              int attempt);
   // One lease pass at `now`: attempts whose worker's lease lapsed become lost (requeued per
   // policy).
@@ -101,18 +101,18 @@ class Dispatcher {
   // A worker registered. Running no attempt it is a fresh process (at most replaying finished
   // ones): a finished drain is forgotten and it takes work again. Still running one in the middle
   // of a drain (it reconnected), it is told to drain again.
-  void OnRegistered(const std::shared_ptr<WorkerSession>& session, bool holds_attempts);
+  void OnRegistered(const std::shared_ptr<ConnectedWorker>& session, bool holds_attempts);
 
  private:
   void MonitorLoop();
-  std::shared_ptr<WorkerSession> SessionOf(int64_t worker_id) const;
+  std::shared_ptr<ConnectedWorker> SessionOf(int64_t worker_id) const;
 
   store::ExperimentStore* const store_;
   const DispatcherOptions options_;
   sched::LeaseTable leases_;
 
   mutable std::mutex mu_;
-  std::map<int64_t, std::shared_ptr<WorkerSession>> sessions_;  // by worker id; guarded by mu_
+  std::map<int64_t, std::shared_ptr<ConnectedWorker>> sessions_;  // by worker id; guarded by mu_
   std::map<int64_t, bool> drains_;  // worker id -> its session ended (drained); guarded by mu_
   std::map<int64_t, std::string> drain_reasons_;  // guarded by mu_
   // Workers heard from after their lease lapsed whose next heartbeat is not reconciled yet: no

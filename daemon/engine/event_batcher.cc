@@ -6,7 +6,7 @@
 
 namespace xv::daemon {
 
-EventBatcher::EventBatcher(store::ExperimentStore* store, std::shared_ptr<WorkerSession> session)
+EventBatcher::EventBatcher(store::ExperimentStore* store, std::shared_ptr<ConnectedWorker> session)
     : store_(store), session_(std::move(session)) {}
 
 void EventBatcher::Add(xv::v1::TrainerEvent event) {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "daemon/engine/worker_session.h"
+#include "daemon/engine/connected_worker.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::daemon {
@@ -17,7 +17,7 @@ class EventBatcher {
  public:
   static constexpr size_t kMaxBatch = 64;
 
-  EventBatcher(store::ExperimentStore* store, std::shared_ptr<WorkerSession> session);
+  EventBatcher(store::ExperimentStore* store, std::shared_ptr<ConnectedWorker> session);
 
   // Queues one event; flushes when the batch is full.
   void Add(xv::v1::TrainerEvent event);
@@ -27,7 +27,7 @@ class EventBatcher {
 
  private:
   store::ExperimentStore* const store_;
-  const std::shared_ptr<WorkerSession> session_;
+  const std::shared_ptr<ConnectedWorker> session_;
   std::mutex mu_;
   std::vector<xv::v1::TrainerEvent> pending_;  // guarded by mu_
 };
