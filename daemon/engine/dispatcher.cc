@@ -45,10 +45,6 @@ Dispatcher::Dispatcher(store::ExperimentStore* store, DispatcherOptions options)
 
 Dispatcher::~Dispatcher() { Stop(); }
 
-void Dispatcher::Start() {
-  monitor_ = std::thread([this] { MonitorLoop(); });
-}
-
 void Dispatcher::Stop() {
   std::map<int64_t, std::shared_ptr<ConnectedWorker>> sessions;
   {
@@ -56,8 +52,6 @@ void Dispatcher::Stop() {
     stopping_ = true;
     sessions.swap(sessions_);
   }
-  stop_cv_.notify_all();
-  if (monitor_.joinable()) monitor_.join();
   for (auto& [id, s] : sessions) s->Close();
 }
 
@@ -374,19 +368,6 @@ void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& 
     }
     spdlog::warn("experiment {} attempt {} lost ({}){}", a.experiment_id, a.attempt, detail,
                  requeued ? "; requeued" : "");
-  }
-}
-
-void Dispatcher::MonitorLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms));
-    if (stopping_) break;
-    lock.unlock();
-    CheckLeases(sched::LeaseTable::Clock::now());
-    Schedule();
-    if (tick_hook_) tick_hook_();
-    lock.lock();
   }
 }
 

@@ -1,6 +1,7 @@
 // Dispatcher: connects the store, the placement policy and the connected workers. It assigns queued
-// experiments to free workers and pushes the Assign messages, forwards cancels, and runs the lease
-// monitor that marks attempts lost when their worker stays silent longer than the lease.
+// experiments to free workers and pushes the Assign messages, forwards cancels, and checks the
+// leases: attempts whose worker stays silent longer than the lease are lost. DaemonLoop
+// (daemon_loop.h) calls CheckLeases and Schedule every tick.
 //
 // Thread-safety: every public method is safe to call concurrently; scheduling passes are serialised
 // by schedule_mu_, the session map is guarded by mu_. The store outlives the dispatcher.
@@ -31,7 +32,6 @@ struct DispatcherOptions {
   // A lost attempt is requeued while attempt < max_attempts; 0 = each campaign's own
   // max_attempts (default 2, `campaign create --max-attempts`).
   int max_attempts = 0;
-  int tick_ms = 250;  // lease checks and a scheduling pass this often
 };
 
 class Dispatcher {
@@ -41,11 +41,7 @@ class Dispatcher {
 
   const DispatcherOptions& options() const { return options_; }
 
-  // Runs `hook` on the monitor thread after every lease check and scheduling pass (e.g. deciding
-  // finished rounds). Call before Start().
-  void SetTickHook(std::function<void()> hook) { tick_hook_ = std::move(hook); }
-  // Starts the lease monitor thread. Stop() ends it and closes every session.
-  void Start();
+  // Closes every session; later passes and attaches do nothing. Idempotent.
   void Stop();
 
   // A worker registered: runs `reconcile` (which compares the attempts the store gives this worker
@@ -104,7 +100,6 @@ class Dispatcher {
   void OnRegistered(const std::shared_ptr<ConnectedWorker>& session, bool holds_attempts);
 
  private:
-  void MonitorLoop();
   std::shared_ptr<ConnectedWorker> SessionOf(int64_t worker_id) const;
 
   store::ExperimentStore* const store_;
@@ -119,9 +114,6 @@ class Dispatcher {
   // new work for them meanwhile (see Touch). Guarded by mu_.
   std::set<int64_t> returning_;
   bool stopping_ = false;  // guarded by mu_
-  std::condition_variable stop_cv_;
-  std::thread monitor_;
-  std::function<void()> tick_hook_;  // set before Start(); read by the monitor thread only
 
   std::mutex schedule_mu_;  // serialises Schedule() and CheckLeases()
 };
