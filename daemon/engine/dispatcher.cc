@@ -48,7 +48,7 @@ Dispatcher::~Dispatcher() { Stop(); }
 void Dispatcher::Stop() {
   std::map<int64_t, std::shared_ptr<ConnectedWorker>> sessions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     sessions.swap(sessions_);
   }
@@ -57,11 +57,11 @@ void Dispatcher::Stop() {
 
 void Dispatcher::Attach(const std::shared_ptr<ConnectedWorker>& session,
                         const std::function<void()>& reconcile) {
-  std::lock_guard<std::mutex> pass(schedule_mu_);
+  MutexLock pass(&schedule_mu_);
   if (reconcile) reconcile();
   std::shared_ptr<ConnectedWorker> old;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) {
       session->Close();
       return;
@@ -73,7 +73,7 @@ void Dispatcher::Attach(const std::shared_ptr<ConnectedWorker>& session,
   leases_.Touch(session->worker_id(), sched::LeaseTable::Clock::now());
   {
     // `reconcile` has seen what the re-registered worker runs.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     returning_.erase(session->worker_id());
   }
   if (old && old != session) {
@@ -83,7 +83,7 @@ void Dispatcher::Attach(const std::shared_ptr<ConnectedWorker>& session,
 }
 
 void Dispatcher::Detach(const std::shared_ptr<ConnectedWorker>& session) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = sessions_.find(session->worker_id());
   if (it != sessions_.end() && it->second == session) {
     sessions_.erase(it);
@@ -97,8 +97,8 @@ Status Dispatcher::Drain(const std::string& worker, bool all, const std::string&
   std::vector<std::shared_ptr<ConnectedWorker>> targets;
   {
     // No scheduling pass in flight: none can assign to a worker after it is marked draining.
-    std::lock_guard<std::mutex> pass(schedule_mu_);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock pass(&schedule_mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, s] : sessions_) {
       if (s->closed()) continue;
       if (all || s->name() == worker || std::to_string(id) == worker) targets.push_back(s);
@@ -133,7 +133,7 @@ Status Dispatcher::Drain(const std::string& worker, bool all, const std::string&
 }
 
 std::string Dispatcher::DrainState(int64_t worker_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = drains_.find(worker_id);
   if (it == drains_.end()) return "";
   return it->second ? "drained" : "draining";
@@ -143,7 +143,7 @@ void Dispatcher::OnRegistered(const std::shared_ptr<ConnectedWorker>& session,
                               bool holds_attempts) {
   std::string reason;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = drains_.find(session->worker_id());
     if (it == drains_.end()) return;
     if (!holds_attempts) {
@@ -162,7 +162,7 @@ void Dispatcher::OnRegistered(const std::shared_ptr<ConnectedWorker>& session,
 void Dispatcher::Touch(int64_t worker_id) {
   const auto now = sched::LeaseTable::Clock::now();
   if (leases_.Expired(worker_id, now)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     returning_.insert(worker_id);
   }
   leases_.Touch(worker_id, now);
@@ -178,16 +178,16 @@ std::vector<std::string> Dispatcher::TrainersOf(int64_t worker_id) const {
 }
 
 std::shared_ptr<ConnectedWorker> Dispatcher::SessionOf(int64_t worker_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = sessions_.find(worker_id);
   return it == sessions_.end() ? nullptr : it->second;
 }
 
 void Dispatcher::Schedule() {
-  std::lock_guard<std::mutex> pass(schedule_mu_);
+  MutexLock pass(&schedule_mu_);
   std::vector<std::shared_ptr<ConnectedWorker>> sessions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     // A worker whose lease lapsed (a silent stream: a network cut) gets nothing new: the attempt
     // just requeued from it would go straight back to it and be lost again.
@@ -260,7 +260,7 @@ void Dispatcher::SendCancel(int64_t worker_id, int64_t experiment_id, int attemp
 void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
   std::vector<store::ActiveAttempt> active;
   {
-    std::lock_guard<std::mutex> pass(schedule_mu_);
+    MutexLock pass(&schedule_mu_);
     Status s = store_->ListActive(&active);
     if (!s.ok()) {
       spdlog::error("lease check: {}", s.ToString());
@@ -323,13 +323,13 @@ void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<ConnectedWorker>& s
 }
 
 void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& heartbeat) {
-  std::lock_guard<std::mutex> pass(schedule_mu_);
+  MutexLock pass(&schedule_mu_);
   // Whatever happens below, the worker's heartbeat has been looked at: it may take work again.
   struct EndReturn {
     Dispatcher* d;
     int64_t id;
     ~EndReturn() {
-      std::lock_guard<std::mutex> lock(d->mu_);
+      MutexLock lock(&d->mu_);
       d->returning_.erase(id);
     }
   } end_return{this, worker_id};

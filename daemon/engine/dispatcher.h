@@ -9,17 +9,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/engine/connected_worker.h"
 #include "daemon/sched/lease_table.h"
 #include "daemon/store/experiment_store.h"
@@ -106,16 +106,17 @@ class Dispatcher {
   const DispatcherOptions options_;
   sched::LeaseTable leases_;
 
-  mutable std::mutex mu_;
-  std::map<int64_t, std::shared_ptr<ConnectedWorker>> sessions_;  // by worker id; guarded by mu_
-  std::map<int64_t, bool> drains_;  // worker id -> its session ended (drained); guarded by mu_
-  std::map<int64_t, std::string> drain_reasons_;  // guarded by mu_
+  // Lock order: schedule_mu_ (a whole pass) before mu_ (the maps below, held briefly).
+  Mutex schedule_mu_;  // serialises Schedule(), CheckLeases(), Attach, Drain and reconciles
+  mutable Mutex mu_ ACQUIRED_AFTER(schedule_mu_);
+  std::map<int64_t, std::shared_ptr<ConnectedWorker>> sessions_ GUARDED_BY(mu_);  // by worker id
+  // worker id -> its session ended (drained)
+  std::map<int64_t, bool> drains_ GUARDED_BY(mu_);
+  std::map<int64_t, std::string> drain_reasons_ GUARDED_BY(mu_);
   // Workers heard from after their lease lapsed whose next heartbeat is not reconciled yet: no
-  // new work for them meanwhile (see Touch). Guarded by mu_.
-  std::set<int64_t> returning_;
-  bool stopping_ = false;  // guarded by mu_
-
-  std::mutex schedule_mu_;  // serialises Schedule() and CheckLeases()
+  // new work for them meanwhile (see Touch).
+  std::set<int64_t> returning_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace xv::daemon

@@ -5,9 +5,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/engine/connected_worker.h"
 #include "daemon/store/experiment_store.h"
 
@@ -28,8 +29,8 @@ class EventBatcher {
  private:
   store::ExperimentStore* const store_;
   const std::shared_ptr<ConnectedWorker> session_;
-  std::mutex mu_;
-  std::vector<xv::v1::TrainerEvent> pending_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<xv::v1::TrainerEvent> pending_ GUARDED_BY(mu_);
 };
 
 }  // namespace xv::daemon

@@ -166,23 +166,23 @@ Status PlanRunner::AdvanceAll() {
 }
 
 Status PlanRunner::Advance(int64_t plan_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return AdvanceLocked(plan_id);
 }
 
 Status PlanRunner::Pause(int64_t plan_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return SetStateLocked(plan_id, "running", "paused", "paused by request");
 }
 
 Status PlanRunner::Resume(int64_t plan_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   XV_RETURN_IF_ERROR(SetStateLocked(plan_id, "paused", "running", ""));
   return AdvanceLocked(plan_id);
 }
 
 Status PlanRunner::Cancel(int64_t plan_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   store::StoredPlan plan;
   XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
   bool updated = false;
@@ -278,7 +278,12 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
                                             DumpJsonLossless(outcomes), "", &updated));
       spdlog::info("plan {} ({}): {} round {} with {} experiment(s)", plan.id, plan.name, where,
                    ids.round_id, ids.experiment_ids.size());
-      if (closer_ != nullptr) closer_->DecideReadyRounds(nullptr);  // all reused: decided now
+      if (closer_ != nullptr) {
+        // All reused: decided now. On failure the daemon loop decides it on its next tick.
+        const Status decided = closer_->DecideReadyRounds(nullptr);
+        if (!decided.ok())
+          spdlog::error("plan {}: deciding rounds: {}", plan.id, decided.ToString());
+      }
       if (dispatcher_ != nullptr) dispatcher_->Schedule();
       continue;  // a round decided at once moves on in the next pass
     }

@@ -21,10 +21,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "daemon/engine/dispatcher.h"
 #include "daemon/engine/round_closer.h"
 #include "daemon/engine/submission_builder.h"
@@ -61,16 +62,16 @@ class PlanRunner {
   Status Describe(const store::StoredPlan& plan, bool with_yaml, xv::v1::Plan* out);
 
  private:
-  Status AdvanceLocked(int64_t plan_id);
+  Status AdvanceLocked(int64_t plan_id) EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the plan from `from` to `to` (keeping its phase and outcomes) under mu_.
   Status SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
-                        const std::string& reason);
+                        const std::string& reason) EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   store::ExperimentStore* const store_;
   Dispatcher* const dispatcher_;
   RoundCloser* const closer_;
   const SubmissionLimits limits_;
-  std::mutex mu_;  // one plan step at a time
+  Mutex mu_;  // one plan step at a time
 };
 
 }  // namespace xv::daemon
