@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json_or_discarded.h"
+#include "common/run_states.h"
 #include "daemon/sched/result_plausibility.h"
 
 namespace xv::daemon {
@@ -46,7 +47,7 @@ bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
   if (row.source == "trainer") {
     // The trainer's own event: its type is the kind; start means the experiment runs.
     out->set_kind(row.type);
-    if (row.type == "start") out->set_state("running");
+    if (row.type == "start") out->set_state(std::string(ToString(ExperimentState::kRunning)));
     // A stored step may be anything a trainer wrote (1e300): convert only what fits.
     out->set_step(sched::DoubleToInt64(Number(j, "step")).value_or(0));
     out->set_loss(Number(j, "loss"));
@@ -65,7 +66,8 @@ bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
   if (row.source == "daemon" && row.type == "lost") {
     out->set_kind("state");
     const bool requeued = j.is_object() && j.value("requeued", false);
-    out->set_state(requeued ? "queued" : "lost");
+    out->set_state(
+        std::string(ToString(requeued ? ExperimentState::kQueued : ExperimentState::kLost)));
     out->set_detail("attempt " + std::to_string(row.attempt) + " lost: " + Text(j, "detail"));
     return true;
   }
@@ -78,7 +80,7 @@ bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
   }
   if (row.source == "audit" && row.type == "cancel") {
     out->set_kind("state");
-    out->set_state("cancelled");
+    out->set_state(std::string(ToString(ExperimentState::kCancelled)));
     out->set_detail("cancelled by request");
     return true;
   }

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "common/run_states.h"
 #include "common/untrusted_text.h"
 #include "daemon/api/worker_message_edge.h"
 #include "daemon/engine/connected_worker.h"
@@ -47,7 +48,7 @@ xv::v1::WorkerMessage StandInForUnreadable(const UnreadableWorkerMessage& u, con
     f->set_experiment_id(u.experiment_id);
     f->set_attempt(u.attempt);
     f->set_exit_code(-1);
-    f->set_state("failed");
+    f->set_state(std::string(ToString(ExperimentState::kFailed)));
     f->set_failure_kind("crashed");
     f->set_failure_detail("the worker's Finished report was unreadable (" + reason +
                           "); its state, detail and tail are lost");
@@ -263,7 +264,7 @@ grpc::Status WorkersService::Session(
   session->Close(/*cancel_rpc=*/false);
   writer.join();
   if (!dispatcher_->IsConnected(worker_id)) {
-    s = store_->SetWorkerState(worker_id, "offline");
+    s = store_->SetWorkerState(worker_id, std::string(ToString(WorkerState::kOffline)));
     if (!s.ok()) spdlog::warn("worker {}: {}", reg.worker_name(), s.ToString());
   }
   if (!protocol_error.empty()) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/run_states.h"
 #include "daemon/engine/budget_contract.h"
 #include "daemon/sched/placement.h"
 
@@ -121,7 +122,8 @@ Status Dispatcher::Drain(const std::string& worker, bool all, const std::string&
     return Status::NotFound("worker '" + worker + "': no such worker (see xvctl status)");
   }
   for (const auto& s : targets) {
-    Status st = store_->SetWorkerState(s->worker_id(), "draining");
+    Status st =
+        store_->SetWorkerState(s->worker_id(), std::string(ToString(WorkerState::kDraining)));
     if (!st.ok()) spdlog::warn("drain: worker {}: {}", s->name(), st.ToString());
     xv::v1::DaemonMessage msg;
     msg.mutable_drain()->set_reason(reason);
@@ -132,11 +134,11 @@ Status Dispatcher::Drain(const std::string& worker, bool all, const std::string&
   return Status::Ok();
 }
 
-std::string Dispatcher::DrainState(int64_t worker_id) const {
+Dispatcher::DrainProgress Dispatcher::DrainState(int64_t worker_id) const {
   MutexLock lock(&mu_);
   auto it = drains_.find(worker_id);
-  if (it == drains_.end()) return "";
-  return it->second ? "drained" : "draining";
+  if (it == drains_.end()) return DrainProgress::kNone;
+  return it->second ? DrainProgress::kDrained : DrainProgress::kDraining;
 }
 
 void Dispatcher::OnRegistered(const std::shared_ptr<ConnectedWorker>& session,

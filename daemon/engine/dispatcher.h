@@ -92,8 +92,9 @@ class Dispatcher {
   // FailedPrecondition for one that is not connected (or, with all, when none is).
   Status Drain(const std::string& worker, bool all, const std::string& reason,
                std::vector<int64_t>* told);
-  // "draining" from Drain until the worker's session ends, "drained" after, "" otherwise.
-  std::string DrainState(int64_t worker_id) const;
+  // Where a worker is in a drain: draining from Drain until its session ends, drained after.
+  enum class DrainProgress { kNone, kDraining, kDrained };
+  DrainProgress DrainState(int64_t worker_id) const;
   // A worker registered. Running no attempt it is a fresh process (at most replaying finished
   // ones): a finished drain is forgotten and it takes work again. Still running one in the middle
   // of a drain (it reconnected), it is told to drain again.

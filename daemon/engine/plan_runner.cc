@@ -10,6 +10,7 @@
 #include "common/bounded_json.h"
 #include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
+#include "common/run_states.h"
 #include "daemon/sched/plan_spec.h"
 
 namespace xv::daemon {
@@ -20,19 +21,19 @@ using sched::PlanPhase;
 using sched::PlanPhaseKind;
 
 // The round kind a phase's round is stored as (failure maps are sweeps that keep nothing).
-const char* RoundKind(PlanPhaseKind kind) {
+RoundKind RoundKindOf(PlanPhaseKind kind) {
   switch (kind) {
     case PlanPhaseKind::kSweep:
     case PlanPhaseKind::kFailureMap:
-      return "sweep";
+      return RoundKind::kSweep;
     case PlanPhaseKind::kCandidates:
-      return "candidates";
+      return RoundKind::kCandidates;
     case PlanPhaseKind::kAblation:
-      return "ablation";
+      return RoundKind::kAblation;
     case PlanPhaseKind::kConfirm:
-      return "confirm";
+      return RoundKind::kConfirm;
   }
-  return "candidates";
+  return RoundKind::kCandidates;
 }
 
 Status LoadRecipe(const std::string& recipe_json, const std::string& what, Recipe* out) {
@@ -54,7 +55,7 @@ Status BuildPhaseRound(store::ExperimentStore* store, const SubmissionLimits& li
 
   xv::v1::SubmitRequest req;
   req.set_campaign(plan.campaign);
-  req.set_kind(RoundKind(phase.kind));
+  req.set_kind(std::string(ToString(RoundKindOf(phase.kind))));
   req.set_submitter("plan " + plan.name + " #" + std::to_string(plan.id) + " phase " +
                     std::to_string(index) + " (" + phase.name + ")");
   req.set_replicates(phase.kind == PlanPhaseKind::kConfirm ? phase.seeds : phase.replicates);
@@ -110,11 +111,15 @@ Status FailureBoundary(store::ExperimentStore* store, const PlanPhase& phase, in
   XV_RETURN_IF_ERROR(store->ListRoundRuns(round_id, &runs));
   std::map<std::string, std::string> by_value;  // value text -> how it ended
   for (const auto& r : runs) {
-    if (r.role != "candidate") continue;
+    RunRole role = RunRole::kControl;
+    if (!ParseRunRole(r.role, &role) || role != RunRole::kCandidate) continue;
     const auto eq = r.name.find('=');
     const std::string value = eq == std::string::npos ? r.name : r.name.substr(eq + 1);
     std::string how = r.state;
-    if (r.state == "succeeded" && (!r.has_val_bpb || !std::isfinite(r.val_bpb))) how = "nan";
+    ExperimentState state = ExperimentState::kQueued;
+    const bool succeeded =
+        ParseExperimentState(r.state, &state) && state == ExperimentState::kSucceeded;
+    if (succeeded && (!r.has_val_bpb || !std::isfinite(r.val_bpb))) how = "nan";
     by_value[value] = how;
   }
   std::string last_ok, first_bad, first_bad_how, after;
@@ -123,7 +128,7 @@ Status FailureBoundary(store::ExperimentStore* store, const PlanPhase& phase, in
     auto it = by_value.find(v);
     const std::string how = it == by_value.end() ? "not run (no-op)" : it->second;
     values.push_back({{"value", v}, {"ended", how}});
-    const bool ok = how == "succeeded" || how == "not run (no-op)";
+    const bool ok = how == ToString(ExperimentState::kSucceeded) || how == "not run (no-op)";
     if (first_bad.empty()) {
       if (ok) {
         last_ok = v;
@@ -149,7 +154,36 @@ Status FailureBoundary(store::ExperimentStore* store, const PlanPhase& phase, in
   return Status::Ok();
 }
 
+// Store rows carry states as text: these read and write them.
+std::string Name(PlanState state) { return std::string(ToString(state)); }
+
+bool PlanIs(const store::StoredPlan& plan, PlanState state) {
+  PlanState stored = PlanState::kCancelled;
+  return ParsePlanState(plan.state, &stored) && stored == state;
+}
+
+bool RoundIs(const store::PlanRound& round, RoundState state) {
+  RoundState stored = RoundState::kCancelled;
+  return ParseRoundState(round.state, &stored) && stored == state;
+}
+
 }  // namespace
+
+// What one AdvanceLocked call works on: the plan, its parsed phases, the phase outcomes written
+// back (a JSON array, one object per phase) and the phase it is at.
+struct PlanRunner::PlanProgress {
+  store::StoredPlan plan;
+  sched::PlanSpec spec;
+  json outcomes;
+  int phase = 0;
+
+  // "phases[1] (ablate, ablation)": the phase as messages name it.
+  std::string Where() const {
+    const PlanPhase& ph = spec.phases[phase];
+    return "phases[" + std::to_string(phase) + "] (" + ph.name + ", " + PlanPhaseKindName(ph.kind) +
+           ")";
+  }
+};
 
 PlanRunner::PlanRunner(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
                        SubmissionLimits limits)
@@ -157,7 +191,7 @@ PlanRunner::PlanRunner(store::ExperimentStore* store, Dispatcher* dispatcher, Ro
 
 Status PlanRunner::AdvanceAll() {
   std::vector<store::StoredPlan> running;
-  XV_RETURN_IF_ERROR(store_->ListPlans("running", &running));
+  XV_RETURN_IF_ERROR(store_->ListPlans(Name(PlanState::kRunning), &running));
   for (const auto& p : running) {
     Status s = Advance(p.id);
     if (!s.ok()) spdlog::error("plan {} ({}): {}", p.id, p.name, s.ToString());
@@ -172,12 +206,12 @@ Status PlanRunner::Advance(int64_t plan_id) {
 
 Status PlanRunner::Pause(int64_t plan_id) {
   MutexLock lock(&mu_);
-  return SetStateLocked(plan_id, "running", "paused", "paused by request");
+  return SetStateLocked(plan_id, PlanState::kRunning, PlanState::kPaused, "paused by request");
 }
 
 Status PlanRunner::Resume(int64_t plan_id) {
   MutexLock lock(&mu_);
-  XV_RETURN_IF_ERROR(SetStateLocked(plan_id, "paused", "running", ""));
+  XV_RETURN_IF_ERROR(SetStateLocked(plan_id, PlanState::kPaused, PlanState::kRunning, ""));
   return AdvanceLocked(plan_id);
 }
 
@@ -186,9 +220,10 @@ Status PlanRunner::Cancel(int64_t plan_id) {
   store::StoredPlan plan;
   XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
   bool updated = false;
-  if (plan.state == "running" || plan.state == "paused") {
-    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, plan.state, "cancelled", plan.current_phase,
-                                          plan.outcomes_json, "cancelled by request", &updated));
+  if (PlanIs(plan, PlanState::kRunning) || PlanIs(plan, PlanState::kPaused)) {
+    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, plan.state, Name(PlanState::kCancelled),
+                                          plan.current_phase, plan.outcomes_json,
+                                          "cancelled by request", &updated));
   }
   if (!updated) {
     return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
@@ -197,130 +232,160 @@ Status PlanRunner::Cancel(int64_t plan_id) {
   return Status::Ok();
 }
 
-Status PlanRunner::SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
+Status PlanRunner::SetStateLocked(int64_t plan_id, PlanState from, PlanState to,
                                   const std::string& reason) {
   store::StoredPlan plan;
   XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
   bool updated = false;
-  if (plan.state == from) {
-    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, from, to, plan.current_phase, plan.outcomes_json,
-                                          reason, &updated));
+  if (PlanIs(plan, from)) {
+    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, Name(from), Name(to), plan.current_phase,
+                                          plan.outcomes_json, reason, &updated));
   }
   if (!updated) {
     return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
-                                      ") is " + plan.state + ", not " + from);
+                                      ") is " + plan.state + ", not " + Name(from));
   }
-  spdlog::info("plan {} ({}): {}", plan.id, plan.name, to == "paused" ? "paused" : "resumed");
+  spdlog::info("plan {} ({}): {}", plan.id, plan.name,
+               to == PlanState::kPaused ? "paused" : "resumed");
   return Status::Ok();
 }
 
 Status PlanRunner::AdvanceLocked(int64_t plan_id) {
-  store::StoredPlan plan;
-  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
-  if (plan.state != "running") return Status::Ok();
-  json outcomes = ParseBoundedJsonOrDiscarded(plan.outcomes_json);
-  if (!outcomes.is_array()) outcomes = json::array();
-  bool updated = false;
-  sched::PlanSpec spec;
-  Status parsed = sched::ParsePlanYaml(plan.yaml, &spec);
+  PlanProgress p;
+  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &p.plan));
+  if (!PlanIs(p.plan, PlanState::kRunning)) return Status::Ok();
+  p.outcomes = ParseBoundedJsonOrDiscarded(p.plan.outcomes_json);
+  if (!p.outcomes.is_array()) p.outcomes = json::array();
+  p.phase = p.plan.current_phase;
+  Status parsed = sched::ParsePlanYaml(p.plan.yaml, &p.spec);
   if (!parsed.ok()) {
-    return store_->UpdatePlan(plan.id, "running", "failed", plan.current_phase,
-                              DumpJsonLossless(outcomes), "plan: " + parsed.message(), &updated);
+    bool updated = false;
+    return SavePlan(p, PlanState::kFailed, "plan: " + parsed.message(), &updated);
   }
-  while (outcomes.size() < spec.phases.size()) outcomes.push_back({{"state", "pending"}});
-  int phase = plan.current_phase;
+  while (p.outcomes.size() < p.spec.phases.size()) p.outcomes.push_back({{"state", "pending"}});
   // Each pass either waits (returns) or moves one phase on; bounded by the number of phases.
-  for (size_t pass = 0; pass <= spec.phases.size() + 1; ++pass) {
-    if (phase >= static_cast<int>(spec.phases.size())) {
-      XV_RETURN_IF_ERROR(store_->UpdatePlan(
-          plan.id, "running", "done", phase, DumpJsonLossless(outcomes),
-          "all " + std::to_string(spec.phases.size()) + " phases finished", &updated));
-      if (updated) spdlog::info("plan {} ({}): done", plan.id, plan.name);
-      return Status::Ok();
-    }
-    const PlanPhase& ph = spec.phases[phase];
-    const std::string where = "phases[" + std::to_string(phase) + "] (" + ph.name + ", " +
-                              PlanPhaseKindName(ph.kind) + ")";
-    std::vector<store::PlanRound> rounds;
-    XV_RETURN_IF_ERROR(store_->ListPlanRounds(plan.id, &rounds));
-    const store::PlanRound* round = nullptr;
-    for (const auto& r : rounds) {
-      if (r.phase == phase) round = &r;
-    }
-    json& out = outcomes[phase];
-    if (round == nullptr) {
-      store::NewSubmission sub;
-      std::string skip;
-      Status s = BuildPhaseRound(store_, limits_, plan, ph, phase, &sub, &skip);
-      if (!s.ok()) {
-        out = {{"state", "failed"}, {"outcome", s.message()}};
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "failed", phase,
-                                              DumpJsonLossless(outcomes),
-                                              where + ": " + s.message(), &updated));
-        spdlog::warn("plan {} ({}): failed at {}: {}", plan.id, plan.name, where, s.message());
-        return Status::Ok();
-      }
-      if (!skip.empty()) {
-        out = {{"state", "skipped"}, {"outcome", skip}};
-        ++phase;
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase,
-                                              DumpJsonLossless(outcomes), "", &updated));
-        if (!updated) return Status::Ok();
-        spdlog::info("plan {} ({}): {} {}", plan.id, plan.name, where, skip);
-        continue;
-      }
-      store::SubmissionIds ids;
-      s = store_->InsertSubmission(sub, &ids);
-      if (s.code() == Status::Code::kAlreadyExists) continue;  // built meanwhile: look again
-      XV_RETURN_IF_ERROR(s);
-      out = {{"state", "running"}, {"round_id", ids.round_id}};
-      XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase,
-                                            DumpJsonLossless(outcomes), "", &updated));
-      spdlog::info("plan {} ({}): {} round {} with {} experiment(s)", plan.id, plan.name, where,
-                   ids.round_id, ids.experiment_ids.size());
-      if (closer_ != nullptr) {
-        // All reused: decided now. On failure the daemon loop decides it on its next tick.
-        const Status decided = closer_->DecideReadyRounds(nullptr);
-        if (!decided.ok())
-          spdlog::error("plan {}: deciding rounds: {}", plan.id, decided.ToString());
-      }
-      if (dispatcher_ != nullptr) dispatcher_->Schedule();
-      continue;  // a round decided at once moves on in the next pass
-    }
-    if (round->state == "open") {
-      if (out.value("round_id", int64_t{0}) != round->round_id) {
-        // Stored before a restart, not yet recorded in the plan.
-        out = {{"state", "running"}, {"round_id", round->round_id}};
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase,
-                                              DumpJsonLossless(outcomes), "", &updated));
-      }
-      return Status::Ok();
-    }
-    // Decided (or cancelled by hand): record the outcome and move on.
-    std::string line = round->state == "cancelled" ? "round cancelled" : round->decision_summary;
-    out = {{"state", "decided"},
-           {"round_id", round->round_id},
-           {"kept", round->kept_candidate.empty() ? json() : json(round->kept_candidate)}};
-    if (ph.kind == PlanPhaseKind::kFailureMap) {
-      json detail;
-      XV_RETURN_IF_ERROR(FailureBoundary(store_, ph, round->round_id, &line, &detail));
-      out["failure_map"] = detail;
-    }
-    out["outcome"] = line;
-    ++phase;
-    std::string state = "running", reason;
-    if (ph.stop_if_no_keep && round->kept_candidate.empty()) {
-      state = "done";
-      reason = "stopped after " + where + ": stop_if no_keep and nothing was kept";
-      for (size_t i = phase; i < outcomes.size(); ++i) outcomes[i] = {{"state", "stopped"}};
-    }
-    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", state, phase,
-                                          DumpJsonLossless(outcomes), reason, &updated));
-    if (!updated || state != "running") {
-      if (updated) spdlog::info("plan {} ({}): {}", plan.id, plan.name, reason);
-      return Status::Ok();
-    }
+  for (size_t pass = 0; pass <= p.spec.phases.size() + 1; ++pass) {
+    bool moved_on = false;
+    XV_RETURN_IF_ERROR(AdvancePhaseLocked(&p, &moved_on));
+    if (!moved_on) return Status::Ok();
   }
+  return Status::Ok();
+}
+
+Status PlanRunner::SavePlan(const PlanProgress& p, PlanState state, const std::string& reason,
+                            bool* updated) {
+  return store_->UpdatePlan(p.plan.id, Name(PlanState::kRunning), Name(state), p.phase,
+                            DumpJsonLossless(p.outcomes), reason, updated);
+}
+
+Status PlanRunner::AdvancePhaseLocked(PlanProgress* p, bool* moved_on) {
+  *moved_on = false;
+  if (p->phase >= static_cast<int>(p->spec.phases.size())) return FinishPlanLocked(p);
+  std::vector<store::PlanRound> rounds;
+  XV_RETURN_IF_ERROR(store_->ListPlanRounds(p->plan.id, &rounds));
+  const store::PlanRound* round = nullptr;
+  for (const auto& r : rounds) {
+    if (r.phase == p->phase) round = &r;
+  }
+  if (round == nullptr) return StartPhaseRoundLocked(p, moved_on);
+  if (RoundIs(*round, RoundState::kOpen)) return AwaitRoundLocked(p, *round);
+  return RecordRoundOutcomeLocked(p, *round, moved_on);
+}
+
+Status PlanRunner::FinishPlanLocked(PlanProgress* p) {
+  bool updated = false;
+  XV_RETURN_IF_ERROR(SavePlan(*p, PlanState::kDone,
+                              "all " + std::to_string(p->spec.phases.size()) + " phases finished",
+                              &updated));
+  if (updated) spdlog::info("plan {} ({}): done", p->plan.id, p->plan.name);
+  return Status::Ok();
+}
+
+Status PlanRunner::StartPhaseRoundLocked(PlanProgress* p, bool* moved_on) {
+  const PlanPhase& ph = p->spec.phases[p->phase];
+  json& out = p->outcomes[p->phase];
+  const std::string where = p->Where();
+  bool updated = false;
+  store::NewSubmission sub;
+  std::string skip;
+  Status s = BuildPhaseRound(store_, limits_, p->plan, ph, p->phase, &sub, &skip);
+  if (!s.ok()) {
+    out = {{"state", "failed"}, {"outcome", s.message()}};
+    XV_RETURN_IF_ERROR(SavePlan(*p, PlanState::kFailed, where + ": " + s.message(), &updated));
+    spdlog::warn("plan {} ({}): failed at {}: {}", p->plan.id, p->plan.name, where, s.message());
+    return Status::Ok();
+  }
+  if (!skip.empty()) {
+    out = {{"state", "skipped"}, {"outcome", skip}};
+    ++p->phase;
+    XV_RETURN_IF_ERROR(SavePlan(*p, PlanState::kRunning, "", &updated));
+    if (!updated) return Status::Ok();
+    spdlog::info("plan {} ({}): {} {}", p->plan.id, p->plan.name, where, skip);
+    *moved_on = true;
+    return Status::Ok();
+  }
+  store::SubmissionIds ids;
+  s = store_->InsertSubmission(sub, &ids);
+  if (s.code() == Status::Code::kAlreadyExists) {  // built meanwhile: look again
+    *moved_on = true;
+    return Status::Ok();
+  }
+  XV_RETURN_IF_ERROR(s);
+  out = {{"state", "running"}, {"round_id", ids.round_id}};
+  XV_RETURN_IF_ERROR(SavePlan(*p, PlanState::kRunning, "", &updated));
+  spdlog::info("plan {} ({}): {} round {} with {} experiment(s)", p->plan.id, p->plan.name, where,
+               ids.round_id, ids.experiment_ids.size());
+  if (closer_ != nullptr) {
+    // All reused: decided now. On failure the daemon loop decides it on its next tick.
+    const Status decided = closer_->DecideReadyRounds(nullptr);
+    if (!decided.ok())
+      spdlog::error("plan {}: deciding rounds: {}", p->plan.id, decided.ToString());
+  }
+  if (dispatcher_ != nullptr) dispatcher_->Schedule();
+  *moved_on = true;  // a round decided at once moves on in the next pass
+  return Status::Ok();
+}
+
+Status PlanRunner::AwaitRoundLocked(PlanProgress* p, const store::PlanRound& round) {
+  json& out = p->outcomes[p->phase];
+  if (out.value("round_id", int64_t{0}) == round.round_id) return Status::Ok();
+  // Stored before a restart, not yet recorded in the plan.
+  out = {{"state", "running"}, {"round_id", round.round_id}};
+  bool updated = false;
+  return SavePlan(*p, PlanState::kRunning, "", &updated);
+}
+
+Status PlanRunner::RecordRoundOutcomeLocked(PlanProgress* p, const store::PlanRound& round,
+                                            bool* moved_on) {
+  // Decided (or cancelled by hand): record the outcome and move on.
+  const PlanPhase& ph = p->spec.phases[p->phase];
+  const std::string where = p->Where();
+  json& out = p->outcomes[p->phase];
+  std::string line =
+      RoundIs(round, RoundState::kCancelled) ? "round cancelled" : round.decision_summary;
+  out = {{"state", "decided"},
+         {"round_id", round.round_id},
+         {"kept", round.kept_candidate.empty() ? json() : json(round.kept_candidate)}};
+  if (ph.kind == PlanPhaseKind::kFailureMap) {
+    json detail;
+    XV_RETURN_IF_ERROR(FailureBoundary(store_, ph, round.round_id, &line, &detail));
+    out["failure_map"] = detail;
+  }
+  out["outcome"] = line;
+  ++p->phase;
+  PlanState state = PlanState::kRunning;
+  std::string reason;
+  if (ph.stop_if_no_keep && round.kept_candidate.empty()) {
+    state = PlanState::kDone;
+    reason = "stopped after " + where + ": stop_if no_keep and nothing was kept";
+    for (size_t i = p->phase; i < p->outcomes.size(); ++i) p->outcomes[i] = {{"state", "stopped"}};
+  }
+  bool updated = false;
+  XV_RETURN_IF_ERROR(SavePlan(*p, state, reason, &updated));
+  if (updated && state != PlanState::kRunning) {
+    spdlog::info("plan {} ({}): {}", p->plan.id, p->plan.name, reason);
+  }
+  *moved_on = updated && state == PlanState::kRunning;
   return Status::Ok();
 }
 
@@ -357,11 +422,11 @@ Status PlanRunner::Describe(const store::StoredPlan& plan, bool with_yaml, xv::v
       p->set_round_id(r.round_id);
       if (p->state() == "pending" || p->state() == "running") {
         // Not recorded by the plan yet (it ended, or the next step has not run).
-        if (r.state == "open") {
+        if (RoundIs(r, RoundState::kOpen)) {
           p->set_state("running");
           p->set_outcome(std::to_string(r.unfinished) + " experiment(s) unfinished");
         } else {
-          p->set_state(r.state == "decided" ? "decided" : "cancelled");
+          p->set_state(RoundIs(r, RoundState::kDecided) ? "decided" : "cancelled");
           p->set_outcome(r.decision_summary);
           p->set_kept_candidate(r.kept_candidate);
         }
