@@ -12,7 +12,7 @@
 // candidate's first experiment (lowest replicate) gives the new head recipe.
 //
 // Thread-safety: the store serialises writes; StoreRoundDecision refuses a round that is no longer
-// open, so concurrent closers (the monitor thread and a Decide call) cannot decide a round twice.
+// open, so concurrent closers (the daemon loop and a Decide call) cannot decide a round twice.
 #pragma once
 
 #include <cstdint>
