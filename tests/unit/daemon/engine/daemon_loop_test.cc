@@ -102,6 +102,7 @@ TEST_F(DaemonLoopTest, TickLosesAndRequeuesTheAttemptOfAWorkerPastItsLease) {
 
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   loop_->Tick();
+  active.clear();  // ListActive appends
   ASSERT_TRUE(store_->ListActive(&active).ok());
   EXPECT_TRUE(active.empty());
   std::vector<store::QueuedExperiment> queued;
@@ -159,8 +160,9 @@ TEST_F(DaemonLoopTest, TickDecidesARoundWhoseRunsAllFinished) {
   EXPECT_EQ(c.head_history_size(), 2);
   // A second tick finds nothing more to decide.
   loop_->Tick();
-  ASSERT_TRUE(store_->GetCampaign(campaign_id, "", true, &c).ok());
-  EXPECT_EQ(c.head_history_size(), 2);
+  xv::v1::Campaign again;  // GetCampaign appends to what it is given
+  ASSERT_TRUE(store_->GetCampaign(campaign_id, "", true, &again).ok());
+  EXPECT_EQ(again.head_history_size(), 2);
 }
 
 TEST_F(DaemonLoopTest, StartRunsTicksUntilStop) {
@@ -183,6 +185,7 @@ TEST_F(DaemonLoopTest, StartRunsTicksUntilStop) {
   std::vector<store::ActiveAttempt> active = {store::ActiveAttempt()};
   for (int i = 0; i < 500 && !active.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    active.clear();  // ListActive appends
     ASSERT_TRUE(store_->ListActive(&active).ok());
   }
   EXPECT_TRUE(active.empty());
