@@ -23,87 +23,114 @@
 #include "daemon/api/listen_address.h"
 #include "daemon/api/state_dir_lock.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{"xvd: the xv daemon (experiments database, scheduler, gRPC API)"};
-  xv::daemon::DaemonOptions options;
-  options.state_dir = xv::DefaultStateDir();
-  std::string log_level = "info";
-  app.add_option("--state-dir", options.state_dir,
-                 "state directory: xv.db, xvd.sock, xvd.pid, xvd.port (default $XV_STATE_DIR or "
-                 "~/.local/state/xv)");
-  app.add_option("--socket", options.socket_path, "unix socket path (default STATE_DIR/xvd.sock)");
-  app.add_option("--listen", options.listen,
-                 "TCP address, loopback only: 127.0.0.1:PORT (0 picks one, written to "
-                 "STATE_DIR/xvd.port) or none")
+namespace {
+
+// Where the daemon keeps its state, listens and logs.
+void AddPlaceFlags(CLI::App* app, xv::daemon::DaemonOptions* options, std::string* http,
+                   std::string* log_level) {
+  app->add_option("--state-dir", options->state_dir,
+                  "state directory: xv.db, xvd.sock, xvd.pid, xvd.port (default $XV_STATE_DIR or "
+                  "~/.local/state/xv)");
+  app->add_option("--socket", options->socket_path,
+                  "unix socket path (default STATE_DIR/xvd.sock)");
+  app->add_option("--listen", options->listen,
+                  "TCP address, loopback only: 127.0.0.1:PORT (0 picks one, written to "
+                  "STATE_DIR/xvd.port) or none")
       ->capture_default_str();
-  std::string http;
-  app.add_option("--http", http,
-                 "read-only dashboard and /metrics, loopback only: 127.0.0.1:PORT (0 picks one, "
-                 "written to STATE_DIR/http.port) or off. Default: --listen's host with port "
-                 "8470; off with --listen none; port 0 with --listen HOST:0");
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
-  app.add_option("--lease-ms", options.dispatcher.lease_ms,
-                 "a worker silent this long loses its attempts (requeued up to the campaign's "
-                 "max attempts)")
+  app->add_option("--http", *http,
+                  "read-only dashboard and /metrics, loopback only: 127.0.0.1:PORT (0 picks one, "
+                  "written to STATE_DIR/http.port) or off. Default: --listen's host with port "
+                  "8470; off with --listen none; port 0 with --listen HOST:0");
+  app->add_option("--log-level", *log_level, "trace|debug|info|warn|error")->capture_default_str();
+}
+
+// Leases, heartbeats and store upkeep.
+void AddEngineFlags(CLI::App* app, xv::daemon::DaemonOptions* options) {
+  app->add_option("--lease-ms", options->dispatcher.lease_ms,
+                  "a worker silent this long loses its attempts (requeued up to the campaign's "
+                  "max attempts)")
       ->capture_default_str()
       ->check(CLI::Range(100, 3600 * 1000));
-  app.add_option("--heartbeat-ms", options.dispatcher.heartbeat_interval_ms,
-                 "heartbeat interval asked of workers")
+  app->add_option("--heartbeat-ms", options->dispatcher.heartbeat_interval_ms,
+                  "heartbeat interval asked of workers")
       ->capture_default_str()
       ->check(CLI::Range(50, 600 * 1000));
-  app.add_option("--write-retry-ms", options.write_retry_ms,
-                 "in read-only mode (disk full, read-only file), retry a write this often")
+  app->add_option("--write-retry-ms", options->write_retry_ms,
+                  "in read-only mode (disk full, read-only file), retry a write this often")
       ->capture_default_str()
       ->check(CLI::Range(10, 3600 * 1000));
-  app.add_option("--wal-checkpoint-ms", options.wal_checkpoint_ms,
-                 "checkpoint the SQLite WAL (PASSIVE) this often")
+  app->add_option("--wal-checkpoint-ms", options->wal_checkpoint_ms,
+                  "checkpoint the SQLite WAL (PASSIVE) this often")
       ->capture_default_str()
       ->check(CLI::Range(100, 24 * 3600 * 1000));
-  app.add_option("--wal-idle-ms", options.wal_idle_ms,
-                 "after this long without writes, checkpoint with TRUNCATE (empties the -wal file)")
+  app->add_option(
+         "--wal-idle-ms", options->wal_idle_ms,
+         "after this long without writes, checkpoint with TRUNCATE (empties the -wal file)")
       ->capture_default_str()
       ->check(CLI::Range(10, 24 * 3600 * 1000));
-  app.add_option("--watch-queue", options.watch_queue_capacity,
-                 "events queued per `xvctl watch` client before a slow one gets a dropped marker")
+}
+
+// Bounds on the work clients may ask for.
+void AddLimitFlags(CLI::App* app, xv::daemon::DaemonOptions* options) {
+  app->add_option("--watch-queue", options->watch_queue_capacity,
+                  "events queued per `xvctl watch` client before a slow one gets a dropped marker")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--max-watch-streams", options.max_watch_streams,
-                 "Watch streams (xvctl watch, agents) open at once; one more is refused with "
-                 "RESOURCE_EXHAUSTED")
+  app->add_option("--max-watch-streams", options->max_watch_streams,
+                  "Watch streams (xvctl watch, agents) open at once; one more is refused with "
+                  "RESOURCE_EXHAUSTED")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--max-rpc-threads", options.max_rpc_threads,
-                 "threads serving the other calls at once (each connected worker holds one); "
-                 "beyond it calls are refused with RESOURCE_EXHAUSTED")
+  app->add_option("--max-rpc-threads", options->max_rpc_threads,
+                  "threads serving the other calls at once (each connected worker holds one); "
+                  "beyond it calls are refused with RESOURCE_EXHAUSTED")
       ->capture_default_str()
       ->check(CLI::Range(16, 1 << 16));
-  app.add_option("--max-streams-per-connection", options.max_streams_per_connection,
-                 "concurrent calls on one client connection (more wait their turn)")
+  app->add_option("--max-streams-per-connection", options->max_streams_per_connection,
+                  "concurrent calls on one client connection (more wait their turn)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
-  app.add_option("--rate-limit", options.rate_limit.per_second,
-                 "state-changing calls (submit, cancel, campaign/plan changes) per second per "
-                 "caller, sustained; 0 turns the limit off. Every unix-socket client is one caller")
+  app->add_option(
+         "--rate-limit", options->rate_limit.per_second,
+         "state-changing calls (submit, cancel, campaign/plan changes) per second per "
+         "caller, sustained; 0 turns the limit off. Every unix-socket client is one caller")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
-  app.add_option("--rate-burst", options.rate_limit.burst,
-                 "state-changing calls a caller may make at once after a quiet spell")
+  app->add_option("--rate-burst", options->rate_limit.burst,
+                  "state-changing calls a caller may make at once after a quiet spell")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e7));
-  CLI11_PARSE(app, argc, argv);
-  // Files xvd creates (the database, its WAL, the pid and port files) are not for other accounts;
-  // DaemonServer also tightens the state dir and the database files whatever the umask.
-  ::umask(027);
-  options.http = http.empty() ? xv::daemon::DefaultHttpAddress(options.listen) : http;
-  xv::SetupLogging("xvd", log_level);
+}
 
-  // Signals are taken synchronously by the main thread; every other thread inherits the block.
+// Signals are taken synchronously by the main thread; every other thread inherits the block.
+sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"xvd: the xv daemon (experiments database, scheduler, gRPC API)"};
+  xv::daemon::DaemonOptions options;
+  options.state_dir = xv::DefaultStateDir();
+  std::string log_level = "info";
+  std::string http;
+  AddPlaceFlags(&app, &options, &http, &log_level);
+  AddEngineFlags(&app, &options);
+  AddLimitFlags(&app, &options);
+  CLI11_PARSE(app, argc, argv);
+  // Files xvd creates (the database, its WAL, the pid and port files) are not for other accounts;
+  // DaemonServer also tightens the state dir and the database files whatever the umask.
+  ::umask(027);
+  options.http = http.empty() ? xv::daemon::DefaultHttpAddress(options.listen) : http;
+  xv::SetupLogging("xvd", log_level);
+  sigset_t signals = BlockStopSignals();
 
   std::unique_ptr<xv::daemon::StateDirLock> lock;
   xv::Status s = xv::daemon::StateDirLock::Acquire(options.state_dir, &lock);

@@ -22,7 +22,7 @@ nlohmann::json CampaignJson(const v1::Campaign& campaign);
 // A table of campaigns: id, name, state, head hash (12 characters), trainer, device filter.
 std::string RenderCampaignList(const std::vector<v1::Campaign>& campaigns);
 
-// The budget contract (campaigns.budget_json, daemon/api/budget_contract.h) as one line for a
+// The budget contract (campaigns.budget_json, daemon/engine/budget_contract.h) as one line for a
 // person, every field shown with its value or what applies when it is unset:
 // "time_budget_s=300, startup_allowance_s=300, eval_allowance_s=300 (hard deadline 900 s),
 // max_concurrent=2"; "" or "{}" gives the defaults ("time_budget_s=each recipe's own, ...,

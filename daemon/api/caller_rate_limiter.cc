@@ -54,7 +54,7 @@ Status CallerRateLimiter::Admit(const std::string& peer, const std::string& meth
   if (!enabled()) return Status::Ok();
   const std::string key = CallerKey(peer);
   const auto now = clock_();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = buckets_.find(key);
   if (it == buckets_.end()) {
     if (buckets_.size() >= kPruneAbove) PruneFullBucketsLocked(now);

@@ -16,12 +16,13 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include <grpcpp/server_context.h>
 
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace xv::daemon {
 
@@ -52,12 +53,13 @@ class CallerRateLimiter {
     std::chrono::steady_clock::time_point updated;
   };
   // Forgets buckets that are full again (their callers went quiet), so that the map stays small.
-  void PruneFullBucketsLocked(std::chrono::steady_clock::time_point now);
+  void PruneFullBucketsLocked(std::chrono::steady_clock::time_point now)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RateLimitOptions options_;
   const Clock clock_;
-  std::mutex mu_;
-  std::map<std::string, Bucket> buckets_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, Bucket> buckets_ GUARDED_BY(mu_);
 };
 
 // For a service handler: OK when `limiter` is null (no limit) or admits the caller of `ctx`, else

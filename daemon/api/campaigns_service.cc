@@ -6,10 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
-#include "daemon/api/budget_contract.h"
-#include "daemon/api/campaign_policy.h"
+#include "common/run_states.h"
 #include "daemon/api/grpc_status.h"
 #include "daemon/api/request_limits.h"
+#include "daemon/engine/budget_contract.h"
+#include "daemon/engine/campaign_policy.h"
 
 namespace xv::daemon {
 
@@ -97,13 +98,13 @@ grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req,
-                                        const std::string& state, xv::v1::Campaign* resp) {
+grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req, CampaignState state,
+                                        xv::v1::Campaign* resp) {
   Status s = CheckRequestLimits(req);
   if (!s.ok()) return ToGrpcStatus(s);
-  s = store_->SetCampaignState(req.id(), req.name(), state);
+  s = store_->SetCampaignState(req.id(), req.name(), std::string(ToString(state)));
   if (!s.ok()) return ToGrpcStatus(s);
-  if (state == "active") dispatcher_->Schedule();
+  if (state == CampaignState::kActive) dispatcher_->Schedule();
   return ToGrpcStatus(store_->GetCampaign(req.id(), req.name(), false, resp));
 }
 
@@ -113,7 +114,7 @@ grpc::Status CampaignsService::PauseCampaign(grpc::ServerContext* ctx,
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "PauseCampaign"); !limited.ok()) {
     return limited;
   }
-  return SetState(*req, "paused", resp);
+  return SetState(*req, CampaignState::kPaused, resp);
 }
 
 grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext* ctx,
@@ -122,7 +123,7 @@ grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext* ctx,
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "ResumeCampaign"); !limited.ok()) {
     return limited;
   }
-  return SetState(*req, "active", resp);
+  return SetState(*req, CampaignState::kActive, resp);
 }
 
 grpc::Status CampaignsService::Decide(grpc::ServerContext* ctx, const xv::v1::DecideRequest* req,

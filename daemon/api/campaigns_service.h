@@ -3,10 +3,11 @@
 // round closer. Thread-safety: gRPC calls the methods concurrently; all state lives in the store.
 #pragma once
 
+#include "common/run_states.h"
 #include "daemon/api/caller_rate_limiter.h"
-#include "daemon/api/dispatcher.h"
-#include "daemon/api/round_closer.h"
-#include "daemon/api/submission_builder.h"
+#include "daemon/engine/dispatcher.h"
+#include "daemon/engine/round_closer.h"
+#include "daemon/engine/submission_builder.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.grpc.pb.h"
 
@@ -38,7 +39,8 @@ class CampaignsService final : public xv::v1::Campaigns::Service {
   void SetRateLimiter(CallerRateLimiter* limiter) { rate_limiter_ = limiter; }
 
  private:
-  grpc::Status SetState(const xv::v1::GetCampaignRequest& req, const std::string& state,
+  // Pause/Resume: stores `state`; resuming schedules at once.
+  grpc::Status SetState(const xv::v1::GetCampaignRequest& req, CampaignState state,
                         xv::v1::Campaign* resp);
 
   store::ExperimentStore* const store_;

@@ -26,161 +26,170 @@
 
 namespace xv::daemon {
 
+namespace {
+
+std::string DatabasePath(const DaemonOptions& options) { return options.state_dir + "/xv.db"; }
+
+// The state dir exists, at most 0750.
+Status PrepareStateDir(const std::string& state_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir, ec);
+  if (ec) return Status::IoError(state_dir + ": cannot create: " + ec.message());
+  return RestrictStateDirPermissions(state_dir);
+}
+
+DaemonLoopOptions LoopOptions(const DaemonOptions& options) {
+  DaemonLoopOptions loop;
+  loop.tick_ms = options.tick_ms;
+  loop.write_retry_ms = options.write_retry_ms;
+  loop.wal_checkpoint_ms = options.wal_checkpoint_ms;
+  loop.wal_idle_ms = options.wal_idle_ms;
+  return loop;
+}
+
+}  // namespace
+
 Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out) {
   if (options.state_dir.empty()) return Status::InvalidArgument("--state-dir: required");
   ListenAddress tcp;
   XV_RETURN_IF_ERROR(ParseListenAddress(options.listen, &tcp));
   ListenAddress http;
   if (options.http != "off") XV_RETURN_IF_ERROR(ParseListenAddress(options.http, "--http", &http));
-  std::error_code ec;
-  std::filesystem::create_directories(options.state_dir, ec);
-  if (ec) return Status::IoError(options.state_dir + ": cannot create: " + ec.message());
-  XV_RETURN_IF_ERROR(RestrictStateDirPermissions(options.state_dir));
+  XV_RETURN_IF_ERROR(PrepareStateDir(options.state_dir));
 
   std::unique_ptr<DaemonServer> d(new DaemonServer());
-  const std::string db_path = options.state_dir + "/xv.db";
-  XV_RETURN_IF_ERROR(store::ExperimentStore::Open(db_path, &d->store_));
+  XV_RETURN_IF_ERROR(d->OpenStore(options));
+  XV_RETURN_IF_ERROR(d->StartWatchHub(options));
+  XV_RETURN_IF_ERROR(d->ClaimSocket(options));
+  d->BuildEngine(options);
+  d->BuildServices(options);
+  XV_RETURN_IF_ERROR(d->StartGrpcServer(options, tcp));
+  if (http.enabled) XV_RETURN_IF_ERROR(d->StartDashboard(options, http));
+  d->loop_->Start();
+  spdlog::info("xvd {} listening on unix:{}{}", XV_VERSION, d->socket_path_,
+               tcp.enabled ? " and " + tcp.host + ":" + std::to_string(d->tcp_port_) : "");
+  *out = std::move(d);
+  return Status::Ok();
+}
+
+Status DaemonServer::OpenStore(const DaemonOptions& options) {
+  const std::string db_path = DatabasePath(options);
+  XV_RETURN_IF_ERROR(store::ExperimentStore::Open(db_path, &store_));
   XV_RETURN_IF_ERROR(RestrictDatabaseFilePermissions(db_path));
-  spdlog::info("database {} (schema version {})", db_path, d->store_->schema_version());
-  XV_RETURN_IF_ERROR(d->store_->MarkAllWorkersOffline());
-  {
-    WatchHubOptions hub_options;
-    hub_options.queue_capacity = static_cast<size_t>(options.watch_queue_capacity);
-    hub_options.max_streams = static_cast<size_t>(std::max(0, options.max_watch_streams));
-    d->watch_hub_ = std::make_unique<WatchHub>(d->store_.get(), hub_options);
-  }
-  {
-    WatchHub* hub = d->watch_hub_.get();
-    d->store_->SetCommitListener([hub] { hub->Notify(); }, options.wal_checkpoint_pages);
-  }
-  XV_RETURN_IF_ERROR(d->watch_hub_->Start());
+  spdlog::info("database {} (schema version {})", db_path, store_->schema_version());
+  // No worker is connected to a daemon that just started.
+  return store_->MarkAllWorkersOffline();
+}
 
-  d->socket_path_ =
+Status DaemonServer::StartWatchHub(const DaemonOptions& options) {
+  WatchHubOptions hub_options;
+  hub_options.queue_capacity = static_cast<size_t>(options.watch_queue_capacity);
+  hub_options.max_streams = static_cast<size_t>(std::max(0, options.max_watch_streams));
+  watch_hub_ = std::make_unique<WatchHub>(store_.get(), hub_options);
+  WatchHub* hub = watch_hub_.get();
+  store_->SetCommitListener([hub] { hub->Notify(); }, options.wal_checkpoint_pages);
+  return watch_hub_->Start();
+}
+
+Status DaemonServer::ClaimSocket(const DaemonOptions& options) {
+  socket_path_ =
       options.socket_path.empty() ? options.state_dir + "/xvd.sock" : options.socket_path;
-  XV_RETURN_IF_ERROR(RemoveStaleSocket(d->socket_path_));
+  return RemoveStaleSocket(socket_path_);
+}
 
-  d->dispatcher_ = std::make_unique<Dispatcher>(d->store_.get(), options.dispatcher);
-  d->closer_ = std::make_unique<RoundCloser>(d->store_.get());
-  d->plan_runner_ = std::make_unique<PlanRunner>(d->store_.get(), d->dispatcher_.get(),
-                                                 d->closer_.get(), options.limits);
-  {
-    RoundCloser* closer = d->closer_.get();
-    PlanRunner* plans = d->plan_runner_.get();
-    store::ExperimentStore* st = d->store_.get();
-    auto fault_seen = std::make_shared<std::string>();
-    auto next_retry = std::make_shared<std::chrono::steady_clock::time_point>();
-    d->dispatcher_->SetTickHook([closer, plans, st, options, fault_seen, next_retry] {
-      Status s = closer->DecideReadyRounds(nullptr);
-      if (!s.ok()) spdlog::error("deciding rounds: {}", s.ToString());
-      // Plans continue from the rounds just decided (and, after a restart, where they were).
-      s = plans->AdvanceAll();
-      if (!s.ok()) spdlog::error("advancing plans: {}", s.ToString());
-      // Read-only mode: entered when a write failed for lack of space or permission; left when
-      // a retried write commits.
-      const auto now = std::chrono::steady_clock::now();
-      std::string fault = st->WriteFault();
-      if (!fault.empty() && now >= *next_retry) {
-        *next_retry = now + std::chrono::milliseconds(options.write_retry_ms);
-        bool writable = false;
-        s = st->RetryWrites(&writable);
-        if (writable) fault.clear();
-      }
-      if (fault != *fault_seen) {
-        if (!fault.empty()) {
-          spdlog::error(
-              "read-only mode: {} cannot take writes ({}); refusing new work, retrying "
-              "every {} ms",
-              st->path(), fault, options.write_retry_ms);
-        } else {
-          spdlog::info("read-only mode over: {} takes writes again", st->path());
-        }
-        *fault_seen = fault;
-      }
-      if (fault.empty()) {
-        s = st->MaintainWal(std::chrono::milliseconds(options.wal_checkpoint_ms),
-                            std::chrono::milliseconds(options.wal_idle_ms));
-        if (!s.ok()) spdlog::warn("WAL checkpoint: {}", s.ToString());
-      }
-    });
-  }
-  d->experiments_ = std::make_unique<ExperimentsService>(
-      d->store_.get(), d->dispatcher_.get(), options.limits, XV_VERSION, d->closer_.get());
-  d->campaigns_ = std::make_unique<CampaignsService>(d->store_.get(), d->dispatcher_.get(),
-                                                     d->closer_.get(), options.limits);
-  d->workers_ = std::make_unique<WorkersService>(d->store_.get(), d->dispatcher_.get());
-  d->plans_ = std::make_unique<PlansService>(d->store_.get(), d->dispatcher_.get(),
-                                             d->campaigns_.get(), d->plan_runner_.get());
-  d->experiments_->SetWatchHub(d->watch_hub_.get());
-  d->rate_limiter_ = std::make_unique<CallerRateLimiter>(options.rate_limit);
-  d->experiments_->SetRateLimiter(d->rate_limiter_.get());
-  d->campaigns_->SetRateLimiter(d->rate_limiter_.get());
-  d->plans_->SetRateLimiter(d->rate_limiter_.get());
+void DaemonServer::BuildEngine(const DaemonOptions& options) {
+  dispatcher_ = std::make_unique<Dispatcher>(store_.get(), options.dispatcher);
+  closer_ = std::make_unique<RoundCloser>(store_.get());
+  plan_runner_ =
+      std::make_unique<PlanRunner>(store_.get(), dispatcher_.get(), closer_.get(), options.limits);
+  loop_ = std::make_unique<DaemonLoop>(store_.get(), dispatcher_.get(), closer_.get(),
+                                       plan_runner_.get(), LoopOptions(options));
+}
 
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + d->socket_path_, grpc::InsecureServerCredentials());
-  int bound_port = 0;
-  if (tcp.enabled) {
-    builder.AddListeningPort(tcp.ToString(), grpc::InsecureServerCredentials(), &bound_port);
-  }
-  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+void DaemonServer::BuildServices(const DaemonOptions& options) {
+  experiments_ = std::make_unique<ExperimentsService>(store_.get(), dispatcher_.get(),
+                                                      options.limits, XV_VERSION, closer_.get());
+  campaigns_ = std::make_unique<CampaignsService>(store_.get(), dispatcher_.get(), closer_.get(),
+                                                  options.limits);
+  workers_ = std::make_unique<WorkersService>(store_.get(), dispatcher_.get());
+  plans_ = std::make_unique<PlansService>(store_.get(), dispatcher_.get(), campaigns_.get(),
+                                          plan_runner_.get());
+  experiments_->SetWatchHub(watch_hub_.get());
+  rate_limiter_ = std::make_unique<CallerRateLimiter>(options.rate_limit);
+  experiments_->SetRateLimiter(rate_limiter_.get());
+  campaigns_->SetRateLimiter(rate_limiter_.get());
+  plans_->SetRateLimiter(rate_limiter_.get());
+}
+
+void DaemonServer::ConfigureServerBuilder(const DaemonOptions& options,
+                                          grpc::ServerBuilder* builder) {
+  builder->SetMaxReceiveMessageSize(options.max_message_bytes);
   // Bounded work for the synchronous methods: threads at once, calls per connection.
   grpc::ResourceQuota quota("xvd");
   quota.SetMaxThreads(options.max_rpc_threads);
-  builder.SetResourceQuota(quota);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
+  builder->SetResourceQuota(quota);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_streams_per_connection);
   // Workers send HTTP/2 keepalive pings every 10 s to notice a dead connection (a network cut)
   // within the lease; accept them even when the daemon has nothing to send (gRPC's default answers
   // pings more often than every 5 minutes with GOAWAY "too_many_pings").
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // A request protobuf cannot parse (invalid UTF-8 in a string field) is INVALID_ARGUMENT saying
   // why, not INTERNAL without a message.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<UnparsableRequestInterceptorFactory>());
-  builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  builder.RegisterService(d->experiments_.get());
-  builder.RegisterService(d->campaigns_.get());
-  builder.RegisterService(d->workers_.get());
-  builder.RegisterService(d->plans_.get());
-  d->server_ = builder.BuildAndStart();
-  if (!d->server_) {
-    return Status::Unavailable("cannot listen on unix:" + d->socket_path_ +
+  builder->experimental().SetInterceptorCreators(std::move(interceptors));
+  builder->RegisterService(experiments_.get());
+  builder->RegisterService(campaigns_.get());
+  builder->RegisterService(workers_.get());
+  builder->RegisterService(plans_.get());
+}
+
+Status DaemonServer::StartGrpcServer(const DaemonOptions& options, const ListenAddress& tcp) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket_path_, grpc::InsecureServerCredentials());
+  int bound_port = 0;
+  if (tcp.enabled) {
+    builder.AddListeningPort(tcp.ToString(), grpc::InsecureServerCredentials(), &bound_port);
+  }
+  ConfigureServerBuilder(options, &builder);
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    return Status::Unavailable("cannot listen on unix:" + socket_path_ +
                                (tcp.enabled ? " and " + tcp.ToString() : std::string()) +
                                " (address in use?)");
   }
   if (tcp.enabled && bound_port == 0) {
-    d->server_->Shutdown();
+    server_->Shutdown();
     return Status::Unavailable("--listen " + tcp.ToString() + ": cannot bind (address in use?)");
   }
-  if (::chmod(d->socket_path_.c_str(), 0660) != 0) {
-    spdlog::warn("{}: cannot set permissions 0660", d->socket_path_);
+  if (::chmod(socket_path_.c_str(), 0660) != 0) {
+    spdlog::warn("{}: cannot set permissions 0660", socket_path_);
   }
   if (tcp.enabled) {
-    d->tcp_port_ = bound_port;
-    d->port_file_ = options.state_dir + "/xvd.port";
-    std::ofstream(d->port_file_) << bound_port << "\n";
+    tcp_port_ = bound_port;
+    port_file_ = options.state_dir + "/xvd.port";
+    std::ofstream(port_file_) << bound_port << "\n";
   }
-  if (http.enabled) {
-    // Read-only connections of its own: a page never holds the writer's connection.
-    XV_RETURN_IF_ERROR(web::DashboardReader::Open(db_path, &d->dashboard_reader_));
-    store::ExperimentStore* st = d->store_.get();
-    d->dashboard_router_ = std::make_unique<web::DashboardRouter>(
-        d->dashboard_reader_.get(), [st] { return st->WriteFault(); });
-    Status hs = web::DashboardServer::Start(http.host, http.port, /*threads=*/2,
-                                            d->dashboard_router_.get(), &d->dashboard_);
-    if (!hs.ok()) {
-      d->server_->Shutdown();
-      return hs;
-    }
-    d->http_port_ = d->dashboard_->port();
-    d->http_port_file_ = options.state_dir + "/http.port";
-    std::ofstream(d->http_port_file_) << d->http_port_ << "\n";
-    spdlog::info("dashboard on http://{}:{}/ (read-only; /metrics)", http.host, d->http_port_);
+  return Status::Ok();
+}
+
+Status DaemonServer::StartDashboard(const DaemonOptions& options, const ListenAddress& http) {
+  // Read-only connections of its own: a page never holds the writer's connection.
+  XV_RETURN_IF_ERROR(web::DashboardReader::Open(DatabasePath(options), &dashboard_reader_));
+  store::ExperimentStore* st = store_.get();
+  dashboard_router_ = std::make_unique<web::DashboardRouter>(dashboard_reader_.get(),
+                                                             [st] { return st->WriteFault(); });
+  Status hs = web::DashboardServer::Start(http.host, http.port, /*threads=*/2,
+                                          dashboard_router_.get(), &dashboard_);
+  if (!hs.ok()) {
+    server_->Shutdown();
+    return hs;
   }
-  d->dispatcher_->Start();
-  spdlog::info("xvd {} listening on unix:{}{}", XV_VERSION, d->socket_path_,
-               tcp.enabled ? " and " + tcp.host + ":" + std::to_string(bound_port) : "");
-  *out = std::move(d);
+  http_port_ = dashboard_->port();
+  http_port_file_ = options.state_dir + "/http.port";
+  std::ofstream(http_port_file_) << http_port_ << "\n";
+  spdlog::info("dashboard on http://{}:{}/ (read-only; /metrics)", http.host, http_port_);
   return Status::Ok();
 }
 
@@ -189,7 +198,9 @@ DaemonServer::~DaemonServer() { Shutdown(); }
 void DaemonServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  // Sessions first: their handlers block on reads until cancelled.
+  // The periodic work first (it schedules into sessions), then the sessions: their handlers block
+  // on reads until cancelled.
+  if (loop_) loop_->Stop();
   if (dispatcher_) dispatcher_->Stop();
   if (watch_hub_) watch_hub_->Stop();  // open Watch streams end
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));

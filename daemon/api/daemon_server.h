@@ -9,18 +9,21 @@
 #include <string>
 
 #include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
 
 #include "common/status.h"
 #include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/campaigns_service.h"
-#include "daemon/api/dispatcher.h"
 #include "daemon/api/experiments_service.h"
-#include "daemon/api/plan_runner.h"
+#include "daemon/api/listen_address.h"
 #include "daemon/api/plans_service.h"
-#include "daemon/api/round_closer.h"
-#include "daemon/api/submission_builder.h"
 #include "daemon/api/watch_hub.h"
 #include "daemon/api/workers_service.h"
+#include "daemon/engine/daemon_loop.h"
+#include "daemon/engine/dispatcher.h"
+#include "daemon/engine/plan_runner.h"
+#include "daemon/engine/round_closer.h"
+#include "daemon/engine/submission_builder.h"
 #include "daemon/store/experiment_store.h"
 #include "daemon/web/dashboard_reader.h"
 #include "daemon/web/dashboard_router.h"
@@ -38,6 +41,9 @@ struct DaemonOptions {
   DispatcherOptions dispatcher;
   SubmissionLimits limits;
   int max_message_bytes = 8 * 1024 * 1024;
+  // The daemon loop (daemon/engine/daemon_loop.h): lease checks, scheduling, ready rounds, plans
+  // and store upkeep this often.
+  int tick_ms = 250;
   // While the database refuses writes (read-only mode), a write is retried this often.
   int write_retry_ms = 5000;
   // WAL upkeep: a PASSIVE checkpoint this often, a TRUNCATE one after this long without commits
@@ -61,7 +67,7 @@ struct DaemonOptions {
 class DaemonServer {
  public:
   // Opens the store (integrity check, migrations), removes a stale socket, starts listening and the
-  // dispatcher. When TCP is on, writes the bound port to <state_dir>/xvd.port; when the dashboard
+  // daemon loop. When TCP is on, writes the bound port to <state_dir>/xvd.port; when the dashboard
   // is on, its port to <state_dir>/http.port.
   static Status Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out);
   ~DaemonServer();  // Shutdown()s
@@ -80,6 +86,16 @@ class DaemonServer {
  private:
   DaemonServer() = default;
 
+  // The steps of Start, in order.
+  Status OpenStore(const DaemonOptions& options);
+  Status StartWatchHub(const DaemonOptions& options);
+  Status ClaimSocket(const DaemonOptions& options);
+  void BuildEngine(const DaemonOptions& options);
+  void BuildServices(const DaemonOptions& options);
+  Status StartGrpcServer(const DaemonOptions& options, const ListenAddress& tcp);
+  void ConfigureServerBuilder(const DaemonOptions& options, grpc::ServerBuilder* builder);
+  Status StartDashboard(const DaemonOptions& options, const ListenAddress& http);
+
   std::unique_ptr<WatchHub> watch_hub_;  // outlives store_ (its commit listener signals the hub)
   std::unique_ptr<CallerRateLimiter> rate_limiter_;  // outlives the services
   std::unique_ptr<store::ExperimentStore> store_;
@@ -88,6 +104,7 @@ class DaemonServer {
   std::unique_ptr<ExperimentsService> experiments_;
   std::unique_ptr<CampaignsService> campaigns_;
   std::unique_ptr<PlanRunner> plan_runner_;
+  std::unique_ptr<DaemonLoop> loop_;  // stopped before dispatcher_, closer_ and plan_runner_ go
   std::unique_ptr<PlansService> plans_;
   std::unique_ptr<WorkersService> workers_;
   std::unique_ptr<grpc::Server> server_;

@@ -10,12 +10,32 @@
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
-#include "daemon/api/campaign_policy.h"
+#include "common/run_states.h"
 #include "daemon/api/grpc_status.h"
 #include "daemon/api/request_limits.h"
 #include "daemon/api/watch_stream.h"
+#include "daemon/engine/campaign_policy.h"
 
 namespace xv::daemon {
+namespace {
+
+// What Status shows for a worker: connection, drains and current work decide what a person wants
+// to see; the stored state lags them. "drained" (a drain finished) is a name for clients only.
+std::string ShownWorkerState(const Dispatcher* dispatcher, const xv::v1::WorkerInfo& w) {
+  const Dispatcher::DrainProgress drain = dispatcher->DrainState(w.id());
+  if (!dispatcher->IsConnected(w.id())) {
+    return drain == Dispatcher::DrainProgress::kDrained
+               ? "drained"
+               : std::string(ToString(WorkerState::kOffline));
+  }
+  if (drain != Dispatcher::DrainProgress::kNone) {
+    return std::string(ToString(WorkerState::kDraining));
+  }
+  return std::string(
+      ToString(w.current_experiment_id() != 0 ? WorkerState::kBusy : WorkerState::kIdle));
+}
+
+}  // namespace
 
 ExperimentsService::ExperimentsService(store::ExperimentStore* store, Dispatcher* dispatcher,
                                        SubmissionLimits limits, std::string version,
@@ -58,8 +78,12 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
   for (int64_t id : ids.experiment_ids) resp->add_experiment_ids(id);
   spdlog::info("submitted round {} of campaign '{}': {} experiment(s)", ids.round_id, sub.campaign,
                ids.experiment_ids.size());
-  // A round made only of reused results is complete at once.
-  if (closer_ != nullptr) closer_->DecideReadyRounds(nullptr);
+  // A round made only of reused results is complete at once. A failure here is logged; the
+  // daemon loop decides the round on its next tick.
+  if (closer_ != nullptr) {
+    const xv::Status decided = closer_->DecideReadyRounds(nullptr);
+    if (!decided.ok()) spdlog::error("submit: deciding rounds: {}", decided.ToString());
+  }
   dispatcher_->Schedule();
   return grpc::Status::OK;
 }
@@ -89,12 +113,19 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   if (!s.ok()) return ToGrpcStatus(s);
   resp->set_version(version_);
   resp->set_database(store_->path());
-  resp->set_queued(counts["queued"]);
-  resp->set_running(counts["assigned"] + counts["running"]);
-  int64_t finished = 0;
-  for (const auto& [state, n] : counts) {
-    if (state != "queued" && state != "assigned" && state != "running") finished += n;
+  int64_t queued = 0, running = 0, finished = 0;
+  for (const auto& [name, n] : counts) {
+    ExperimentState state = ExperimentState::kQueued;
+    if (!ParseExperimentState(name, &state) || IsTerminal(state)) {
+      finished += n;
+    } else if (state == ExperimentState::kQueued) {
+      queued += n;
+    } else {
+      running += n;  // assigned or running
+    }
   }
+  resp->set_queued(queued);
+  resp->set_running(running);
   resp->set_finished(finished);
   std::vector<xv::v1::WorkerInfo> workers;
   s = store_->ListWorkers(&workers);
@@ -103,16 +134,7 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   if (!fault.empty()) resp->set_write_mode("read-only: " + fault + " (" + store_->path() + ")");
   std::set<std::string> offered;  // trainers of the connected workers
   for (auto& w : workers) {
-    // Connection, drains and current work decide what a person wants to see; the stored state
-    // lags them.
-    const std::string drain = dispatcher_->DrainState(w.id());
-    if (!dispatcher_->IsConnected(w.id())) {
-      w.set_state(drain == "drained" ? "drained" : "offline");
-    } else if (!drain.empty()) {
-      w.set_state("draining");
-    } else {
-      w.set_state(w.current_experiment_id() != 0 ? "busy" : "idle");
-    }
+    w.set_state(ShownWorkerState(dispatcher_, w));
     for (const std::string& t : dispatcher_->TrainersOf(w.id())) {
       w.add_trainers(t);
       offered.insert(t);
@@ -131,9 +153,9 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
       u->set_queued(n);
     }
   }
-  for (const char* state : {"assigned", "running"}) {
+  for (ExperimentState state : {ExperimentState::kAssigned, ExperimentState::kRunning}) {
     xv::v1::ListExperimentsRequest req;
-    req.set_state(state);
+    req.set_state(std::string(ToString(state)));
     req.set_limit(1000);
     std::vector<xv::v1::Experiment> active;
     s = store_->ListExperiments(req, &active);
@@ -186,7 +208,7 @@ grpc::Status ExperimentsService::DrainWorker(grpc::ServerContext* ctx,
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& w : workers) {
     if (std::find(told.begin(), told.end(), w.id()) == told.end()) continue;
-    w.set_state("draining");
+    w.set_state(std::string(ToString(WorkerState::kDraining)));
     *resp->add_workers() = std::move(w);
   }
   return grpc::Status::OK;

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "daemon/api/caller_rate_limiter.h"
-#include "daemon/api/dispatcher.h"
-#include "daemon/api/round_closer.h"
-#include "daemon/api/submission_builder.h"
 #include "daemon/api/watch_hub.h"
+#include "daemon/engine/dispatcher.h"
+#include "daemon/engine/round_closer.h"
+#include "daemon/engine/submission_builder.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.grpc.pb.h"
 

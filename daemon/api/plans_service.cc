@@ -5,9 +5,10 @@
 
 #include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
-#include "daemon/api/campaign_policy.h"
+#include "common/run_states.h"
 #include "daemon/api/grpc_status.h"
 #include "daemon/api/request_limits.h"
+#include "daemon/engine/campaign_policy.h"
 #include "daemon/sched/plan_spec.h"
 
 namespace xv::daemon {
@@ -164,7 +165,10 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::Ge
   std::vector<store::PlanRound> rounds;
   s = store_->ListPlanRounds(plan.id, &rounds);
   for (const auto& r : rounds) {
-    if (!s.ok() || r.state != "open") continue;
+    RoundState round_state = RoundState::kCancelled;
+    if (!s.ok() || !ParseRoundState(r.state, &round_state) || round_state != RoundState::kOpen) {
+      continue;
+    }
     xv::v1::ListExperimentsRequest lr;
     lr.set_round_id(r.round_id);
     lr.set_limit(1000);
@@ -172,11 +176,12 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::Ge
     s = store_->ListExperiments(lr, &exps);
     for (const auto& e : exps) {
       if (!s.ok()) break;
-      if (e.state() != "queued" && e.state() != "assigned" && e.state() != "running") continue;
-      std::string state;
+      ExperimentState state = ExperimentState::kCancelled;
+      if (!ParseExperimentState(e.state(), &state) || IsTerminal(state)) continue;
+      std::string previous_state;
       int64_t worker_id = 0;
       int attempt = 0;
-      s = store_->CancelExperiment(e.id(), &state, &worker_id, &attempt);
+      s = store_->CancelExperiment(e.id(), &previous_state, &worker_id, &attempt);
       if (s.ok() && worker_id != 0 && dispatcher_ != nullptr) {
         dispatcher_->SendCancel(worker_id, e.id(), attempt, "plan cancelled");
       }

@@ -6,8 +6,8 @@
 
 #include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/campaigns_service.h"
-#include "daemon/api/dispatcher.h"
-#include "daemon/api/plan_runner.h"
+#include "daemon/engine/dispatcher.h"
+#include "daemon/engine/plan_runner.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.grpc.pb.h"
 

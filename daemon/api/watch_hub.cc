@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json_or_discarded.h"
+#include "common/run_states.h"
 #include "daemon/sched/result_plausibility.h"
 
 namespace xv::daemon {
@@ -46,7 +47,7 @@ bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
   if (row.source == "trainer") {
     // The trainer's own event: its type is the kind; start means the experiment runs.
     out->set_kind(row.type);
-    if (row.type == "start") out->set_state("running");
+    if (row.type == "start") out->set_state(std::string(ToString(ExperimentState::kRunning)));
     // A stored step may be anything a trainer wrote (1e300): convert only what fits.
     out->set_step(sched::DoubleToInt64(Number(j, "step")).value_or(0));
     out->set_loss(Number(j, "loss"));
@@ -65,7 +66,8 @@ bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
   if (row.source == "daemon" && row.type == "lost") {
     out->set_kind("state");
     const bool requeued = j.is_object() && j.value("requeued", false);
-    out->set_state(requeued ? "queued" : "lost");
+    out->set_state(
+        std::string(ToString(requeued ? ExperimentState::kQueued : ExperimentState::kLost)));
     out->set_detail("attempt " + std::to_string(row.attempt) + " lost: " + Text(j, "detail"));
     return true;
   }
@@ -78,7 +80,7 @@ bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
   }
   if (row.source == "audit" && row.type == "cancel") {
     out->set_kind("state");
-    out->set_state("cancelled");
+    out->set_state(std::string(ToString(ExperimentState::kCancelled)));
     out->set_detail("cancelled by request");
     return true;
   }
@@ -99,8 +101,11 @@ bool ToWatchEvent(const store::StoredEvent& row, xv::v1::WatchEvent* out) {
 
 WatchSubscription::PopResult WatchSubscription::Pop(xv::v1::WatchEvent* out,
                                                     std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return closed_ || !queue_.empty() || dropped_ > 0; });
+  MutexLock lock(&mu_);
+  cv_.wait_for(mu_, timeout, [&] {
+    mu_.AssertHeld();
+    return closed_ || !queue_.empty() || dropped_ > 0;
+  });
   // Queued events come before the gap; the marker comes right after them.
   if (!queue_.empty()) {
     *out = std::move(queue_.front());
@@ -123,7 +128,7 @@ WatchSubscription::PopResult WatchSubscription::Pop(xv::v1::WatchEvent* out,
 void WatchSubscription::Offer(const xv::v1::WatchEvent& ev) {
   if (!filter_.Matches(ev)) return;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_ || !active_) return;
     // While a gap is pending, later events are dropped too so that what arrives stays in order:
     // the marker tells where the gap starts.
@@ -141,29 +146,29 @@ void WatchSubscription::Offer(const xv::v1::WatchEvent& ev) {
 
 void WatchSubscription::Close() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
   }
   cv_.notify_all();
 }
 
 void WatchSubscription::SetListener(std::function<void()> listener) {
-  std::lock_guard<std::mutex> lock(listener_mu_);
+  MutexLock lock(&listener_mu_);
   listener_ = std::move(listener);
 }
 
 void WatchSubscription::ClearListener() {
-  std::lock_guard<std::mutex> lock(listener_mu_);
+  MutexLock lock(&listener_mu_);
   listener_ = nullptr;
 }
 
 void WatchSubscription::Wake() {
-  std::lock_guard<std::mutex> lock(listener_mu_);
+  MutexLock lock(&listener_mu_);
   if (listener_) listener_();
 }
 
 int64_t WatchSubscription::dropped_total() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return dropped_total_;
 }
 
@@ -176,7 +181,7 @@ Status WatchHub::Start() {
   int64_t newest = 0;
   XV_RETURN_IF_ERROR(store_->MaxEventId(&newest));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     last_ = newest;
   }
   feed_ = std::thread([this] { FeedLoop(); });
@@ -185,7 +190,7 @@ Status WatchHub::Start() {
 
 void WatchHub::Stop() {
   {
-    std::lock_guard<std::mutex> lock(wake_mu_);
+    MutexLock lock(&wake_mu_);
     if (stopping_ && !feed_.joinable()) return;
     stopping_ = true;
   }
@@ -193,7 +198,7 @@ void WatchHub::Stop() {
   if (feed_.joinable()) feed_.join();
   std::vector<std::shared_ptr<WatchSubscription>> subs;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
     subs.swap(subs_);
   }
@@ -205,7 +210,7 @@ void WatchHub::Stop() {
 
 void WatchHub::Notify() {
   {
-    std::lock_guard<std::mutex> lock(wake_mu_);
+    MutexLock lock(&wake_mu_);
     notified_ = true;
   }
   wake_cv_.notify_one();
@@ -213,7 +218,7 @@ void WatchHub::Notify() {
 
 Status WatchHub::Subscribe(WatchFilter filter, std::shared_ptr<WatchSubscription>* out) {
   auto sub = std::make_shared<WatchSubscription>(std::move(filter), options_.queue_capacity);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_) return Status::Unavailable("watch: the daemon is stopping");
   if (options_.max_streams > 0 && subs_.size() >= options_.max_streams) {
     return Status::ResourceExhausted(
@@ -228,9 +233,9 @@ Status WatchHub::Subscribe(WatchFilter filter, std::shared_ptr<WatchSubscription
 
 bool WatchHub::Activate(const std::shared_ptr<WatchSubscription>& sub, int64_t cursor) {
   // Under mu_, no batch is being offered: every event after last_ reaches the active queue.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (last_ > cursor) return false;
-  std::lock_guard<std::mutex> sub_lock(sub->mu_);
+  MutexLock sub_lock(&sub->mu_);
   sub->active_ = true;
   sub->last_queued_cursor_ = last_;
   return true;
@@ -238,7 +243,7 @@ bool WatchHub::Activate(const std::shared_ptr<WatchSubscription>& sub, int64_t c
 
 void WatchHub::Unsubscribe(const std::shared_ptr<WatchSubscription>& sub) {
   sub->Close();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto it = subs_.begin(); it != subs_.end(); ++it) {
     if (*it == sub) {
       subs_.erase(it);
@@ -248,19 +253,19 @@ void WatchHub::Unsubscribe(const std::shared_ptr<WatchSubscription>& sub) {
 }
 
 int64_t WatchHub::published() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return last_;
 }
 
 size_t WatchHub::subscribers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return subs_.size();
 }
 
 void WatchHub::WakeAll() {
   std::vector<std::shared_ptr<WatchSubscription>> subs;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     subs = subs_;
   }
   for (const auto& s : subs) s->Wake();
@@ -270,7 +275,7 @@ bool WatchHub::PublishNew() {
   while (true) {
     int64_t after = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       after = last_;
     }
     std::vector<store::StoredEvent> rows;
@@ -289,7 +294,7 @@ bool WatchHub::PublishNew() {
     {
       // Offering under mu_ keeps Activate exact: an activated subscriber gets every event after
       // its cursor from the queue, none twice.
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       for (const auto& ev : events) {
         for (const auto& sub : subs_) sub->Offer(ev);
       }
@@ -302,9 +307,11 @@ bool WatchHub::PublishNew() {
 void WatchHub::FeedLoop() {
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(wake_mu_);
-      wake_cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms),
-                        [&] { return notified_ || stopping_; });
+      MutexLock lock(&wake_mu_);
+      wake_cv_.wait_for(wake_mu_, std::chrono::milliseconds(options_.poll_ms), [&] {
+        wake_mu_.AssertHeld();
+        return notified_ || stopping_;
+      });
       if (stopping_) return;
       notified_ = false;
     }

@@ -23,13 +23,14 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.pb.h"
 
@@ -76,17 +77,18 @@ class WatchSubscription {
  private:
   const WatchFilter filter_;
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<xv::v1::WatchEvent> queue_;  // guarded by mu_
-  int64_t dropped_ = 0;                   // pending marker count; guarded by mu_
-  int64_t dropped_total_ = 0;             // guarded by mu_
-  int64_t resume_cursor_ = 0;             // re-watch from here to get the dropped ones
-  int64_t last_queued_cursor_ = 0;        // guarded by mu_
-  bool closed_ = false;                   // guarded by mu_
-  bool active_ = false;                   // guarded by mu_; set by WatchHub::Activate
-  std::mutex listener_mu_;                // held while the listener runs
-  std::function<void()> listener_;        // guarded by listener_mu_
+  // Lock order: the hub's mu_ before this mu_ (WatchHub::Activate holds both).
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<xv::v1::WatchEvent> queue_ GUARDED_BY(mu_);
+  int64_t dropped_ GUARDED_BY(mu_) = 0;  // pending marker count
+  int64_t dropped_total_ GUARDED_BY(mu_) = 0;
+  int64_t resume_cursor_ GUARDED_BY(mu_) = 0;  // re-watch from here to get the dropped ones
+  int64_t last_queued_cursor_ GUARDED_BY(mu_) = 0;
+  bool closed_ GUARDED_BY(mu_) = false;
+  bool active_ GUARDED_BY(mu_) = false;  // set by WatchHub::Activate
+  Mutex listener_mu_;                    // held while the listener runs
+  std::function<void()> listener_ GUARDED_BY(listener_mu_);
   friend class WatchHub;
 };
 
@@ -135,15 +137,15 @@ class WatchHub {
   store::ExperimentStore* const store_;
   const WatchHubOptions options_;
 
-  mutable std::mutex mu_;  // guards subs_, last_, closed_
-  std::vector<std::shared_ptr<WatchSubscription>> subs_;
-  int64_t last_ = 0;
-  bool closed_ = false;  // Stop() ran: no new subscriptions
+  mutable Mutex mu_;
+  std::vector<std::shared_ptr<WatchSubscription>> subs_ GUARDED_BY(mu_);
+  int64_t last_ GUARDED_BY(mu_) = 0;
+  bool closed_ GUARDED_BY(mu_) = false;  // Stop() ran: no new subscriptions
 
-  std::mutex wake_mu_;  // guards notified_, stopping_
-  std::condition_variable wake_cv_;
-  bool notified_ = false;
-  bool stopping_ = false;
+  Mutex wake_mu_;
+  std::condition_variable_any wake_cv_;
+  bool notified_ GUARDED_BY(wake_mu_) = false;
+  bool stopping_ GUARDED_BY(wake_mu_) = false;
   std::thread feed_;
 };
 

@@ -5,8 +5,9 @@
 #include <chrono>
 #include <deque>
 #include <memory>
-#include <mutex>
 
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "daemon/api/grpc_status.h"
 #include "daemon/api/request_limits.h"
 
@@ -60,7 +61,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
 
   // Runs in the method handler: validates, subscribes and starts the replay (or finishes).
   void Begin() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (hub_ == nullptr) {
       FinishLocked(
           grpc::Status(grpc::StatusCode::UNAVAILABLE, "watch: this daemon has no event feed"));
@@ -82,7 +83,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     writing_ = false;
     if (!ok) {  // the client went away
       FinishLocked(grpc::Status::OK);
@@ -92,7 +93,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
   }
 
   void OnCancel() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     cancelled_ = true;
     // A write in flight completes (not ok) and finishes the call from OnWriteDone.
     if (!writing_) FinishLocked(grpc::Status::OK);
@@ -109,12 +110,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
 
  private:
   void Pump(bool from_feed) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     PumpLocked(from_feed);
   }
 
   // Starts the next write, finishes the call, or returns to wait for a reaction or the listener.
-  void PumpLocked(bool from_feed) {
+  void PumpLocked(bool from_feed) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || writing_) return;
     if (cancelled_) {
       FinishLocked(grpc::Status::OK);
@@ -150,7 +151,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
 
   // Fills replay_ from the store, or goes live (live_) when caught up with the hub. False (with
   // *error) on a store error.
-  bool ReplayLocked(grpc::Status* error) {
+  bool ReplayLocked(grpc::Status* error) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (replay_.empty()) {
       if (cursor_ >= replay_up_to_) {
         if (hub_->Activate(sub_, cursor_)) {
@@ -176,7 +177,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
 
   // until_idle with nothing queued: once the scope is idle, everything stored up to then
   // (idle_target_) is delivered and the call ends.
-  void UntilIdleLocked() {
+  void UntilIdleLocked() EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (idle_target_ >= 0) {
       if (hub_->published() >= idle_target_) {
         // Everything up to the idle point was offered; the queue was empty just before.
@@ -211,13 +212,13 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
     hub_->Notify();
   }
 
-  void WriteLocked(xv::v1::WatchEvent ev) {
+  void WriteLocked(xv::v1::WatchEvent ev) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     current_ = std::move(ev);  // must live until OnWriteDone
     writing_ = true;
     StartWrite(&current_);
   }
 
-  void FinishLocked(const grpc::Status& status) {
+  void FinishLocked(const grpc::Status& status) EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_) return;
     finished_ = true;
     Finish(status);
@@ -227,19 +228,20 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
   WatchHub* const hub_;
   const xv::v1::WatchRequest req_;
 
-  std::mutex mu_;  // guards everything below; held by every reaction and the listener
-  std::shared_ptr<WatchSubscription> sub_;  // set once in Begin
-  WatchFilter filter_;
-  bool writing_ = false;   // a StartWrite awaits OnWriteDone
-  bool finished_ = false;  // Finish was called
-  bool cancelled_ = false;
-  bool live_ = false;  // the replay is over: events come from the subscription
-  xv::v1::WatchEvent current_;
-  std::deque<xv::v1::WatchEvent> replay_;
-  int64_t cursor_ = 0;         // replayed up to here
-  int64_t replay_up_to_ = -1;  // the hub's position the replay aims at
-  int64_t idle_target_ = -1;
-  std::chrono::steady_clock::time_point next_idle_check_;
+  Mutex mu_;  // held by every reaction and the listener
+  // Set once in Begin (under mu_); read without it in OnDone, after every reaction.
+  std::shared_ptr<WatchSubscription> sub_;
+  WatchFilter filter_ GUARDED_BY(mu_);
+  bool writing_ GUARDED_BY(mu_) = false;   // a StartWrite awaits OnWriteDone
+  bool finished_ GUARDED_BY(mu_) = false;  // Finish was called
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  bool live_ GUARDED_BY(mu_) = false;  // the replay is over: events come from the subscription
+  xv::v1::WatchEvent current_ GUARDED_BY(mu_);
+  std::deque<xv::v1::WatchEvent> replay_ GUARDED_BY(mu_);
+  int64_t cursor_ GUARDED_BY(mu_) = 0;         // replayed up to here
+  int64_t replay_up_to_ GUARDED_BY(mu_) = -1;  // the hub's position the replay aims at
+  int64_t idle_target_ GUARDED_BY(mu_) = -1;
+  std::chrono::steady_clock::time_point next_idle_check_ GUARDED_BY(mu_);
 };
 
 }  // namespace

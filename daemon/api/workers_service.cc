@@ -8,10 +8,11 @@
 #include <set>
 #include <thread>
 
+#include "common/run_states.h"
 #include "common/untrusted_text.h"
-#include "daemon/api/event_batcher.h"
 #include "daemon/api/worker_message_edge.h"
-#include "daemon/api/worker_session.h"
+#include "daemon/engine/connected_worker.h"
+#include "daemon/engine/event_batcher.h"
 
 namespace xv::daemon {
 namespace {
@@ -19,9 +20,8 @@ namespace {
 constexpr std::chrono::milliseconds kFlushInterval(200);
 
 // One message of the stream: false at its end; *error set (and false) when it does not parse.
-bool ReadWorkerMessage(grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>* stream,
-                       xv::v1::WorkerMessage* msg, UnreadableWorkerMessage* unreadable,
-                       Status* error) {
+bool ReadWorkerMessage(WorkersService::Stream* stream, xv::v1::WorkerMessage* msg,
+                       UnreadableWorkerMessage* unreadable, Status* error) {
   *error = Status::Ok();
   grpc::ByteBuffer buffer;
   if (!stream->Read(&buffer)) return false;
@@ -47,7 +47,7 @@ xv::v1::WorkerMessage StandInForUnreadable(const UnreadableWorkerMessage& u, con
     f->set_experiment_id(u.experiment_id);
     f->set_attempt(u.attempt);
     f->set_exit_code(-1);
-    f->set_state("failed");
+    f->set_state(std::string(ToString(ExperimentState::kFailed)));
     f->set_failure_kind("crashed");
     f->set_failure_detail("the worker's Finished report was unreadable (" + reason +
                           "); its state, detail and tail are lost");
@@ -77,14 +77,37 @@ WorkersService::WorkersService(store::ExperimentStore* store, Dispatcher* dispat
           this)));
 }
 
-grpc::Status WorkersService::Session(
-    grpc::ServerContext* ctx,
-    grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>* stream) {
+grpc::Status WorkersService::Session(grpc::ServerContext* ctx, Stream* stream) {
+  xv::v1::Register reg;
+  int64_t worker_id = 0;
+  grpc::Status status = RegisterWorker(ctx, stream, &reg, &worker_id);
+  if (!status.ok() || worker_id == 0) return status;
+  auto session = std::make_shared<ConnectedWorker>(worker_id, reg, [ctx] { ctx->TryCancel(); });
+  if (!stream->Write(RegisteredMessage(worker_id))) return grpc::Status::OK;
+  spdlog::info("worker {} (id {}, {} {}) registered from {}", reg.worker_name(), worker_id,
+               reg.device().backend(), reg.device().name(), ctx->peer());
+  status = AttachWorker(reg, session);
+  if (!status.ok()) return status;
+
+  EventBatcher batcher(store_, session);
+  std::thread writer([&] { WriteOutbox(stream, session.get(), &batcher); });
+  dispatcher_->Schedule();
+  const std::string protocol_error = ServeMessages(stream, reg, session, &batcher);
+  batcher.Flush();
+  dispatcher_->Detach(session);
+  session->Close(/*cancel_rpc=*/false);
+  writer.join();
+  return EndSession(reg, worker_id, protocol_error);
+}
+
+grpc::Status WorkersService::RegisterWorker(grpc::ServerContext* ctx, Stream* stream,
+                                            xv::v1::Register* reg, int64_t* worker_id) {
+  *worker_id = 0;
   xv::v1::WorkerMessage first;
   UnreadableWorkerMessage unreadable;
   Status read_error;
   if (!ReadWorkerMessage(stream, &first, &unreadable, &read_error)) {
-    if (read_error.ok()) return grpc::Status::OK;
+    if (read_error.ok()) return grpc::Status::OK;  // closed before registering
     spdlog::warn("worker session from {} refused: {}", ctx->peer(), read_error.message());
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, read_error.message());
   }
@@ -93,71 +116,33 @@ grpc::Status WorkersService::Session(
                         "session: the first message must be Register");
   }
   // The worker edge (worker_message_edge.h): checked and bounded before anything is stored.
-  xv::v1::Register& reg = *first.mutable_register_();
+  *reg = std::move(*first.mutable_register_());
   std::vector<std::string> notes;
-  Status s = CheckRegister(&reg, &notes);
+  Status s = CheckRegister(reg, &notes);
   if (!s.ok()) {
     spdlog::warn("worker registration from {} refused: {}", ctx->peer(), s.message());
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, s.message());
   }
   for (const std::string& note : notes) {
-    spdlog::warn("worker {}: {}", QuoteExcerpt(reg.worker_name()), note);
+    spdlog::warn("worker {}: {}", QuoteExcerpt(reg->worker_name()), note);
   }
-  int64_t worker_id = 0;
-  s = store_->UpsertWorker(reg, &worker_id);
+  s = store_->UpsertWorker(*reg, worker_id);
   if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
+  return grpc::Status::OK;
+}
 
-  auto session = std::make_shared<WorkerSession>(worker_id, reg, ctx);
-  {
-    xv::v1::DaemonMessage msg;
-    msg.mutable_registered()->set_worker_id(worker_id);
-    msg.mutable_registered()->set_heartbeat_interval_ms(
-        dispatcher_->options().heartbeat_interval_ms);
-    msg.mutable_registered()->set_lease_ms(dispatcher_->options().lease_ms);
-    if (!stream->Write(msg)) return grpc::Status::OK;
-  }
-  spdlog::info("worker {} (id {}, {} {}) registered from {}", reg.worker_name(), worker_id,
-               reg.device().backend(), reg.device().name(), ctx->peer());
+xv::v1::DaemonMessage WorkersService::RegisteredMessage(int64_t worker_id) const {
+  xv::v1::DaemonMessage msg;
+  msg.mutable_registered()->set_worker_id(worker_id);
+  msg.mutable_registered()->set_heartbeat_interval_ms(dispatcher_->options().heartbeat_interval_ms);
+  msg.mutable_registered()->set_lease_ms(dispatcher_->options().lease_ms);
+  return msg;
+}
 
-  // Reconcile what the worker says it runs with what the store says it holds.
+grpc::Status WorkersService::AttachWorker(const xv::v1::Register& reg,
+                                          const std::shared_ptr<ConnectedWorker>& session) {
   grpc::Status reconcile_status = grpc::Status::OK;
-  dispatcher_->Attach(session, [&] {
-    std::set<std::pair<int64_t, int>> reported;
-    for (const auto& ra : reg.running()) {
-      reported.insert({ra.experiment_id(), ra.attempt()});
-      int64_t seq = 0;
-      Status rs = store_->HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
-      if (!rs.ok()) {
-        reconcile_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
-        return;
-      }
-      // The worker replays from its spool whatever is newer than this.
-      xv::v1::DaemonMessage ack;
-      ack.mutable_ack()->set_experiment_id(ra.experiment_id());
-      ack.mutable_ack()->set_attempt(ra.attempt());
-      ack.mutable_ack()->set_seq(seq);
-      session->Push(std::move(ack));
-      // Still running: kept when active, reclaimed when it was lost and its requeue is still
-      // queued, else cancelled.
-      if (!ra.finished())
-        dispatcher_->ReclaimRunningAttempt(session, ra.experiment_id(), ra.attempt());
-    }
-    // Attempts the store gives this worker that it does not report are gone with its old process.
-    std::vector<store::ActiveAttempt> active;
-    Status rs = store_->ListActive(&active);
-    if (!rs.ok()) {
-      reconcile_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
-      return;
-    }
-    for (const auto& a : active) {
-      if (a.worker_id != worker_id || reported.count({a.experiment_id, a.attempt})) continue;
-      bool requeued = false;
-      rs = store_->MarkAttemptLost(a.experiment_id, a.attempt,
-                                   "worker " + reg.worker_name() + " re-registered without it",
-                                   dispatcher_->options().max_attempts, &requeued);
-      if (!rs.ok()) spdlog::error("reconcile: {}", rs.ToString());
-    }
-  });
+  dispatcher_->Attach(session, [&] { reconcile_status = ReconcileReportedAttempts(reg, session); });
   if (!reconcile_status.ok()) {
     dispatcher_->Detach(session);
     session->Close(/*cancel_rpc=*/false);
@@ -168,32 +153,75 @@ grpc::Status WorkersService::Session(
   bool holds_running = false;
   for (const auto& ra : reg.running()) holds_running |= !ra.finished();
   dispatcher_->OnRegistered(session, holds_running);
-  EventBatcher batcher(store_, session);
-  std::thread writer([&] {
-    auto next_flush = std::chrono::steady_clock::now() + kFlushInterval;
-    while (true) {
-      xv::v1::DaemonMessage msg;
-      auto now = std::chrono::steady_clock::now();
-      auto wait = next_flush > now
-                      ? std::chrono::duration_cast<std::chrono::milliseconds>(next_flush - now)
-                      : std::chrono::milliseconds(0);
-      if (session->Pop(&msg, wait)) {
-        if (!stream->Write(msg)) {
-          session->Close();
-          break;
-        }
-        continue;
-      }
-      if (session->closed()) break;
-      if (std::chrono::steady_clock::now() >= next_flush) {
-        batcher.Flush();
-        next_flush = std::chrono::steady_clock::now() + kFlushInterval;
-      }
-    }
-  });
-  dispatcher_->Schedule();
+  return grpc::Status::OK;
+}
 
+grpc::Status WorkersService::ReconcileReportedAttempts(
+    const xv::v1::Register& reg, const std::shared_ptr<ConnectedWorker>& session) {
+  const int64_t worker_id = session->worker_id();
+  std::set<std::pair<int64_t, int>> reported;
+  for (const auto& ra : reg.running()) {
+    reported.insert({ra.experiment_id(), ra.attempt()});
+    int64_t seq = 0;
+    Status rs = store_->HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
+    if (!rs.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
+    // The worker replays from its spool whatever is newer than this.
+    xv::v1::DaemonMessage ack;
+    ack.mutable_ack()->set_experiment_id(ra.experiment_id());
+    ack.mutable_ack()->set_attempt(ra.attempt());
+    ack.mutable_ack()->set_seq(seq);
+    session->Push(std::move(ack));
+    // Still running: kept when active, reclaimed when it was lost and its requeue is still
+    // queued, else cancelled.
+    if (!ra.finished()) {
+      dispatcher_->ReclaimRunningAttempt(session, ra.experiment_id(), ra.attempt());
+    }
+  }
+  // Attempts the store gives this worker that it does not report are gone with its old process.
+  std::vector<store::ActiveAttempt> active;
+  Status rs = store_->ListActive(&active);
+  if (!rs.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
+  for (const auto& a : active) {
+    if (a.worker_id != worker_id || reported.count({a.experiment_id, a.attempt})) continue;
+    bool requeued = false;
+    rs = store_->MarkAttemptLost(a.experiment_id, a.attempt,
+                                 "worker " + reg.worker_name() + " re-registered without it",
+                                 dispatcher_->options().max_attempts, &requeued);
+    if (!rs.ok()) spdlog::error("reconcile: {}", rs.ToString());
+  }
+  return grpc::Status::OK;
+}
+
+void WorkersService::WriteOutbox(Stream* stream, ConnectedWorker* session, EventBatcher* batcher) {
+  auto next_flush = std::chrono::steady_clock::now() + kFlushInterval;
+  while (true) {
+    xv::v1::DaemonMessage msg;
+    auto now = std::chrono::steady_clock::now();
+    auto wait = next_flush > now
+                    ? std::chrono::duration_cast<std::chrono::milliseconds>(next_flush - now)
+                    : std::chrono::milliseconds(0);
+    if (session->Pop(&msg, wait)) {
+      if (!stream->Write(msg)) {
+        session->Close();
+        break;
+      }
+      continue;
+    }
+    if (session->closed()) break;
+    if (std::chrono::steady_clock::now() >= next_flush) {
+      // A failed flush drops the batch unacknowledged; the worker replays it from its spool.
+      (void)batcher->Flush();
+      next_flush = std::chrono::steady_clock::now() + kFlushInterval;
+    }
+  }
+}
+
+std::string WorkersService::ServeMessages(Stream* stream, const xv::v1::Register& reg,
+                                          const std::shared_ptr<ConnectedWorker>& session,
+                                          EventBatcher* batcher) {
   xv::v1::WorkerMessage msg;
+  UnreadableWorkerMessage unreadable;
+  Status read_error;
   std::string protocol_error;  // set: the session ends with INVALID_ARGUMENT saying this
   while (protocol_error.empty() && !session->closed()) {
     if (!ReadWorkerMessage(stream, &msg, &unreadable, &read_error)) {
@@ -207,50 +235,21 @@ grpc::Status WorkersService::Session(
                    read_error.message());
       msg = StandInForUnreadable(unreadable, read_error);
     }
-    dispatcher_->Touch(worker_id);
+    dispatcher_->Touch(session->worker_id());
     switch (msg.msg_case()) {
       case xv::v1::WorkerMessage::kHeartbeat:
-        if (msg.heartbeat().running_size() > kMaxRunningAttempts) {
-          protocol_error = "heartbeat.running: " + std::to_string(msg.heartbeat().running_size()) +
-                           " entries, over the limit of " + std::to_string(kMaxRunningAttempts);
-          break;
-        }
-        s = store_->TouchWorker(worker_id);
-        if (!s.ok()) spdlog::warn("worker {}: heartbeat: {}", reg.worker_name(), s.ToString());
-        dispatcher_->ReconcileHeartbeat(worker_id, msg.heartbeat());
+        protocol_error = HandleHeartbeat(reg, session->worker_id(), msg.heartbeat());
         break;
       case xv::v1::WorkerMessage::kEvent:
         for (const std::string& note : RepairTrainerEvent(msg.mutable_event())) {
           spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(),
                        msg.event().experiment_id(), msg.event().attempt(), note);
         }
-        batcher.Add(msg.event());
+        batcher->Add(msg.event());
         break;
-      case xv::v1::WorkerMessage::kFinished: {
-        for (const std::string& note : RepairFinished(msg.mutable_finished())) {
-          spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(),
-                       msg.finished().experiment_id(), msg.finished().attempt(), note);
-        }
-        if (!batcher.Flush()) break;  // unacknowledged: the worker sends it again
-        xv::v1::DaemonMessage ack;
-        s = store_->FinishAttempt(worker_id, msg.finished(), ack.mutable_ack());
-        if (!s.ok()) {
-          spdlog::warn("worker {}: finished {}/{}: {}", reg.worker_name(),
-                       msg.finished().experiment_id(), msg.finished().attempt(), s.ToString());
-          if (s.code() != Status::Code::kFailedPrecondition) break;
-          // Not this worker's attempt: acknowledge so it stops resending.
-          ack.mutable_ack()->set_experiment_id(msg.finished().experiment_id());
-          ack.mutable_ack()->set_attempt(msg.finished().attempt());
-          ack.mutable_ack()->set_finished(true);
-        } else {
-          spdlog::info("experiment {} attempt {} finished on {}: {}",
-                       msg.finished().experiment_id(), msg.finished().attempt(), reg.worker_name(),
-                       msg.finished().state());
-        }
-        session->Push(std::move(ack));
-        dispatcher_->Schedule();
+      case xv::v1::WorkerMessage::kFinished:
+        HandleFinished(reg, session, batcher, msg.mutable_finished());
         break;
-      }
       case xv::v1::WorkerMessage::kRegister:
         spdlog::warn("worker {}: Register in the middle of a session ignored", reg.worker_name());
         break;
@@ -258,12 +257,51 @@ grpc::Status WorkersService::Session(
         break;
     }
   }
-  batcher.Flush();
-  dispatcher_->Detach(session);
-  session->Close(/*cancel_rpc=*/false);
-  writer.join();
+  return protocol_error;
+}
+
+std::string WorkersService::HandleHeartbeat(const xv::v1::Register& reg, int64_t worker_id,
+                                            const xv::v1::Heartbeat& heartbeat) {
+  if (heartbeat.running_size() > kMaxRunningAttempts) {
+    return "heartbeat.running: " + std::to_string(heartbeat.running_size()) +
+           " entries, over the limit of " + std::to_string(kMaxRunningAttempts);
+  }
+  Status s = store_->TouchWorker(worker_id);
+  if (!s.ok()) spdlog::warn("worker {}: heartbeat: {}", reg.worker_name(), s.ToString());
+  dispatcher_->ReconcileHeartbeat(worker_id, heartbeat);
+  return "";
+}
+
+void WorkersService::HandleFinished(const xv::v1::Register& reg,
+                                    const std::shared_ptr<ConnectedWorker>& session,
+                                    EventBatcher* batcher, xv::v1::Finished* finished) {
+  for (const std::string& note : RepairFinished(finished)) {
+    spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(),
+                 finished->experiment_id(), finished->attempt(), note);
+  }
+  if (!batcher->Flush()) return;  // unacknowledged: the worker sends it again
+  xv::v1::DaemonMessage ack;
+  Status s = store_->FinishAttempt(session->worker_id(), *finished, ack.mutable_ack());
+  if (!s.ok()) {
+    spdlog::warn("worker {}: finished {}/{}: {}", reg.worker_name(), finished->experiment_id(),
+                 finished->attempt(), s.ToString());
+    if (s.code() != Status::Code::kFailedPrecondition) return;
+    // Not this worker's attempt: acknowledge so it stops resending.
+    ack.mutable_ack()->set_experiment_id(finished->experiment_id());
+    ack.mutable_ack()->set_attempt(finished->attempt());
+    ack.mutable_ack()->set_finished(true);
+  } else {
+    spdlog::info("experiment {} attempt {} finished on {}: {}", finished->experiment_id(),
+                 finished->attempt(), reg.worker_name(), finished->state());
+  }
+  session->Push(std::move(ack));
+  dispatcher_->Schedule();
+}
+
+grpc::Status WorkersService::EndSession(const xv::v1::Register& reg, int64_t worker_id,
+                                        const std::string& protocol_error) {
   if (!dispatcher_->IsConnected(worker_id)) {
-    s = store_->SetWorkerState(worker_id, "offline");
+    Status s = store_->SetWorkerState(worker_id, std::string(ToString(WorkerState::kOffline)));
     if (!s.ok()) spdlog::warn("worker {}: {}", reg.worker_name(), s.ToString());
   }
   if (!protocol_error.empty()) {

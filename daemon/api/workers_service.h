@@ -10,11 +10,16 @@
 // allows one concurrent reader and one concurrent writer per stream).
 #pragma once
 
+#include <memory>
+#include <string>
+
 #include <grpcpp/impl/service_type.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/sync_stream.h>
 
-#include "daemon/api/dispatcher.h"
+#include "daemon/engine/connected_worker.h"
+#include "daemon/engine/dispatcher.h"
+#include "daemon/engine/event_batcher.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/workers.grpc.pb.h"
 
@@ -32,10 +37,43 @@ class WorkersService final : public grpc::Service {
   // `store` and `dispatcher` must outlive the service.
   WorkersService(store::ExperimentStore* store, Dispatcher* dispatcher);
 
-  grpc::Status Session(grpc::ServerContext* ctx,
-                       grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>* stream);
+  using Stream = grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>;
+
+  grpc::Status Session(grpc::ServerContext* ctx, Stream* stream);
 
  private:
+  // The steps of Session, in order.
+  // Reads and checks Register and stores the worker; *worker_id stays 0 (with OK) when the
+  // worker closed the stream before registering.
+  grpc::Status RegisterWorker(grpc::ServerContext* ctx, Stream* stream, xv::v1::Register* reg,
+                              int64_t* worker_id);
+  xv::v1::DaemonMessage RegisteredMessage(int64_t worker_id) const;
+  // Attaches the session to the dispatcher after reconciling what the worker reports it runs;
+  // UNAVAILABLE (the session is closed) when the store cannot say.
+  grpc::Status AttachWorker(const xv::v1::Register& reg,
+                            const std::shared_ptr<ConnectedWorker>& session);
+  // Runs under Dispatcher::Attach: acks the events stored for each attempt the worker reports,
+  // reclaims or cancels the ones still running that it no longer holds, and loses the attempts
+  // the store gives it that it does not report.
+  grpc::Status ReconcileReportedAttempts(const xv::v1::Register& reg,
+                                         const std::shared_ptr<ConnectedWorker>& session);
+  // The writer thread: writes the outbox and flushes the event batch every kFlushInterval, until
+  // the session closes.
+  static void WriteOutbox(Stream* stream, ConnectedWorker* session, EventBatcher* batcher);
+  // Reads the worker's messages until it closes the stream, the session closes or a protocol
+  // error (returned; "" otherwise).
+  std::string ServeMessages(Stream* stream, const xv::v1::Register& reg,
+                            const std::shared_ptr<ConnectedWorker>& session, EventBatcher* batcher);
+  // A protocol error ("" when none).
+  std::string HandleHeartbeat(const xv::v1::Register& reg, int64_t worker_id,
+                              const xv::v1::Heartbeat& heartbeat);
+  // Stores the batch, then the attempt's end, and acks it (unless the store failed).
+  void HandleFinished(const xv::v1::Register& reg, const std::shared_ptr<ConnectedWorker>& session,
+                      EventBatcher* batcher, xv::v1::Finished* finished);
+  // Marks the worker offline unless a newer session took over; the session's final status.
+  grpc::Status EndSession(const xv::v1::Register& reg, int64_t worker_id,
+                          const std::string& protocol_error);
+
   store::ExperimentStore* const store_;
   Dispatcher* const dispatcher_;
 };

@@ -1,9 +1,9 @@
-// Fuzz target: the daemon's parser of a campaign's budget contract (daemon/api/budget_contract.h),
-// which reads CreateCampaign's budget_json as a caller sent it.
+// Fuzz target: the daemon's parser of a campaign's budget contract
+// (daemon/engine/budget_contract.h), which reads CreateCampaign's budget_json as a caller sent it.
 #include <cstdint>
 #include <string>
 
-#include "daemon/api/budget_contract.h"
+#include "daemon/engine/budget_contract.h"
 #include "fuzz_driver.h"
 #include "fuzz_targets.h"
 

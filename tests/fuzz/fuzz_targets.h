@@ -46,7 +46,7 @@ int FuzzSafetensors(const uint8_t* data, size_t size);
 
 // --- the daemon's own code and the edges that feed it (daemon_fuzz_test) ---
 
-// The bytes as a campaign's budget_json (daemon/api/budget_contract.h): a refusal is
+// The bytes as a campaign's budget_json (daemon/engine/budget_contract.h): a refusal is
 // INVALID_ARGUMENT naming the budget in at most 600 bytes (values described, never echoed); an
 // accepted contract's stored form reads back as the same contract.
 int FuzzBudgetContract(const uint8_t* data, size_t size);

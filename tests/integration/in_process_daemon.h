@@ -28,7 +28,7 @@ inline DaemonOptions FastDaemonOptions(const std::filesystem::path& state_dir,
   options.listen = "none";
   options.dispatcher.heartbeat_interval_ms = 100;
   options.dispatcher.lease_ms = lease_ms;
-  options.dispatcher.tick_ms = 50;
+  options.tick_ms = 50;
   return options;
 }
 

@@ -101,7 +101,7 @@ TEST(RenderCampaign, ShowsRoundsAndEachCandidatesStatistics) {
 }
 
 TEST(RenderBudgetContract, ShowsEveryFieldAndTheHardDeadline) {
-  // The stored, normalised form (daemon/api/budget_contract.h BudgetContractToJson).
+  // The stored, normalised form (daemon/engine/budget_contract.h BudgetContractToJson).
   EXPECT_EQ(
       RenderBudgetContract(
           R"({"eval_allowance_s":60,"max_concurrent":2,"startup_allowance_s":120,"time_budget_s":300})"),

@@ -18,10 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
-#include "daemon/api/campaign_policy.h"
-#include "daemon/api/round_closer.h"
-#include "daemon/api/submission_builder.h"
-#include "tests/unit/daemon/fixtures/store_fixture.h"
+#include "daemon/engine/campaign_policy.h"
+#include "daemon/engine/round_closer.h"
+#include "daemon/engine/submission_builder.h"
+#include "tests/unit/daemon/store_fixture.h"
 
 namespace xv::daemon {
 namespace {

@@ -1,4 +1,4 @@
-// Tests of submit-time validation (daemon/api/submission_builder.h) with the real recipe library
+// Tests of submit-time validation (daemon/engine/submission_builder.h) with the real recipe library
 // and the shipped cpu-tiny recipe.
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
-#include "daemon/api/submission_builder.h"
+#include "daemon/engine/submission_builder.h"
 
 namespace xv::daemon {
 namespace {

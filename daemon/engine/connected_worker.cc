@@ -1,13 +1,13 @@
-#include "daemon/api/worker_session.h"
+#include "daemon/engine/connected_worker.h"
 
 #include <cctype>
 #include <utility>
 
 namespace xv::daemon {
 
-WorkerSession::WorkerSession(int64_t worker_id, const xv::v1::Register& reg,
-                             grpc::ServerContext* context)
-    : worker_id_(worker_id), name_(reg.worker_name()), context_(context) {
+ConnectedWorker::ConnectedWorker(int64_t worker_id, const xv::v1::Register& reg,
+                                 std::function<void()> cancel_stream)
+    : worker_id_(worker_id), name_(reg.worker_name()), cancel_stream_(std::move(cancel_stream)) {
   trainers_.assign(reg.capabilities().trainers().begin(), reg.capabilities().trainers().end());
   const std::string& backend = reg.device().backend();
   has_gpu_ = backend == "cuda" || backend == "rocm";
@@ -17,9 +17,9 @@ WorkerSession::WorkerSession(int64_t worker_id, const xv::v1::Register& reg,
       reg.capabilities().max_concurrent() > 0 ? reg.capabilities().max_concurrent() : 1;
 }
 
-bool WorkerSession::Push(xv::v1::DaemonMessage msg) {
+bool ConnectedWorker::Push(xv::v1::DaemonMessage msg) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return false;
     outbox_.push_back(std::move(msg));
   }
@@ -27,27 +27,30 @@ bool WorkerSession::Push(xv::v1::DaemonMessage msg) {
   return true;
 }
 
-bool WorkerSession::Pop(xv::v1::DaemonMessage* msg, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return !outbox_.empty() || closed_; });
+bool ConnectedWorker::Pop(xv::v1::DaemonMessage* msg, std::chrono::milliseconds timeout) {
+  MutexLock lock(&mu_);
+  cv_.wait_for(mu_, timeout, [&] {
+    mu_.AssertHeld();
+    return !outbox_.empty() || closed_;
+  });
   if (outbox_.empty()) return false;
   *msg = std::move(outbox_.front());
   outbox_.pop_front();
   return true;
 }
 
-void WorkerSession::Close(bool cancel_rpc) {
+void ConnectedWorker::Close(bool cancel_rpc) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (closed_) return;
     closed_ = true;
   }
   cv_.notify_all();
-  if (cancel_rpc && context_ != nullptr) context_->TryCancel();
+  if (cancel_rpc && cancel_stream_) cancel_stream_();
 }
 
-bool WorkerSession::closed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+bool ConnectedWorker::closed() const {
+  MutexLock lock(&mu_);
   return closed_;
 }
 

@@ -1,4 +1,4 @@
-#include "daemon/api/budget_contract.h"
+#include "daemon/engine/budget_contract.h"
 
 #include <cmath>
 #include <cstdint>

@@ -21,13 +21,15 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
+#include "common/run_states.h"
 #include "common/status.h"
-#include "daemon/api/dispatcher.h"
-#include "daemon/api/round_closer.h"
-#include "daemon/api/submission_builder.h"
+#include "common/thread_annotations.h"
+#include "daemon/engine/dispatcher.h"
+#include "daemon/engine/round_closer.h"
+#include "daemon/engine/submission_builder.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.pb.h"
 
@@ -61,16 +63,32 @@ class PlanRunner {
   Status Describe(const store::StoredPlan& plan, bool with_yaml, xv::v1::Plan* out);
 
  private:
-  Status AdvanceLocked(int64_t plan_id);
+  struct PlanProgress;  // one AdvanceLocked call's plan, phases, outcomes and current phase
+
+  // The steps of Advance: each phase either waits for its round or moves the plan on
+  // (*moved_on).
+  Status AdvanceLocked(int64_t plan_id) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status AdvancePhaseLocked(PlanProgress* p, bool* moved_on) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status FinishPlanLocked(PlanProgress* p) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No round yet: builds and stores it (or skips or fails the phase).
+  Status StartPhaseRoundLocked(PlanProgress* p, bool* moved_on) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round is open: records its id in the plan when a restart left it out.
+  Status AwaitRoundLocked(PlanProgress* p, const store::PlanRound& round)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round was decided or cancelled: records the phase's outcome and moves on (or stops).
+  Status RecordRoundOutcomeLocked(PlanProgress* p, const store::PlanRound& round, bool* moved_on)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the plan's phase and outcomes with `state` while it is still running.
+  Status SavePlan(const PlanProgress& p, PlanState state, const std::string& reason, bool* updated);
   // Moves the plan from `from` to `to` (keeping its phase and outcomes) under mu_.
-  Status SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
-                        const std::string& reason);
+  Status SetStateLocked(int64_t plan_id, PlanState from, PlanState to, const std::string& reason)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   store::ExperimentStore* const store_;
   Dispatcher* const dispatcher_;
   RoundCloser* const closer_;
   const SubmissionLimits limits_;
-  std::mutex mu_;  // one plan step at a time
+  Mutex mu_;  // one plan step at a time
 };
 
 }  // namespace xv::daemon

@@ -1,13 +1,13 @@
-// Tests of the campaign budget contract parser (daemon/api/budget_contract.h) and of its use by
+// Tests of the campaign budget contract parser (daemon/engine/budget_contract.h) and of its use by
 // the submission builder: deadlines and the fixed time budget.
-#include "daemon/api/budget_contract.h"
+#include "daemon/engine/budget_contract.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
-#include "daemon/api/submission_builder.h"
+#include "daemon/engine/submission_builder.h"
 
 namespace xv::daemon {
 namespace {

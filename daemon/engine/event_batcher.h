@@ -5,10 +5,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
-#include "daemon/api/worker_session.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
+#include "daemon/engine/connected_worker.h"
 #include "daemon/store/experiment_store.h"
 
 namespace xv::daemon {
@@ -17,7 +18,7 @@ class EventBatcher {
  public:
   static constexpr size_t kMaxBatch = 64;
 
-  EventBatcher(store::ExperimentStore* store, std::shared_ptr<WorkerSession> session);
+  EventBatcher(store::ExperimentStore* store, std::shared_ptr<ConnectedWorker> session);
 
   // Queues one event; flushes when the batch is full.
   void Add(xv::v1::TrainerEvent event);
@@ -27,9 +28,9 @@ class EventBatcher {
 
  private:
   store::ExperimentStore* const store_;
-  const std::shared_ptr<WorkerSession> session_;
-  std::mutex mu_;
-  std::vector<xv::v1::TrainerEvent> pending_;  // guarded by mu_
+  const std::shared_ptr<ConnectedWorker> session_;
+  Mutex mu_;
+  std::vector<xv::v1::TrainerEvent> pending_ GUARDED_BY(mu_);
 };
 
 }  // namespace xv::daemon

@@ -1,11 +1,12 @@
-#include "daemon/api/dispatcher.h"
+#include "daemon/engine/dispatcher.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <set>
 
-#include "daemon/api/budget_contract.h"
+#include "common/run_states.h"
+#include "daemon/engine/budget_contract.h"
 #include "daemon/sched/placement.h"
 
 namespace xv::daemon {
@@ -45,29 +46,23 @@ Dispatcher::Dispatcher(store::ExperimentStore* store, DispatcherOptions options)
 
 Dispatcher::~Dispatcher() { Stop(); }
 
-void Dispatcher::Start() {
-  monitor_ = std::thread([this] { MonitorLoop(); });
-}
-
 void Dispatcher::Stop() {
-  std::map<int64_t, std::shared_ptr<WorkerSession>> sessions;
+  std::map<int64_t, std::shared_ptr<ConnectedWorker>> sessions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     sessions.swap(sessions_);
   }
-  stop_cv_.notify_all();
-  if (monitor_.joinable()) monitor_.join();
   for (auto& [id, s] : sessions) s->Close();
 }
 
-void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session,
+void Dispatcher::Attach(const std::shared_ptr<ConnectedWorker>& session,
                         const std::function<void()>& reconcile) {
-  std::lock_guard<std::mutex> pass(schedule_mu_);
+  MutexLock pass(&schedule_mu_);
   if (reconcile) reconcile();
-  std::shared_ptr<WorkerSession> old;
+  std::shared_ptr<ConnectedWorker> old;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) {
       session->Close();
       return;
@@ -79,7 +74,7 @@ void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session,
   leases_.Touch(session->worker_id(), sched::LeaseTable::Clock::now());
   {
     // `reconcile` has seen what the re-registered worker runs.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     returning_.erase(session->worker_id());
   }
   if (old && old != session) {
@@ -88,8 +83,8 @@ void Dispatcher::Attach(const std::shared_ptr<WorkerSession>& session,
   }
 }
 
-void Dispatcher::Detach(const std::shared_ptr<WorkerSession>& session) {
-  std::lock_guard<std::mutex> lock(mu_);
+void Dispatcher::Detach(const std::shared_ptr<ConnectedWorker>& session) {
+  MutexLock lock(&mu_);
   auto it = sessions_.find(session->worker_id());
   if (it != sessions_.end() && it->second == session) {
     sessions_.erase(it);
@@ -100,11 +95,11 @@ void Dispatcher::Detach(const std::shared_ptr<WorkerSession>& session) {
 
 Status Dispatcher::Drain(const std::string& worker, bool all, const std::string& reason,
                          std::vector<int64_t>* told) {
-  std::vector<std::shared_ptr<WorkerSession>> targets;
+  std::vector<std::shared_ptr<ConnectedWorker>> targets;
   {
     // No scheduling pass in flight: none can assign to a worker after it is marked draining.
-    std::lock_guard<std::mutex> pass(schedule_mu_);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock pass(&schedule_mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, s] : sessions_) {
       if (s->closed()) continue;
       if (all || s->name() == worker || std::to_string(id) == worker) targets.push_back(s);
@@ -127,7 +122,8 @@ Status Dispatcher::Drain(const std::string& worker, bool all, const std::string&
     return Status::NotFound("worker '" + worker + "': no such worker (see xvctl status)");
   }
   for (const auto& s : targets) {
-    Status st = store_->SetWorkerState(s->worker_id(), "draining");
+    Status st =
+        store_->SetWorkerState(s->worker_id(), std::string(ToString(WorkerState::kDraining)));
     if (!st.ok()) spdlog::warn("drain: worker {}: {}", s->name(), st.ToString());
     xv::v1::DaemonMessage msg;
     msg.mutable_drain()->set_reason(reason);
@@ -138,17 +134,18 @@ Status Dispatcher::Drain(const std::string& worker, bool all, const std::string&
   return Status::Ok();
 }
 
-std::string Dispatcher::DrainState(int64_t worker_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+Dispatcher::DrainProgress Dispatcher::DrainState(int64_t worker_id) const {
+  MutexLock lock(&mu_);
   auto it = drains_.find(worker_id);
-  if (it == drains_.end()) return "";
-  return it->second ? "drained" : "draining";
+  if (it == drains_.end()) return DrainProgress::kNone;
+  return it->second ? DrainProgress::kDrained : DrainProgress::kDraining;
 }
 
-void Dispatcher::OnRegistered(const std::shared_ptr<WorkerSession>& session, bool holds_attempts) {
+void Dispatcher::OnRegistered(const std::shared_ptr<ConnectedWorker>& session,
+                              bool holds_attempts) {
   std::string reason;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = drains_.find(session->worker_id());
     if (it == drains_.end()) return;
     if (!holds_attempts) {
@@ -167,7 +164,7 @@ void Dispatcher::OnRegistered(const std::shared_ptr<WorkerSession>& session, boo
 void Dispatcher::Touch(int64_t worker_id) {
   const auto now = sched::LeaseTable::Clock::now();
   if (leases_.Expired(worker_id, now)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     returning_.insert(worker_id);
   }
   leases_.Touch(worker_id, now);
@@ -176,23 +173,23 @@ void Dispatcher::Touch(int64_t worker_id) {
 bool Dispatcher::IsConnected(int64_t worker_id) const { return SessionOf(worker_id) != nullptr; }
 
 std::vector<std::string> Dispatcher::TrainersOf(int64_t worker_id) const {
-  std::shared_ptr<WorkerSession> session = SessionOf(worker_id);
+  std::shared_ptr<ConnectedWorker> session = SessionOf(worker_id);
   if (session == nullptr) return {};
   if (session->trainers().empty()) return {"libtorch"};
   return session->trainers();
 }
 
-std::shared_ptr<WorkerSession> Dispatcher::SessionOf(int64_t worker_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+std::shared_ptr<ConnectedWorker> Dispatcher::SessionOf(int64_t worker_id) const {
+  MutexLock lock(&mu_);
   auto it = sessions_.find(worker_id);
   return it == sessions_.end() ? nullptr : it->second;
 }
 
 void Dispatcher::Schedule() {
-  std::lock_guard<std::mutex> pass(schedule_mu_);
-  std::vector<std::shared_ptr<WorkerSession>> sessions;
+  MutexLock pass(&schedule_mu_);
+  std::vector<std::shared_ptr<ConnectedWorker>> sessions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     // A worker whose lease lapsed (a silent stream: a network cut) gets nothing new: the attempt
     // just requeued from it would go straight back to it and be lost again.
@@ -223,7 +220,7 @@ void Dispatcher::Schedule() {
   std::map<int64_t, int> busy;
   for (const auto& a : active) ++busy[a.worker_id];
   std::vector<sched::WorkerSlot> slots;
-  std::map<int64_t, std::shared_ptr<WorkerSession>> by_id;
+  std::map<int64_t, std::shared_ptr<ConnectedWorker>> by_id;
   for (const auto& session : sessions) {
     sched::WorkerSlot slot;
     slot.worker_id = session->worker_id();
@@ -265,7 +262,7 @@ void Dispatcher::SendCancel(int64_t worker_id, int64_t experiment_id, int attemp
 void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
   std::vector<store::ActiveAttempt> active;
   {
-    std::lock_guard<std::mutex> pass(schedule_mu_);
+    MutexLock pass(&schedule_mu_);
     Status s = store_->ListActive(&active);
     if (!s.ok()) {
       spdlog::error("lease check: {}", s.ToString());
@@ -291,7 +288,7 @@ void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
   }
 }
 
-void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<WorkerSession>& session,
+void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<ConnectedWorker>& session,
                                        int64_t experiment_id, int attempt) {
   // The common case (a reconnect while the attempt is still held) is a read, not a transaction.
   bool active = false;
@@ -328,13 +325,13 @@ void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<WorkerSession>& ses
 }
 
 void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& heartbeat) {
-  std::lock_guard<std::mutex> pass(schedule_mu_);
+  MutexLock pass(&schedule_mu_);
   // Whatever happens below, the worker's heartbeat has been looked at: it may take work again.
   struct EndReturn {
     Dispatcher* d;
     int64_t id;
     ~EndReturn() {
-      std::lock_guard<std::mutex> lock(d->mu_);
+      MutexLock lock(&d->mu_);
       d->returning_.erase(id);
     }
   } end_return{this, worker_id};
@@ -345,7 +342,7 @@ void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& 
     return;
   }
   // Attempts it runs that the store does not give it (lost during a silence, or not its own).
-  if (std::shared_ptr<WorkerSession> session = SessionOf(worker_id)) {
+  if (std::shared_ptr<ConnectedWorker> session = SessionOf(worker_id)) {
     for (const auto& ra : heartbeat.running()) {
       if (ra.finished()) continue;  // its Finished is on its way
       const bool held = std::any_of(active.begin(), active.end(), [&](const auto& a) {
@@ -373,19 +370,6 @@ void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& 
     }
     spdlog::warn("experiment {} attempt {} lost ({}){}", a.experiment_id, a.attempt, detail,
                  requeued ? "; requeued" : "");
-  }
-}
-
-void Dispatcher::MonitorLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms));
-    if (stopping_) break;
-    lock.unlock();
-    CheckLeases(sched::LeaseTable::Clock::now());
-    Schedule();
-    if (tick_hook_) tick_hook_();
-    lock.lock();
   }
 }
 

@@ -1,5 +1,6 @@
-// WorkerSession: the daemon's side of one connected worker's session stream: who it is, what it can
-// run, and the outbox of messages (Assign, Cancel, EventAck) waiting to be written to it.
+// ConnectedWorker: the daemon's view of one connected worker (one Workers.Session stream): who it
+// is, what it can run, and the outbox of messages (Assign, Cancel, EventAck, Drain) waiting to be
+// written to it. The worker process has its own, unrelated WorkerSession (worker/worker_session.h).
 //
 // Ownership: shared by the Workers service handler (which reads the stream and runs the writer
 // loop) and the Dispatcher (which pushes messages). Thread-safety: every method is safe to call
@@ -10,20 +11,22 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <mutex>
+#include <functional>
 #include <string>
 #include <vector>
 
-#include <grpcpp/server_context.h>
-
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 #include "xv/v1/workers.pb.h"
 
 namespace xv::daemon {
 
-class WorkerSession {
+class ConnectedWorker {
  public:
-  // `context` is the session's RPC context; it must outlive this object's Close().
-  WorkerSession(int64_t worker_id, const xv::v1::Register& reg, grpc::ServerContext* context);
+  // `cancel_stream` (may be empty) ends the session's RPC so that a reader blocked on the stream
+  // returns; it must stay callable until Close().
+  ConnectedWorker(int64_t worker_id, const xv::v1::Register& reg,
+                  std::function<void()> cancel_stream);
 
   int64_t worker_id() const { return worker_id_; }
   const std::string& name() const { return name_; }
@@ -49,12 +52,12 @@ class WorkerSession {
   bool has_gpu_ = false;
   std::string device_text_;
   int max_concurrent_ = 1;
-  grpc::ServerContext* const context_;
+  const std::function<void()> cancel_stream_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<xv::v1::DaemonMessage> outbox_;  // guarded by mu_
-  bool closed_ = false;                       // guarded by mu_
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<xv::v1::DaemonMessage> outbox_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace xv::daemon

@@ -14,14 +14,14 @@
 //    <= 4096 runs (candidates x replicates + head controls);
 //  - a recipe with device "cuda" requires a GPU worker; cpu/auto recipes run anywhere;
 //  - hard deadline = time budget + startup allowance + eval allowance of the campaign's budget
-//    contract (daemon/api/budget_contract.h; default 2 x time budget + 300 s); a contract that
+//    contract (daemon/engine/budget_contract.h; default 2 x time budget + 300 s); a contract that
 //    fixes time_budget_s refuses a recipe or candidate with another time budget.
 // Thread-safety: stateless.
 #pragma once
 
 #include "common/recipe.h"
 #include "common/status.h"
-#include "daemon/api/budget_contract.h"
+#include "daemon/engine/budget_contract.h"
 #include "daemon/store/experiment_store.h"
 #include "xv/v1/experiments.pb.h"
 

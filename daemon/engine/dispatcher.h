@@ -1,6 +1,7 @@
 // Dispatcher: connects the store, the placement policy and the connected workers. It assigns queued
-// experiments to free workers and pushes the Assign messages, forwards cancels, and runs the lease
-// monitor that marks attempts lost when their worker stays silent longer than the lease.
+// experiments to free workers and pushes the Assign messages, forwards cancels, and checks the
+// leases: attempts whose worker stays silent longer than the lease are lost. DaemonLoop
+// (daemon_loop.h) calls CheckLeases and Schedule every tick.
 //
 // Thread-safety: every public method is safe to call concurrently; scheduling passes are serialised
 // by schedule_mu_, the session map is guarded by mu_. The store outlives the dispatcher.
@@ -8,18 +9,18 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "daemon/api/worker_session.h"
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
+#include "daemon/engine/connected_worker.h"
 #include "daemon/sched/lease_table.h"
 #include "daemon/store/experiment_store.h"
 
@@ -31,7 +32,6 @@ struct DispatcherOptions {
   // A lost attempt is requeued while attempt < max_attempts; 0 = each campaign's own
   // max_attempts (default 2, `campaign create --max-attempts`).
   int max_attempts = 0;
-  int tick_ms = 250;  // lease checks and a scheduling pass this often
 };
 
 class Dispatcher {
@@ -41,11 +41,7 @@ class Dispatcher {
 
   const DispatcherOptions& options() const { return options_; }
 
-  // Runs `hook` on the monitor thread after every lease check and scheduling pass (e.g. deciding
-  // finished rounds). Call before Start().
-  void SetTickHook(std::function<void()> hook) { tick_hook_ = std::move(hook); }
-  // Starts the lease monitor thread. Stop() ends it and closes every session.
-  void Start();
+  // Closes every session; later passes and attaches do nothing. Idempotent.
   void Stop();
 
   // A worker registered: runs `reconcile` (which compares the attempts the store gives this worker
@@ -53,10 +49,10 @@ class Dispatcher {
   // session, replacing (closing) any earlier session of the same worker. Without the exclusion, a
   // pass could push an Assign into the old session after `reconcile` looked and the attempt would
   // be orphaned.
-  void Attach(const std::shared_ptr<WorkerSession>& session,
+  void Attach(const std::shared_ptr<ConnectedWorker>& session,
               const std::function<void()>& reconcile = nullptr);
   // The session ended; no-op when a newer session of the worker replaced it.
-  void Detach(const std::shared_ptr<WorkerSession>& session);
+  void Detach(const std::shared_ptr<ConnectedWorker>& session);
   // Any message from the worker renews its lease. A worker heard from again after its lease
   // lapsed gets no new work until its next heartbeat was reconciled (ReconcileHeartbeat): an
   // attempt it still runs may be reclaimed, and the requeue of that attempt must not be assigned
@@ -84,7 +80,7 @@ class Dispatcher {
   // flight (under Attach's reconcile, or from ReconcileHeartbeat) so that the requeue cannot be
   // assigned in between. A store error is logged and leaves the trainer running (the next
   // heartbeat retries).
-  void ReclaimRunningAttempt(const std::shared_ptr<WorkerSession>& session, int64_t experiment_id,
+  void ReclaimRunningAttempt(const std::shared_ptr<ConnectedWorker>& session, int64_t experiment_id,
                              int attempt);
   // One lease pass at `now`: attempts whose worker's lease lapsed become lost (requeued per
   // policy).
@@ -96,34 +92,32 @@ class Dispatcher {
   // FailedPrecondition for one that is not connected (or, with all, when none is).
   Status Drain(const std::string& worker, bool all, const std::string& reason,
                std::vector<int64_t>* told);
-  // "draining" from Drain until the worker's session ends, "drained" after, "" otherwise.
-  std::string DrainState(int64_t worker_id) const;
+  // Where a worker is in a drain: draining from Drain until its session ends, drained after.
+  enum class DrainProgress { kNone, kDraining, kDrained };
+  DrainProgress DrainState(int64_t worker_id) const;
   // A worker registered. Running no attempt it is a fresh process (at most replaying finished
   // ones): a finished drain is forgotten and it takes work again. Still running one in the middle
   // of a drain (it reconnected), it is told to drain again.
-  void OnRegistered(const std::shared_ptr<WorkerSession>& session, bool holds_attempts);
+  void OnRegistered(const std::shared_ptr<ConnectedWorker>& session, bool holds_attempts);
 
  private:
-  void MonitorLoop();
-  std::shared_ptr<WorkerSession> SessionOf(int64_t worker_id) const;
+  std::shared_ptr<ConnectedWorker> SessionOf(int64_t worker_id) const;
 
   store::ExperimentStore* const store_;
   const DispatcherOptions options_;
   sched::LeaseTable leases_;
 
-  mutable std::mutex mu_;
-  std::map<int64_t, std::shared_ptr<WorkerSession>> sessions_;  // by worker id; guarded by mu_
-  std::map<int64_t, bool> drains_;  // worker id -> its session ended (drained); guarded by mu_
-  std::map<int64_t, std::string> drain_reasons_;  // guarded by mu_
+  // Lock order: schedule_mu_ (a whole pass) before mu_ (the maps below, held briefly).
+  Mutex schedule_mu_;  // serialises Schedule(), CheckLeases(), Attach, Drain and reconciles
+  mutable Mutex mu_ ACQUIRED_AFTER(schedule_mu_);
+  std::map<int64_t, std::shared_ptr<ConnectedWorker>> sessions_ GUARDED_BY(mu_);  // by worker id
+  // worker id -> its session ended (drained)
+  std::map<int64_t, bool> drains_ GUARDED_BY(mu_);
+  std::map<int64_t, std::string> drain_reasons_ GUARDED_BY(mu_);
   // Workers heard from after their lease lapsed whose next heartbeat is not reconciled yet: no
-  // new work for them meanwhile (see Touch). Guarded by mu_.
-  std::set<int64_t> returning_;
-  bool stopping_ = false;  // guarded by mu_
-  std::condition_variable stop_cv_;
-  std::thread monitor_;
-  std::function<void()> tick_hook_;  // set before Start(); read by the monitor thread only
-
-  std::mutex schedule_mu_;  // serialises Schedule() and CheckLeases()
+  // new work for them meanwhile (see Touch).
+  std::set<int64_t> returning_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace xv::daemon

@@ -1,4 +1,4 @@
-#include "daemon/api/event_batcher.h"
+#include "daemon/engine/event_batcher.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,13 +6,13 @@
 
 namespace xv::daemon {
 
-EventBatcher::EventBatcher(store::ExperimentStore* store, std::shared_ptr<WorkerSession> session)
+EventBatcher::EventBatcher(store::ExperimentStore* store, std::shared_ptr<ConnectedWorker> session)
     : store_(store), session_(std::move(session)) {}
 
 void EventBatcher::Add(xv::v1::TrainerEvent event) {
   bool full = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     pending_.push_back(std::move(event));
     full = pending_.size() >= kMaxBatch;
   }
@@ -20,7 +20,7 @@ void EventBatcher::Add(xv::v1::TrainerEvent event) {
 }
 
 bool EventBatcher::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (pending_.empty()) return true;
   store::AppliedEvents applied;
   Status s = store_->ApplyTrainerEvents(session_->worker_id(), pending_, &applied);

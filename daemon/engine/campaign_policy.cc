@@ -1,4 +1,4 @@
-#include "daemon/api/campaign_policy.h"
+#include "daemon/engine/campaign_policy.h"
 
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
