@@ -39,10 +39,10 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
 
   std::unique_ptr<DaemonServer> d(new DaemonServer());
   const std::string db_path = options.state_dir + "/xv.db";
-  XV_RETURN_IF_ERROR(store::ExperimentStore::Open(db_path, &d->store_));
+  XV_RETURN_IF_ERROR(store::Store::Open(db_path, &d->store_));
   XV_RETURN_IF_ERROR(RestrictDatabaseFilePermissions(db_path));
-  spdlog::info("database {} (schema version {})", db_path, d->store_->schema_version());
-  XV_RETURN_IF_ERROR(d->store_->MarkAllWorkersOffline());
+  spdlog::info("database {} (schema version {})", db_path, d->store_->database().schema_version());
+  XV_RETURN_IF_ERROR(d->store_->workers().MarkAllWorkersOffline());
   {
     WatchHubOptions hub_options;
     hub_options.queue_capacity = static_cast<size_t>(options.watch_queue_capacity);
@@ -51,7 +51,7 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   }
   {
     WatchHub* hub = d->watch_hub_.get();
-    d->store_->SetCommitListener([hub] { hub->Notify(); }, options.wal_checkpoint_pages);
+    d->store_->database().SetCommitListener([hub] { hub->Notify(); }, options.wal_checkpoint_pages);
   }
   XV_RETURN_IF_ERROR(d->watch_hub_->Start());
 
@@ -66,7 +66,7 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   {
     RoundCloser* closer = d->closer_.get();
     PlanRunner* plans = d->plan_runner_.get();
-    store::ExperimentStore* st = d->store_.get();
+    store::Store* st = d->store_.get();
     auto fault_seen = std::make_shared<std::string>();
     auto next_retry = std::make_shared<std::chrono::steady_clock::time_point>();
     d->dispatcher_->SetTickHook([closer, plans, st, options, fault_seen, next_retry] {
@@ -78,11 +78,11 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
       // Read-only mode: entered when a write failed for lack of space or permission; left when
       // a retried write commits.
       const auto now = std::chrono::steady_clock::now();
-      std::string fault = st->WriteFault();
+      std::string fault = st->database().WriteFault();
       if (!fault.empty() && now >= *next_retry) {
         *next_retry = now + std::chrono::milliseconds(options.write_retry_ms);
         bool writable = false;
-        s = st->RetryWrites(&writable);
+        s = st->database().RetryWrites(&writable);
         if (writable) fault.clear();
       }
       if (fault != *fault_seen) {
@@ -90,14 +90,14 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
           spdlog::error(
               "read-only mode: {} cannot take writes ({}); refusing new work, retrying "
               "every {} ms",
-              st->path(), fault, options.write_retry_ms);
+              st->database().path(), fault, options.write_retry_ms);
         } else {
-          spdlog::info("read-only mode over: {} takes writes again", st->path());
+          spdlog::info("read-only mode over: {} takes writes again", st->database().path());
         }
         *fault_seen = fault;
       }
       if (fault.empty()) {
-        s = st->MaintainWal(std::chrono::milliseconds(options.wal_checkpoint_ms),
+        s = st->database().MaintainWal(std::chrono::milliseconds(options.wal_checkpoint_ms),
                             std::chrono::milliseconds(options.wal_idle_ms));
         if (!s.ok()) spdlog::warn("WAL checkpoint: {}", s.ToString());
       }
@@ -163,9 +163,9 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   if (http.enabled) {
     // Read-only connections of its own: a page never holds the writer's connection.
     XV_RETURN_IF_ERROR(web::DashboardReader::Open(db_path, &d->dashboard_reader_));
-    store::ExperimentStore* st = d->store_.get();
+    store::Store* st = d->store_.get();
     d->dashboard_router_ = std::make_unique<web::DashboardRouter>(
-        d->dashboard_reader_.get(), [st] { return st->WriteFault(); });
+        d->dashboard_reader_.get(), [st] { return st->database().WriteFault(); });
     Status hs = web::DashboardServer::Start(http.host, http.port, /*threads=*/2,
                                             d->dashboard_router_.get(), &d->dashboard_);
     if (!hs.ok()) {

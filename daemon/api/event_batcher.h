@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "daemon/api/worker_session.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 
 namespace xv::daemon {
 
@@ -17,7 +17,7 @@ class EventBatcher {
  public:
   static constexpr size_t kMaxBatch = 64;
 
-  EventBatcher(store::ExperimentStore* store, std::shared_ptr<WorkerSession> session);
+  EventBatcher(store::Store* store, std::shared_ptr<WorkerSession> session);
 
   // Queues one event; flushes when the batch is full.
   void Add(xv::v1::TrainerEvent event);
@@ -26,7 +26,7 @@ class EventBatcher {
   bool Flush();
 
  private:
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   const std::shared_ptr<WorkerSession> session_;
   std::mutex mu_;
   std::vector<xv::v1::TrainerEvent> pending_;  // guarded by mu_

@@ -17,7 +17,7 @@
 
 namespace xv::daemon {
 
-ExperimentsService::ExperimentsService(store::ExperimentStore* store, Dispatcher* dispatcher,
+ExperimentsService::ExperimentsService(store::Store* store, Dispatcher* dispatcher,
                                        SubmissionLimits limits, std::string version,
                                        RoundCloser* closer)
     : store_(store),
@@ -45,10 +45,10 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
   }
   if (sub.submitter.empty()) sub.submitter = ctx->peer();
   store::SubmissionIds ids;
-  s = store_->InsertSubmission(sub, &ids);
+  s = store_->submissions().InsertSubmission(sub, &ids);
   if (!s.ok()) {
     spdlog::error("submit: {}", BoundedStatusMessage(s.ToString()));
-    if (s.code() != xv::Status::Code::kFailedPrecondition && !store_->WriteFault().empty()) {
+    if (s.code() != xv::Status::Code::kFailedPrecondition && !store_->database().WriteFault().empty()) {
       s = xv::Status::FailedPrecondition("the daemon is in read-only mode: " + s.message());
     }
     return ToGrpcStatus(s);
@@ -70,7 +70,7 @@ grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext*,
   xv::Status s = CheckRequestLimits(*req);
   if (!s.ok()) return ToGrpcStatus(s);
   std::vector<xv::v1::Experiment> found;
-  s = store_->ListExperiments(*req, &found);
+  s = store_->experiments().ListExperiments(*req, &found);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& e : found) *resp->add_experiments() = std::move(e);
   return grpc::Status::OK;
@@ -79,16 +79,16 @@ grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext*,
 grpc::Status ExperimentsService::GetExperiment(grpc::ServerContext*,
                                                const xv::v1::GetExperimentRequest* req,
                                                xv::v1::Experiment* resp) {
-  return ToGrpcStatus(store_->GetExperiment(req->id(), resp));
+  return ToGrpcStatus(store_->experiments().GetExperiment(req->id(), resp));
 }
 
 grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::StatusRequest*,
                                         xv::v1::StatusResponse* resp) {
   std::map<std::string, int64_t> counts;
-  xv::Status s = store_->CountByState(&counts);
+  xv::Status s = store_->experiments().CountByState(&counts);
   if (!s.ok()) return ToGrpcStatus(s);
   resp->set_version(version_);
-  resp->set_database(store_->path());
+  resp->set_database(store_->database().path());
   resp->set_queued(counts["queued"]);
   resp->set_running(counts["assigned"] + counts["running"]);
   int64_t finished = 0;
@@ -97,10 +97,10 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   }
   resp->set_finished(finished);
   std::vector<xv::v1::WorkerInfo> workers;
-  s = store_->ListWorkers(&workers);
+  s = store_->workers().ListWorkers(&workers);
   if (!s.ok()) return ToGrpcStatus(s);
-  const std::string fault = store_->WriteFault();
-  if (!fault.empty()) resp->set_write_mode("read-only: " + fault + " (" + store_->path() + ")");
+  const std::string fault = store_->database().WriteFault();
+  if (!fault.empty()) resp->set_write_mode("read-only: " + fault + " (" + store_->database().path() + ")");
   std::set<std::string> offered;  // trainers of the connected workers
   for (auto& w : workers) {
     // Connection, drains and current work decide what a person wants to see; the stored state
@@ -122,7 +122,7 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   if (counts["queued"] > 0) {
     // Queued experiments wait for a worker offering their trainer; say which trainers none offers.
     std::map<std::string, int64_t> queued_by_trainer;
-    s = store_->CountQueuedByTrainer(&queued_by_trainer);
+    s = store_->experiments().CountQueuedByTrainer(&queued_by_trainer);
     if (!s.ok()) return ToGrpcStatus(s);
     for (const auto& [trainer, n] : queued_by_trainer) {
       if (offered.count(trainer) != 0) continue;
@@ -136,7 +136,7 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
     req.set_state(state);
     req.set_limit(1000);
     std::vector<xv::v1::Experiment> active;
-    s = store_->ListExperiments(req, &active);
+    s = store_->experiments().ListExperiments(req, &active);
     if (!s.ok()) return ToGrpcStatus(s);
     for (auto& e : active) *resp->add_active() = std::move(e);
   }
@@ -151,7 +151,7 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::
   std::string state;
   int64_t worker_id = 0;
   int attempt = 0;
-  xv::Status s = store_->CancelExperiment(req->experiment_id(), &state, &worker_id, &attempt);
+  xv::Status s = store_->attempts().CancelExperiment(req->experiment_id(), &state, &worker_id, &attempt);
   if (!s.ok()) return ToGrpcStatus(s);
   if (worker_id != 0) {
     dispatcher_->SendCancel(worker_id, req->experiment_id(), attempt, "cancelled by request");
@@ -182,7 +182,7 @@ grpc::Status ExperimentsService::DrainWorker(grpc::ServerContext* ctx,
   if (!s.ok()) return ToGrpcStatus(s);
   spdlog::info("drain ({}): {} worker(s)", ctx->peer(), told.size());
   std::vector<xv::v1::WorkerInfo> workers;
-  s = store_->ListWorkers(&workers);
+  s = store_->workers().ListWorkers(&workers);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& w : workers) {
     if (std::find(told.begin(), told.end(), w.id()) == told.end()) continue;

@@ -41,12 +41,12 @@ Status LoadRecipe(const std::string& recipe_json, const std::string& what, Recip
 }
 
 // Builds the phase's round; *skip receives a reason instead when there is nothing to run.
-Status BuildPhaseRound(store::ExperimentStore* store, const SubmissionLimits& limits,
+Status BuildPhaseRound(store::Store* store, const SubmissionLimits& limits,
                        const store::StoredPlan& plan, const PlanPhase& phase, int index,
                        store::NewSubmission* sub, std::string* skip) {
   bool found = false;
   store::CampaignHead head;
-  XV_RETURN_IF_ERROR(store->FindCampaignHead(plan.campaign, &found, &head));
+  XV_RETURN_IF_ERROR(store->campaigns().FindCampaignHead(plan.campaign, &found, &head));
   if (!found) return Status::NotFound("campaign '" + plan.campaign + "': no such campaign");
   Recipe head_recipe;
   XV_RETURN_IF_ERROR(LoadRecipe(head.head_recipe_json, "head recipe", &head_recipe));
@@ -104,10 +104,10 @@ Status BuildPhaseRound(store::ExperimentStore* store, const SubmissionLimits& li
 }
 
 // A failure map's outcome: where the runs, in ascending knob order, start to fail.
-Status FailureBoundary(store::ExperimentStore* store, const PlanPhase& phase, int64_t round_id,
+Status FailureBoundary(store::Store* store, const PlanPhase& phase, int64_t round_id,
                        std::string* line, json* detail) {
   std::vector<store::RoundRun> runs;
-  XV_RETURN_IF_ERROR(store->ListRoundRuns(round_id, &runs));
+  XV_RETURN_IF_ERROR(store->rounds().ListRoundRuns(round_id, &runs));
   std::map<std::string, std::string> by_value;  // value text -> how it ended
   for (const auto& r : runs) {
     if (r.role != "candidate") continue;
@@ -151,13 +151,13 @@ Status FailureBoundary(store::ExperimentStore* store, const PlanPhase& phase, in
 
 }  // namespace
 
-PlanRunner::PlanRunner(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
+PlanRunner::PlanRunner(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer,
                        SubmissionLimits limits)
     : store_(store), dispatcher_(dispatcher), closer_(closer), limits_(limits) {}
 
 Status PlanRunner::AdvanceAll() {
   std::vector<store::StoredPlan> running;
-  XV_RETURN_IF_ERROR(store_->ListPlans("running", &running));
+  XV_RETURN_IF_ERROR(store_->plans().ListPlans("running", &running));
   for (const auto& p : running) {
     Status s = Advance(p.id);
     if (!s.ok()) spdlog::error("plan {} ({}): {}", p.id, p.name, s.ToString());
@@ -184,10 +184,10 @@ Status PlanRunner::Resume(int64_t plan_id) {
 Status PlanRunner::Cancel(int64_t plan_id) {
   std::lock_guard<std::mutex> lock(mu_);
   store::StoredPlan plan;
-  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
+  XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
   bool updated = false;
   if (plan.state == "running" || plan.state == "paused") {
-    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, plan.state, "cancelled", plan.current_phase,
+    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, plan.state, "cancelled", plan.current_phase,
                                           plan.outcomes_json, "cancelled by request", &updated));
   }
   if (!updated) {
@@ -200,10 +200,10 @@ Status PlanRunner::Cancel(int64_t plan_id) {
 Status PlanRunner::SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
                                   const std::string& reason) {
   store::StoredPlan plan;
-  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
+  XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
   bool updated = false;
   if (plan.state == from) {
-    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, from, to, plan.current_phase, plan.outcomes_json,
+    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, from, to, plan.current_phase, plan.outcomes_json,
                                           reason, &updated));
   }
   if (!updated) {
@@ -216,7 +216,7 @@ Status PlanRunner::SetStateLocked(int64_t plan_id, const std::string& from, cons
 
 Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   store::StoredPlan plan;
-  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
+  XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
   if (plan.state != "running") return Status::Ok();
   json outcomes = ParseBoundedJsonOrDiscarded(plan.outcomes_json);
   if (!outcomes.is_array()) outcomes = json::array();
@@ -224,7 +224,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   sched::PlanSpec spec;
   Status parsed = sched::ParsePlanYaml(plan.yaml, &spec);
   if (!parsed.ok()) {
-    return store_->UpdatePlan(plan.id, "running", "failed", plan.current_phase,
+    return store_->plans().UpdatePlan(plan.id, "running", "failed", plan.current_phase,
                               DumpJsonLossless(outcomes), "plan: " + parsed.message(), &updated);
   }
   while (outcomes.size() < spec.phases.size()) outcomes.push_back({{"state", "pending"}});
@@ -232,7 +232,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   // Each pass either waits (returns) or moves one phase on; bounded by the number of phases.
   for (size_t pass = 0; pass <= spec.phases.size() + 1; ++pass) {
     if (phase >= static_cast<int>(spec.phases.size())) {
-      XV_RETURN_IF_ERROR(store_->UpdatePlan(
+      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(
           plan.id, "running", "done", phase, DumpJsonLossless(outcomes),
           "all " + std::to_string(spec.phases.size()) + " phases finished", &updated));
       if (updated) spdlog::info("plan {} ({}): done", plan.id, plan.name);
@@ -242,7 +242,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
     const std::string where = "phases[" + std::to_string(phase) + "] (" + ph.name + ", " +
                               PlanPhaseKindName(ph.kind) + ")";
     std::vector<store::PlanRound> rounds;
-    XV_RETURN_IF_ERROR(store_->ListPlanRounds(plan.id, &rounds));
+    XV_RETURN_IF_ERROR(store_->plans().ListPlanRounds(plan.id, &rounds));
     const store::PlanRound* round = nullptr;
     for (const auto& r : rounds) {
       if (r.phase == phase) round = &r;
@@ -254,7 +254,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       Status s = BuildPhaseRound(store_, limits_, plan, ph, phase, &sub, &skip);
       if (!s.ok()) {
         out = {{"state", "failed"}, {"outcome", s.message()}};
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "failed", phase,
+        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", "failed", phase,
                                               DumpJsonLossless(outcomes),
                                               where + ": " + s.message(), &updated));
         spdlog::warn("plan {} ({}): failed at {}: {}", plan.id, plan.name, where, s.message());
@@ -263,18 +263,18 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (!skip.empty()) {
         out = {{"state", "skipped"}, {"outcome", skip}};
         ++phase;
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase,
+        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", "running", phase,
                                               DumpJsonLossless(outcomes), "", &updated));
         if (!updated) return Status::Ok();
         spdlog::info("plan {} ({}): {} {}", plan.id, plan.name, where, skip);
         continue;
       }
       store::SubmissionIds ids;
-      s = store_->InsertSubmission(sub, &ids);
+      s = store_->submissions().InsertSubmission(sub, &ids);
       if (s.code() == Status::Code::kAlreadyExists) continue;  // built meanwhile: look again
       XV_RETURN_IF_ERROR(s);
       out = {{"state", "running"}, {"round_id", ids.round_id}};
-      XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase,
+      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", "running", phase,
                                             DumpJsonLossless(outcomes), "", &updated));
       spdlog::info("plan {} ({}): {} round {} with {} experiment(s)", plan.id, plan.name, where,
                    ids.round_id, ids.experiment_ids.size());
@@ -286,7 +286,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (out.value("round_id", int64_t{0}) != round->round_id) {
         // Stored before a restart, not yet recorded in the plan.
         out = {{"state", "running"}, {"round_id", round->round_id}};
-        XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", "running", phase,
+        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", "running", phase,
                                               DumpJsonLossless(outcomes), "", &updated));
       }
       return Status::Ok();
@@ -309,7 +309,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       reason = "stopped after " + where + ": stop_if no_keep and nothing was kept";
       for (size_t i = phase; i < outcomes.size(); ++i) outcomes[i] = {{"state", "stopped"}};
     }
-    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, "running", state, phase,
+    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", state, phase,
                                           DumpJsonLossless(outcomes), reason, &updated));
     if (!updated || state != "running") {
       if (updated) spdlog::info("plan {} ({}): {}", plan.id, plan.name, reason);
@@ -331,7 +331,7 @@ Status PlanRunner::Describe(const store::StoredPlan& plan, bool with_yaml, xv::v
   if (with_yaml) out->set_yaml(plan.yaml);
   const json outcomes = ParseBoundedJsonOrDiscarded(plan.outcomes_json);
   std::vector<store::PlanRound> rounds;
-  XV_RETURN_IF_ERROR(store_->ListPlanRounds(plan.id, &rounds));
+  XV_RETURN_IF_ERROR(store_->plans().ListPlanRounds(plan.id, &rounds));
   sched::PlanSpec spec;
   if (!sched::ParsePlanYaml(plan.yaml, &spec).ok()) return Status::Ok();
   for (size_t i = 0; i < spec.phases.size(); ++i) {

@@ -28,7 +28,7 @@
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/round_closer.h"
 #include "daemon/api/submission_builder.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.pb.h"
 
 namespace xv::daemon {
@@ -36,7 +36,7 @@ namespace xv::daemon {
 class PlanRunner {
  public:
   // `store`, `dispatcher` and `closer` must outlive the runner; dispatcher may be null (tests).
-  PlanRunner(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
+  PlanRunner(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer,
              SubmissionLimits limits);
 
   // Moves every running plan as far as it can go now.
@@ -66,7 +66,7 @@ class PlanRunner {
   Status SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
                         const std::string& reason);
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   Dispatcher* const dispatcher_;
   RoundCloser* const closer_;
   const SubmissionLimits limits_;

@@ -72,7 +72,7 @@ int64_t OriginalRun(const store::RoundRun& run) {
 
 Status RoundCloser::DecideReadyRounds(int* decided) {
   std::vector<store::RoundToDecide> ready;
-  XV_RETURN_IF_ERROR(store_->ListRoundsToDecide(&ready));
+  XV_RETURN_IF_ERROR(store_->rounds().ListRoundsToDecide(&ready));
   int n = 0;
   for (const auto& round : ready) {
     CampaignPolicy policy;
@@ -93,7 +93,7 @@ Status RoundCloser::DecideRound(int64_t round_id) {
   store::RoundToDecide round;
   std::string state;
   int unfinished = 0;
-  XV_RETURN_IF_ERROR(store_->GetRoundState(round_id, &round, &state, &unfinished));
+  XV_RETURN_IF_ERROR(store_->rounds().GetRoundState(round_id, &round, &state, &unfinished));
   if (state != "open") {
     return Status::FailedPrecondition("round " + std::to_string(round_id) + " is " + state);
   }
@@ -112,7 +112,7 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
                                       ": its campaign has no acceptance policy");
   }
   std::vector<store::RoundRun> runs;
-  XV_RETURN_IF_ERROR(store_->ListRoundRuns(round.round_id, &runs));
+  XV_RETURN_IF_ERROR(store_->rounds().ListRoundRuns(round.round_id, &runs));
 
   std::set<int64_t> counted;  // original runs already among the head runs
   std::vector<sched::RunOutcome> head_runs;
@@ -140,7 +140,7 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
   }
   if (policy.pool_head_runs && !round.head_config_hash.empty()) {
     std::vector<store::RoundRun> earlier;
-    XV_RETURN_IF_ERROR(store_->ListEarlierConfigRuns(round.campaign_id, round.head_config_hash,
+    XV_RETURN_IF_ERROR(store_->rounds().ListEarlierConfigRuns(round.campaign_id, round.head_config_hash,
                                                      round.round_id, &earlier));
     for (const auto& run : earlier) {
       sched::RunOutcome outcome;
@@ -264,7 +264,7 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
     record.kept_experiment_id = first_experiment[name];
     record.head_reason = "kept";
   }
-  XV_RETURN_IF_ERROR(store_->StoreRoundDecision(record));
+  XV_RETURN_IF_ERROR(store_->rounds().StoreRoundDecision(record));
   spdlog::info("round {} decided: {}", round.round_id, decision.summary);
   return Status::Ok();
 }
@@ -274,7 +274,7 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
   store::RoundToDecide round;
   std::string state;
   int unfinished = 0;
-  XV_RETURN_IF_ERROR(store_->GetRoundState(round_id, &round, &state, &unfinished));
+  XV_RETURN_IF_ERROR(store_->rounds().GetRoundState(round_id, &round, &state, &unfinished));
   CampaignPolicy policy;
   XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(round.policy_json, &policy));
   if (policy.set && !policy.manual) {
@@ -291,7 +291,7 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
   }
   if (reason.size() > 2000) return Status::InvalidArgument("reason: longer than 2000 bytes");
   std::vector<store::RoundRun> runs;
-  XV_RETURN_IF_ERROR(store_->ListRoundRuns(round_id, &runs));
+  XV_RETURN_IF_ERROR(store_->rounds().ListRoundRuns(round_id, &runs));
   std::string kept_name;
   if (keep_experiment_id != 0) {
     for (const auto& run : runs) {
@@ -333,7 +333,7 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
     record.kept_experiment_id = keep_experiment_id;
     record.head_reason = "manual: " + why;
   }
-  return store_->StoreRoundDecision(record);
+  return store_->rounds().StoreRoundDecision(record);
 }
 
 }  // namespace xv::daemon

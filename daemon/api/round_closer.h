@@ -18,14 +18,14 @@
 #include <string>
 
 #include "common/status.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 
 namespace xv::daemon {
 
 class RoundCloser {
  public:
   // `store` must outlive the closer.
-  explicit RoundCloser(store::ExperimentStore* store) : store_(store) {}
+  explicit RoundCloser(store::Store* store) : store_(store) {}
 
   // Decides every ready round of a campaign whose policy says decide: auto. *decided (may be
   // null) receives how many rounds were decided.
@@ -43,7 +43,7 @@ class RoundCloser {
  private:
   Status Decide(const store::RoundToDecide& round);
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
 };
 
 }  // namespace xv::daemon

@@ -245,13 +245,13 @@ void BuildAblationCandidates(const Recipe& head, const Recipe& base,
   }
 }
 
-Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitRequest& req,
+Status BuildCampaignRound(store::Store* store, const xv::v1::SubmitRequest& req,
                           const SubmissionLimits& limits, const CampaignRoundOptions& options,
                           store::NewSubmission* sub) {
   const std::string name = req.campaign().empty() ? "default" : req.campaign();
   bool found = false;
   store::CampaignHead head;
-  XV_RETURN_IF_ERROR(store->FindCampaignHead(name, &found, &head));
+  XV_RETURN_IF_ERROR(store->campaigns().FindCampaignHead(name, &found, &head));
   CampaignPolicy policy;
   if (found) XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(head.policy_json, &policy));
   RoundPlan plan;
@@ -332,7 +332,7 @@ Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitReq
     plan.controls_only = req.candidates_size() == 0;
     bool any = false;
     int64_t max_seed = 0;
-    XV_RETURN_IF_ERROR(store->MaxCampaignSeed(head.id, &any, &max_seed));
+    XV_RETURN_IF_ERROR(store->campaigns().MaxCampaignSeed(head.id, &any, &max_seed));
     if (any && max_seed >= base.seed) plan.seed_offset = max_seed + 1 - base.seed;
   }
   if (options.failure_map) {

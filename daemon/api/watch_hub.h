@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.pb.h"
 
 namespace xv::daemon {
@@ -99,7 +99,7 @@ struct WatchHubOptions {
 
 class WatchHub {
  public:
-  WatchHub(store::ExperimentStore* store, WatchHubOptions options = {});
+  WatchHub(store::Store* store, WatchHubOptions options = {});
   ~WatchHub();  // Stop()s
 
   // Starts the feed at the newest stored event (older ones are replayed per watcher, from the
@@ -132,7 +132,7 @@ class WatchHub {
   // Calls every subscription's listener, without holding mu_.
   void WakeAll();
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   const WatchHubOptions options_;
 
   mutable std::mutex mu_;  // guards subs_, last_, closed_

@@ -64,7 +64,7 @@ xv::v1::WorkerMessage StandInForUnreadable(const UnreadableWorkerMessage& u, con
 
 }  // namespace
 
-WorkersService::WorkersService(store::ExperimentStore* store, Dispatcher* dispatcher)
+WorkersService::WorkersService(store::Store* store, Dispatcher* dispatcher)
     : store_(store), dispatcher_(dispatcher) {
   AddMethod(new grpc::internal::RpcServiceMethod(
       "/xv.v1.Workers/Session", grpc::internal::RpcMethod::BIDI_STREAMING,
@@ -104,7 +104,7 @@ grpc::Status WorkersService::Session(
     spdlog::warn("worker {}: {}", QuoteExcerpt(reg.worker_name()), note);
   }
   int64_t worker_id = 0;
-  s = store_->UpsertWorker(reg, &worker_id);
+  s = store_->workers().UpsertWorker(reg, &worker_id);
   if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
 
   auto session = std::make_shared<WorkerSession>(worker_id, reg, ctx);
@@ -126,7 +126,7 @@ grpc::Status WorkersService::Session(
     for (const auto& ra : reg.running()) {
       reported.insert({ra.experiment_id(), ra.attempt()});
       int64_t seq = 0;
-      Status rs = store_->HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
+      Status rs = store_->attempts().HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
       if (!rs.ok()) {
         reconcile_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
         return;
@@ -144,7 +144,7 @@ grpc::Status WorkersService::Session(
     }
     // Attempts the store gives this worker that it does not report are gone with its old process.
     std::vector<store::ActiveAttempt> active;
-    Status rs = store_->ListActive(&active);
+    Status rs = store_->experiments().ListActive(&active);
     if (!rs.ok()) {
       reconcile_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
       return;
@@ -152,7 +152,7 @@ grpc::Status WorkersService::Session(
     for (const auto& a : active) {
       if (a.worker_id != worker_id || reported.count({a.experiment_id, a.attempt})) continue;
       bool requeued = false;
-      rs = store_->MarkAttemptLost(a.experiment_id, a.attempt,
+      rs = store_->attempts().MarkAttemptLost(a.experiment_id, a.attempt,
                                    "worker " + reg.worker_name() + " re-registered without it",
                                    dispatcher_->options().max_attempts, &requeued);
       if (!rs.ok()) spdlog::error("reconcile: {}", rs.ToString());
@@ -215,7 +215,7 @@ grpc::Status WorkersService::Session(
                            " entries, over the limit of " + std::to_string(kMaxRunningAttempts);
           break;
         }
-        s = store_->TouchWorker(worker_id);
+        s = store_->workers().TouchWorker(worker_id);
         if (!s.ok()) spdlog::warn("worker {}: heartbeat: {}", reg.worker_name(), s.ToString());
         dispatcher_->ReconcileHeartbeat(worker_id, msg.heartbeat());
         break;
@@ -233,7 +233,7 @@ grpc::Status WorkersService::Session(
         }
         if (!batcher.Flush()) break;  // unacknowledged: the worker sends it again
         xv::v1::DaemonMessage ack;
-        s = store_->FinishAttempt(worker_id, msg.finished(), ack.mutable_ack());
+        s = store_->attempts().FinishAttempt(worker_id, msg.finished(), ack.mutable_ack());
         if (!s.ok()) {
           spdlog::warn("worker {}: finished {}/{}: {}", reg.worker_name(),
                        msg.finished().experiment_id(), msg.finished().attempt(), s.ToString());
@@ -263,7 +263,7 @@ grpc::Status WorkersService::Session(
   session->Close(/*cancel_rpc=*/false);
   writer.join();
   if (!dispatcher_->IsConnected(worker_id)) {
-    s = store_->SetWorkerState(worker_id, "offline");
+    s = store_->workers().SetWorkerState(worker_id, "offline");
     if (!s.ok()) spdlog::warn("worker {}: {}", reg.worker_name(), s.ToString());
   }
   if (!protocol_error.empty()) {

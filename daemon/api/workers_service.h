@@ -15,7 +15,7 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include "daemon/api/dispatcher.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/workers.grpc.pb.h"
 
 namespace xv::daemon {
@@ -30,13 +30,13 @@ namespace xv::daemon {
 class WorkersService final : public grpc::Service {
  public:
   // `store` and `dispatcher` must outlive the service.
-  WorkersService(store::ExperimentStore* store, Dispatcher* dispatcher);
+  WorkersService(store::Store* store, Dispatcher* dispatcher);
 
   grpc::Status Session(grpc::ServerContext* ctx,
                        grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>* stream);
 
  private:
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   Dispatcher* const dispatcher_;
 };
 

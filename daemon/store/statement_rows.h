@@ -1,7 +1,8 @@
 // Reading the rows of a SqliteStatement, the shape every list and lookup of the store shares:
 // ForEachRow steps a prepared statement to its end handing each row to a callback, and
 // SelectOneByIdOrName prepares, binds and steps the lookup of one row by id or by name with the
-// NotFound error that names what was asked for ("plan id 3: no such plan").
+// NotFound error that names what was asked for ("plan id 3: no such plan"); LookupCampaignId and the
+// SQL list of terminal states, shared by the tables that read campaigns and rounds.
 // Thread-safety: as SqliteStatement and SqliteConnection (the caller holds the store's mutex).
 #pragma once
 
@@ -35,5 +36,13 @@ Status SelectOneByIdOrName(SqliteConnection* conn, const std::string& select,
                            const std::string& id_column, const std::string& name_column,
                            const std::string& what, int64_t id, const std::string& name,
                            SqliteStatement* st);
+
+// The experiment states that end an experiment, as an SQL list for `state IN ...`.
+constexpr const char* kTerminalStatesSql =
+    "('succeeded', 'diverged', 'failed', 'invalid', 'cancelled', 'timed_out', 'lost')";
+
+// The id of the campaign with this id, or with this name when id is 0; NotFound names what was
+// asked ("campaign 'x': no such campaign").
+Status LookupCampaignId(SqliteConnection* c, int64_t id, const std::string& name, int64_t* out);
 
 }  // namespace xv::store

@@ -6,7 +6,7 @@
 #include <random>
 #include <string>
 
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 
 namespace xv::store::testing {
 

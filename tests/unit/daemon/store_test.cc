@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "daemon/store/embedded_migrations.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "daemon/store/migration_runner.h"
 #include "store_fixture.h"
 
@@ -35,12 +35,12 @@ int64_t QueryInt(const std::string& db, const std::string& sql) {
 
 TEST(Migrations, FreshDatabaseReachesNewestVersionWithEveryTable) {
   TempDir dir;
-  std::unique_ptr<ExperimentStore> store;
-  Status s = ExperimentStore::Open(dir.file("xv.db"), &store);
+  std::unique_ptr<Store> store;
+  Status s = Store::Open(dir.file("xv.db"), &store);
   ASSERT_TRUE(s.ok()) << s.ToString();
   const int newest = static_cast<int>(EmbeddedMigrations().size());
   ASSERT_GE(newest, 1);
-  EXPECT_EQ(store->schema_version(), newest);
+  EXPECT_EQ(store->database().schema_version(), newest);
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "PRAGMA user_version"), newest);
   for (const char* table : {"campaigns", "recipes", "rounds", "experiments", "attempts", "results",
                             "metrics", "nan_events", "workers", "events"}) {
@@ -64,30 +64,30 @@ TEST(Migrations, FreshDatabaseReachesNewestVersionWithEveryTable) {
 TEST(Migrations, ReopenKeepsDataAndDoesNotReapply) {
   TempDir dir;
   {
-    std::unique_ptr<ExperimentStore> store;
-    ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
     SubmissionIds ids;
-    ASSERT_TRUE(store->InsertSubmission(MakeSubmission(2), &ids).ok());
+    ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(2), &ids).ok());
   }
-  std::unique_ptr<ExperimentStore> store;
-  Status s = ExperimentStore::Open(dir.file("xv.db"), &store);
+  std::unique_ptr<Store> store;
+  Status s = Store::Open(dir.file("xv.db"), &store);
   ASSERT_TRUE(s.ok()) << s.ToString();
   std::map<std::string, int64_t> counts;
-  ASSERT_TRUE(store->CountByState(&counts).ok());
+  ASSERT_TRUE(store->experiments().CountByState(&counts).ok());
   EXPECT_EQ(counts["queued"], 2);
   // Workers of an earlier daemon are offline until they reconnect.
   int64_t worker = 0;
-  ASSERT_TRUE(store->UpsertWorker(MakeRegister("w"), &worker).ok());
+  ASSERT_TRUE(store->workers().UpsertWorker(MakeRegister("w"), &worker).ok());
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM workers WHERE state = 'idle'"), 1);
-  ASSERT_TRUE(store->MarkAllWorkersOffline().ok());
+  ASSERT_TRUE(store->workers().MarkAllWorkersOffline().ok());
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM workers WHERE state = 'offline'"), 1);
 }
 
 TEST(Migrations, RefusesDatabaseNewerThanBinary) {
   TempDir dir;
   {
-    std::unique_ptr<ExperimentStore> store;
-    ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
   }
   {
     std::unique_ptr<SqliteConnection> conn;
@@ -95,11 +95,11 @@ TEST(Migrations, RefusesDatabaseNewerThanBinary) {
         SqliteConnection::Open(dir.file("xv.db"), SqliteConnection::Mode::kReadWrite, &conn).ok());
     ASSERT_TRUE(conn->Exec("PRAGMA user_version = 999").ok());
   }
-  std::unique_ptr<ExperimentStore> store;
-  Status s = ExperimentStore::Open(dir.file("xv.db"), &store);
+  std::unique_ptr<Store> store;
+  Status s = Store::Open(dir.file("xv.db"), &store);
   EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
   EXPECT_NE(s.message().find("newer"), std::string::npos) << s.message();
-  s = ExperimentStore::OpenReadOnly(dir.file("xv.db"), &store);
+  s = Store::OpenReadOnly(dir.file("xv.db"), &store);
   EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
 }
 
@@ -119,19 +119,19 @@ TEST(Migrations, VersionTwoGivesExistingCampaignsTheirBaseAsFirstHead) {
                            "VALUES ('old', 5, 5)")
                     .ok());
   }
-  std::unique_ptr<ExperimentStore> store;
-  Status s = ExperimentStore::Open(dir.file("xv.db"), &store);
+  std::unique_ptr<Store> store;
+  Status s = Store::Open(dir.file("xv.db"), &store);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_GE(store->schema_version(), 2);
+  EXPECT_GE(store->database().schema_version(), 2);
   xv::v1::Campaign c;
-  ASSERT_TRUE(store->GetCampaign(0, "old", true, &c).ok());
+  ASSERT_TRUE(store->campaigns().GetCampaign(0, "old", true, &c).ok());
   EXPECT_EQ(c.head_recipe_hash(), "h5");
   EXPECT_EQ(c.policy_json(), "{}");
   EXPECT_EQ(c.trainer(), "libtorch");
   ASSERT_EQ(c.head_history_size(), 1);
   EXPECT_EQ(c.head_history(0).reason(), "base");
   EXPECT_EQ(c.head_history(0).recipe_hash(), "h5");
-  s = store->GetCampaign(0, "missing", false, &c);
+  s = store->campaigns().GetCampaign(0, "missing", false, &c);
   EXPECT_EQ(s.code(), Status::Code::kNotFound);
   EXPECT_NE(s.message().find("missing"), std::string::npos);
 }
@@ -175,56 +175,56 @@ TEST(Migrations, EachMigrationIsAtomicAndBacksUpBeforeUpgrading) {
 TEST(ReadOnly, ListsButCannotWrite) {
   TempDir dir;
   {
-    std::unique_ptr<ExperimentStore> store;
-    ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
     SubmissionIds ids;
-    ASSERT_TRUE(store->InsertSubmission(MakeSubmission(3), &ids).ok());
+    ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(3), &ids).ok());
   }
-  std::unique_ptr<ExperimentStore> ro;
-  Status s = ExperimentStore::OpenReadOnly(dir.file("xv.db"), &ro);
+  std::unique_ptr<Store> ro;
+  Status s = Store::OpenReadOnly(dir.file("xv.db"), &ro);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_TRUE(ro->read_only());
+  EXPECT_TRUE(ro->database().read_only());
   std::vector<xv::v1::Experiment> list;
-  ASSERT_TRUE(ro->ListExperiments(xv::v1::ListExperimentsRequest(), &list).ok());
+  ASSERT_TRUE(ro->experiments().ListExperiments(xv::v1::ListExperimentsRequest(), &list).ok());
   ASSERT_EQ(list.size(), 3u);
   EXPECT_EQ(list[1].name(), "c1");
   EXPECT_EQ(list[1].state(), "queued");
   EXPECT_EQ(list[1].recipe_hash(), "default-hash-1");
   SubmissionIds ids;
-  s = ro->InsertSubmission(MakeSubmission(1, "other"), &ids);
+  s = ro->submissions().InsertSubmission(MakeSubmission(1, "other"), &ids);
   EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition);
   int64_t worker = 0;
-  EXPECT_FALSE(ro->UpsertWorker(MakeRegister("w"), &worker).ok());
+  EXPECT_FALSE(ro->workers().UpsertWorker(MakeRegister("w"), &worker).ok());
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM experiments"), 3);
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM workers"), 0);
 }
 
 TEST(ReadOnly, ReadsBesideALiveWriter) {
   TempDir dir;
-  std::unique_ptr<ExperimentStore> writer;
-  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &writer).ok());
+  std::unique_ptr<Store> writer;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &writer).ok());
   SubmissionIds ids;
-  ASSERT_TRUE(writer->InsertSubmission(MakeSubmission(2), &ids).ok());
-  std::unique_ptr<ExperimentStore> reader;
-  Status s = ExperimentStore::OpenReadOnly(dir.file("xv.db"), &reader);
+  ASSERT_TRUE(writer->submissions().InsertSubmission(MakeSubmission(2), &ids).ok());
+  std::unique_ptr<Store> reader;
+  Status s = Store::OpenReadOnly(dir.file("xv.db"), &reader);
   ASSERT_TRUE(s.ok()) << s.ToString();
   // Writes committed after the reader opened are visible to its next query (WAL).
-  ASSERT_TRUE(writer->InsertSubmission(MakeSubmission(1, "second"), &ids).ok());
+  ASSERT_TRUE(writer->submissions().InsertSubmission(MakeSubmission(1, "second"), &ids).ok());
   std::vector<xv::v1::Experiment> list;
-  ASSERT_TRUE(reader->ListExperiments(xv::v1::ListExperimentsRequest(), &list).ok());
+  ASSERT_TRUE(reader->experiments().ListExperiments(xv::v1::ListExperimentsRequest(), &list).ok());
   EXPECT_EQ(list.size(), 3u);
   xv::v1::ListExperimentsRequest by_name;
   by_name.set_campaign("second");
   list.clear();
-  ASSERT_TRUE(reader->ListExperiments(by_name, &list).ok());
+  ASSERT_TRUE(reader->experiments().ListExperiments(by_name, &list).ok());
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0].id(), ids.experiment_ids[0]);
 }
 
 TEST(ReadOnly, MissingFileIsAnErrorNamingIt) {
   TempDir dir;
-  std::unique_ptr<ExperimentStore> ro;
-  Status s = ExperimentStore::OpenReadOnly(dir.file("absent.db"), &ro);
+  std::unique_ptr<Store> ro;
+  Status s = Store::OpenReadOnly(dir.file("absent.db"), &ro);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("absent.db"), std::string::npos) << s.message();
   EXPECT_FALSE(std::filesystem::exists(dir.file("absent.db")));
@@ -233,15 +233,15 @@ TEST(ReadOnly, MissingFileIsAnErrorNamingIt) {
 class StoreWithWorker : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(ExperimentStore::Open(dir_.file("xv.db"), &store_).ok());
-    ASSERT_TRUE(store_->InsertSubmission(MakeSubmission(2), &ids_).ok());
-    ASSERT_TRUE(store_->UpsertWorker(MakeRegister("host:cpu"), &worker_).ok());
-    ASSERT_TRUE(store_->AssignExperiment(ids_.experiment_ids[0], worker_, &spec_).ok());
+    ASSERT_TRUE(Store::Open(dir_.file("xv.db"), &store_).ok());
+    ASSERT_TRUE(store_->submissions().InsertSubmission(MakeSubmission(2), &ids_).ok());
+    ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("host:cpu"), &worker_).ok());
+    ASSERT_TRUE(store_->attempts().AssignExperiment(ids_.experiment_ids[0], worker_, &spec_).ok());
   }
   int64_t Count(const std::string& sql) { return QueryInt(dir_.file("xv.db"), sql); }
 
   TempDir dir_;
-  std::unique_ptr<ExperimentStore> store_;
+  std::unique_ptr<Store> store_;
   SubmissionIds ids_;
   int64_t worker_ = 0;
   xv::v1::ExperimentSpec spec_;
@@ -256,10 +256,10 @@ TEST_F(StoreWithWorker, AssignBuildsSpecAndRefusesTwice) {
   EXPECT_DOUBLE_EQ(spec_.time_budget_s(), 20);
   EXPECT_DOUBLE_EQ(spec_.hard_deadline_s(), 340);
   xv::v1::ExperimentSpec again;
-  EXPECT_EQ(store_->AssignExperiment(ids_.experiment_ids[0], worker_, &again).code(),
+  EXPECT_EQ(store_->attempts().AssignExperiment(ids_.experiment_ids[0], worker_, &again).code(),
             Status::Code::kFailedPrecondition);
   std::vector<QueuedExperiment> queued;
-  ASSERT_TRUE(store_->ListQueued(&queued).ok());
+  ASSERT_TRUE(store_->experiments().ListQueued(&queued).ok());
   ASSERT_EQ(queued.size(), 1u);
   EXPECT_EQ(queued[0].id, ids_.experiment_ids[1]);
 }
@@ -276,18 +276,18 @@ TEST_F(StoreWithWorker, EventsAreAppliedExactlyOnce) {
           R"({"type":"step","t":3,"step":1,"loss":8.5,"lrm":1,"dt_ms":10,"tok_per_sec":110,"mfu_percent":null,"progress":0.5})"),
   };
   AppliedEvents applied;
-  ASSERT_TRUE(store_->ApplyTrainerEvents(worker_, batch, &applied).ok());
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, batch, &applied).ok());
   EXPECT_EQ(applied.duplicates, 0);
   ASSERT_EQ(applied.acks.size(), 1u);
   EXPECT_EQ(applied.acks[0].seq(), 3);
   // A replay (worker reconnect) of the same events changes nothing.
-  ASSERT_TRUE(store_->ApplyTrainerEvents(worker_, batch, &applied).ok());
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, batch, &applied).ok());
   EXPECT_EQ(applied.duplicates, 3);
   EXPECT_EQ(applied.acks[0].seq(), 3);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 2);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 3);
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "running");
   EXPECT_DOUBLE_EQ(e.progress(), 0.5);
   EXPECT_DOUBLE_EQ(e.last_loss(), 8.5);
@@ -299,7 +299,7 @@ TEST_F(StoreWithWorker, AckIsHighestContiguousSeq) {
   const int64_t exp = ids_.experiment_ids[0];
   AppliedEvents applied;
   ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(worker_,
+                  ->attempts().ApplyTrainerEvents(worker_,
                                        {MakeEvent(exp, 1, 1, "log", R"({"type":"log"})"),
                                         MakeEvent(exp, 1, 2, "log", R"({"type":"log"})"),
                                         MakeEvent(exp, 1, 4, "log", R"({"type":"log"})")},
@@ -308,7 +308,7 @@ TEST_F(StoreWithWorker, AckIsHighestContiguousSeq) {
   ASSERT_EQ(applied.acks.size(), 1u);
   EXPECT_EQ(applied.acks[0].seq(), 2);  // 3 is missing
   ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 3, "log", R"({"type":"log"})")},
+                  ->attempts().ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 3, "log", R"({"type":"log"})")},
                                        &applied)
                   .ok());
   EXPECT_EQ(applied.acks[0].seq(), 4);
@@ -316,10 +316,10 @@ TEST_F(StoreWithWorker, AckIsHighestContiguousSeq) {
 
 TEST_F(StoreWithWorker, EventsOfAnotherWorkersAttemptAreRefused) {
   int64_t other = 0;
-  ASSERT_TRUE(store_->UpsertWorker(MakeRegister("other"), &other).ok());
+  ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("other"), &other).ok());
   AppliedEvents applied;
   ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(
+                  ->attempts().ApplyTrainerEvents(
                       other, {MakeEvent(ids_.experiment_ids[0], 1, 1, "log", R"({"type":"log"})")},
                       &applied)
                   .ok());
@@ -338,7 +338,7 @@ TEST_F(StoreWithWorker, SummaryAndFinishedGiveResultAndTerminalState) {
       R"("flops_per_token":20000000,"num_params":3400001,"total_tokens":499712,"metric_version":"v1"})";
   AppliedEvents applied;
   ASSERT_TRUE(
-      store_->ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 1, "summary", summary)}, &applied)
+      store_->attempts().ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 1, "summary", summary)}, &applied)
           .ok());
   xv::v1::Finished f;
   f.set_experiment_id(exp);
@@ -347,11 +347,11 @@ TEST_F(StoreWithWorker, SummaryAndFinishedGiveResultAndTerminalState) {
   f.set_stderr_tail("val_bpb: 2.345\n");
   f.set_last_seq(1);
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, f, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, f, &ack).ok());
   EXPECT_TRUE(ack.finished());
   EXPECT_EQ(ack.seq(), 1);
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "succeeded");
   EXPECT_FALSE(e.finished_at().empty());
   ASSERT_TRUE(e.has_result());
@@ -376,9 +376,9 @@ TEST_F(StoreWithWorker, SucceededWithoutSummaryIsFailed) {
   f.set_attempt(1);
   f.set_state("succeeded");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, f, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, f, &ack).ok());
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(ids_.experiment_ids[0], &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(ids_.experiment_ids[0], &e).ok());
   EXPECT_EQ(e.state(), "failed");
   EXPECT_EQ(e.failure_kind(), "crashed");
 }
@@ -388,7 +388,7 @@ TEST_F(StoreWithWorker, NanAndErrorEventsAreRecordedWithTheFailure) {
   AppliedEvents applied;
   ASSERT_TRUE(
       store_
-          ->ApplyTrainerEvents(
+          ->attempts().ApplyTrainerEvents(
               worker_,
               {MakeEvent(exp, 1, 1, "nan",
                          R"({"type":"nan","step":17,"micro_step":0,"what":"loss","value":"nan"})"),
@@ -404,9 +404,9 @@ TEST_F(StoreWithWorker, NanAndErrorEventsAreRecordedWithTheFailure) {
   f.set_state("diverged");
   f.set_stderr_tail("loss nan\n");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, f, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, f, &ack).ok());
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "diverged");
   EXPECT_EQ(e.failure_kind(), "diverged");
   EXPECT_EQ(e.failure_detail(), "loss is nan at step 17");
@@ -423,7 +423,7 @@ TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   ASSERT_TRUE(
       store_
-          ->ApplyTrainerEvents(
+          ->attempts().ApplyTrainerEvents(
               worker_,
               {MakeEvent(exp, 1, 1, "start", R"({"type":"start","device":{"name":"cpu: test"}})"),
                MakeEvent(exp, 1, 2, "error",
@@ -436,13 +436,13 @@ TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 3);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM nan_events"), 0);
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "running");
   EXPECT_EQ(e.failure_detail(), "");
 
   // Shallow non-string text fields are described, not dumped; numbers outside int64 are left out.
   ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(
+                  ->attempts().ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 4, "error",
                                  R"({"type":"error","kind":{"k":[1]},"message":[[1],[2],[3]]})"),
@@ -450,7 +450,7 @@ TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
                                  R"({"type":"nan","step":1e300,"what":["loss"],"value":1.5})")},
                       &applied)
                   .ok());
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.failure_kind(), "an object of 1 keys");
   EXPECT_EQ(e.failure_detail(), "an array of 3");
   EXPECT_EQ(Count("SELECT COUNT(*) FROM nan_events WHERE step IS NULL AND what = 'an array of 1' "
@@ -459,12 +459,12 @@ TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
   // A step number outside int64 is no step number: the step is kept in the event log only (not a
   // metrics row, no undefined conversion), and the run goes on.
   ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(
+                  ->attempts().ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 6, "step", R"({"type":"step","step":-1e300,"loss":2.0})")},
                       &applied)
                   .ok());
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 0);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 6);
   EXPECT_EQ(e.state(), "running");
@@ -473,64 +473,64 @@ TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
 TEST_F(StoreWithWorker, LostAttemptIsRequeuedOnceThenLost) {
   const int64_t exp = ids_.experiment_ids[0];
   bool requeued = false;
-  ASSERT_TRUE(store_->MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
   EXPECT_TRUE(requeued);
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "queued");
   xv::v1::ExperimentSpec spec;
-  ASSERT_TRUE(store_->AssignExperiment(exp, worker_, &spec).ok());
+  ASSERT_TRUE(store_->attempts().AssignExperiment(exp, worker_, &spec).ok());
   EXPECT_EQ(spec.attempt(), 2);
   // A late event of attempt 1 does not move attempt 2.
   AppliedEvents applied;
   ASSERT_TRUE(
       store_
-          ->ApplyTrainerEvents(worker_,
+          ->attempts().ApplyTrainerEvents(worker_,
                                {MakeEvent(exp, 1, 1, "step",
                                           R"({"type":"step","step":5,"loss":3.0,"progress":0.9})")},
                                &applied)
           .ok());
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "assigned");
   EXPECT_DOUBLE_EQ(e.progress(), 0.0);
-  ASSERT_TRUE(store_->MarkAttemptLost(exp, 2, "no heartbeat", 2, &requeued).ok());
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(exp, 2, "no heartbeat", 2, &requeued).ok());
   EXPECT_FALSE(requeued);
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "lost");
   EXPECT_EQ(e.failure_kind(), "lost");
   EXPECT_EQ(Count("SELECT COUNT(*) FROM attempts WHERE experiment_id = " + std::to_string(exp) +
                   " AND state = 'lost'"),
             2);
   // Marking an attempt that is no longer active is a no-op.
-  ASSERT_TRUE(store_->MarkAttemptLost(exp, 1, "late", 5, &requeued).ok());
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(exp, 1, "late", 5, &requeued).ok());
   EXPECT_FALSE(requeued);
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "lost");
 }
 
 TEST_F(StoreWithWorker, LateSuccessOfALostAttemptIsAcceptedWhileNoOtherAttemptStarted) {
   const int64_t exp = ids_.experiment_ids[0];
   bool requeued = false;
-  ASSERT_TRUE(store_->MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
   ASSERT_TRUE(requeued);
   // A silent worker told to stop: its "cancelled" does not cancel the requeued experiment.
   const int64_t other = ids_.experiment_ids[1];
   xv::v1::ExperimentSpec other_spec;
-  ASSERT_TRUE(store_->AssignExperiment(other, worker_, &other_spec).ok());
-  ASSERT_TRUE(store_->MarkAttemptLost(other, 1, "no heartbeat", 2, &requeued).ok());
+  ASSERT_TRUE(store_->attempts().AssignExperiment(other, worker_, &other_spec).ok());
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(other, 1, "no heartbeat", 2, &requeued).ok());
   xv::v1::Finished cancelled;
   cancelled.set_experiment_id(other);
   cancelled.set_attempt(1);
   cancelled.set_state("cancelled");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, cancelled, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, cancelled, &ack).ok());
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(other, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(other, &e).ok());
   EXPECT_EQ(e.state(), "queued");
   // A late success (summary stored, then Finished) is taken instead of running it again.
   AppliedEvents applied;
   ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(
+                  ->attempts().ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.5})")},
                       &applied)
@@ -539,26 +539,26 @@ TEST_F(StoreWithWorker, LateSuccessOfALostAttemptIsAcceptedWhileNoOtherAttemptSt
   ok.set_experiment_id(exp);
   ok.set_attempt(1);
   ok.set_state("succeeded");
-  ASSERT_TRUE(store_->FinishAttempt(worker_, ok, &ack).ok());
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, ok, &ack).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "succeeded");
   EXPECT_EQ(e.worker(), "host:cpu");
   EXPECT_DOUBLE_EQ(e.result().val_bpb(), 1.5);
   std::vector<QueuedExperiment> queued;
-  ASSERT_TRUE(store_->ListQueued(&queued).ok());
+  ASSERT_TRUE(store_->experiments().ListQueued(&queued).ok());
   for (const auto& q : queued) EXPECT_NE(q.id, exp);
 }
 
 TEST_F(StoreWithWorker, LateResultOfALostAttemptIsIgnoredOnceAnotherAttemptRuns) {
   const int64_t exp = ids_.experiment_ids[0];
   bool requeued = false;
-  ASSERT_TRUE(store_->MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
   xv::v1::ExperimentSpec spec;
-  ASSERT_TRUE(store_->AssignExperiment(exp, worker_, &spec).ok());
+  ASSERT_TRUE(store_->attempts().AssignExperiment(exp, worker_, &spec).ok());
   ASSERT_EQ(spec.attempt(), 2);
   AppliedEvents applied;
   ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(
+                  ->attempts().ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.5})")},
                       &applied)
@@ -568,9 +568,9 @@ TEST_F(StoreWithWorker, LateResultOfALostAttemptIsIgnoredOnceAnotherAttemptRuns)
   ok.set_attempt(1);
   ok.set_state("succeeded");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, ok, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, ok, &ack).ok());
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "assigned");
   EXPECT_EQ(e.attempt(), 2);
   EXPECT_FALSE(e.has_result());  // the result shown is the active attempt's
@@ -582,7 +582,7 @@ TEST_F(StoreWithWorker, ASecondFinishedIsRecordedNotApplied) {
   const int64_t exp = ids_.experiment_ids[0];
   AppliedEvents applied;
   ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(
+                  ->attempts().ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.25})")},
                       &applied)
@@ -593,7 +593,7 @@ TEST_F(StoreWithWorker, ASecondFinishedIsRecordedNotApplied) {
   ok.set_state("succeeded");
   ok.set_stderr_tail("done\n");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, ok, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, ok, &ack).ok());
   const std::string where = " WHERE experiment_id = " + std::to_string(exp) + " AND attempt = 1";
   ASSERT_EQ(Count("SELECT COUNT(*) FROM attempts" + where + " AND state = 'succeeded'"), 1);
   const int64_t state_events = Count("SELECT COUNT(*) FROM events WHERE type = 'state'");
@@ -607,11 +607,11 @@ TEST_F(StoreWithWorker, ASecondFinishedIsRecordedNotApplied) {
   late.set_exit_code(139);
   late.set_stderr_tail("a new tail\n");
   xv::v1::EventAck late_ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, late, &late_ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, late, &late_ack).ok());
   EXPECT_TRUE(late_ack.finished());  // acknowledged, so the worker stops resending
   EXPECT_EQ(late_ack.experiment_id(), exp);
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "succeeded");
   EXPECT_EQ(e.stderr_tail(), "done\n");
   EXPECT_DOUBLE_EQ(e.result().val_bpb(), 1.25);
@@ -627,9 +627,9 @@ TEST_F(StoreWithWorker, ASecondFinishedIsRecordedNotApplied) {
                   "json_extract(json, '$.failure_detail') = 'segfault'"),
             1);
   // The same Finished again (a resend) is recorded again and still changes nothing.
-  ASSERT_TRUE(store_->FinishAttempt(worker_, ok, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, ok, &ack).ok());
   EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE type = 'finished_ignored'"), 2);
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "succeeded");
 }
 
@@ -638,7 +638,7 @@ TEST_F(StoreWithWorker, ASecondFinishedIsRecordedNotApplied) {
 TEST_F(StoreWithWorker, ALostAttemptTakesOneLateReport) {
   const int64_t exp = ids_.experiment_ids[0];
   bool requeued = false;
-  ASSERT_TRUE(store_->MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
   ASSERT_TRUE(requeued);
   xv::v1::Finished cancelled;
   cancelled.set_experiment_id(exp);
@@ -646,12 +646,12 @@ TEST_F(StoreWithWorker, ALostAttemptTakesOneLateReport) {
   cancelled.set_state("cancelled");
   cancelled.set_stderr_tail("stopped\n");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, cancelled, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, cancelled, &ack).ok());
   const std::string where = " WHERE experiment_id = " + std::to_string(exp) + " AND attempt = 1";
   EXPECT_EQ(Count("SELECT COUNT(*) FROM attempts" + where + " AND state = 'cancelled'"), 1);
   AppliedEvents applied;
   ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(
+                  ->attempts().ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.5})")},
                       &applied)
@@ -660,7 +660,7 @@ TEST_F(StoreWithWorker, ALostAttemptTakesOneLateReport) {
   ok.set_experiment_id(exp);
   ok.set_attempt(1);
   ok.set_state("succeeded");
-  ASSERT_TRUE(store_->FinishAttempt(worker_, ok, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, ok, &ack).ok());
   EXPECT_TRUE(ack.finished());
   EXPECT_EQ(Count("SELECT COUNT(*) FROM attempts" + where +
                   " AND state = 'cancelled' AND stderr_tail = 'stopped\n'"),
@@ -670,7 +670,7 @@ TEST_F(StoreWithWorker, ALostAttemptTakesOneLateReport) {
                   "'succeeded' AND json_extract(json, '$.attempt_state') = 'cancelled'"),
             1);
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "queued");
 }
 
@@ -698,23 +698,23 @@ TEST(Plausibility, ImplausibleFiguresEndTheRunInvalidNamingTheField) {
        "summary event 1: val_bpb: a number (-1"},
   };
   TempDir dir;
-  std::unique_ptr<ExperimentStore> store;
-  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
   SubmissionIds ids;
-  ASSERT_TRUE(store->InsertSubmission(MakeSubmission(static_cast<int>(cases.size())), &ids).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(static_cast<int>(cases.size())), &ids).ok());
   int64_t worker = 0;
-  ASSERT_TRUE(store->UpsertWorker(MakeRegister("w"), &worker).ok());
+  ASSERT_TRUE(store->workers().UpsertWorker(MakeRegister("w"), &worker).ok());
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     const int64_t exp = ids.experiment_ids[i];
     xv::v1::ExperimentSpec spec;
-    ASSERT_TRUE(store->AssignExperiment(exp, worker, &spec).ok());
+    ASSERT_TRUE(store->attempts().AssignExperiment(exp, worker, &spec).ok());
     std::vector<xv::v1::TrainerEvent> events = {MakeEvent(exp, 1, 1, c.type, c.json)};
     if (c.type == "step") {
       events.push_back(MakeEvent(exp, 1, 2, "summary", R"({"type":"summary","val_bpb":1.5})"));
     }
     AppliedEvents applied;
-    ASSERT_TRUE(store->ApplyTrainerEvents(worker, events, &applied).ok());
+    ASSERT_TRUE(store->attempts().ApplyTrainerEvents(worker, events, &applied).ok());
     ASSERT_EQ(applied.acks.size(), 1u);
     EXPECT_EQ(applied.acks[0].seq(), static_cast<int64_t>(events.size()));  // stored, acked
     xv::v1::Finished f;
@@ -722,9 +722,9 @@ TEST(Plausibility, ImplausibleFiguresEndTheRunInvalidNamingTheField) {
     f.set_attempt(1);
     f.set_state(c.finished_state);
     xv::v1::EventAck ack;
-    ASSERT_TRUE(store->FinishAttempt(worker, f, &ack).ok());
+    ASSERT_TRUE(store->attempts().FinishAttempt(worker, f, &ack).ok());
     xv::v1::Experiment e;
-    ASSERT_TRUE(store->GetExperiment(exp, &e).ok());
+    ASSERT_TRUE(store->experiments().GetExperiment(exp, &e).ok());
     EXPECT_EQ(e.state(), "invalid") << c.json;
     EXPECT_EQ(e.failure_kind(), "implausible_result") << c.json;
     EXPECT_EQ(e.failure_detail().rfind(c.detail_prefix, 0), 0u) << e.failure_detail();
@@ -746,14 +746,14 @@ TEST(Plausibility, ImplausibleFiguresEndTheRunInvalidNamingTheField) {
   }
   // A succeeded run whose summary has no val_bpb is invalid too.
   TempDir dir2;
-  ASSERT_TRUE(ExperimentStore::Open(dir2.file("xv.db"), &store).ok());
-  ASSERT_TRUE(store->InsertSubmission(MakeSubmission(1), &ids).ok());
-  ASSERT_TRUE(store->UpsertWorker(MakeRegister("w"), &worker).ok());
+  ASSERT_TRUE(Store::Open(dir2.file("xv.db"), &store).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(1), &ids).ok());
+  ASSERT_TRUE(store->workers().UpsertWorker(MakeRegister("w"), &worker).ok());
   xv::v1::ExperimentSpec spec;
-  ASSERT_TRUE(store->AssignExperiment(ids.experiment_ids[0], worker, &spec).ok());
+  ASSERT_TRUE(store->attempts().AssignExperiment(ids.experiment_ids[0], worker, &spec).ok());
   AppliedEvents applied;
   ASSERT_TRUE(store
-                  ->ApplyTrainerEvents(worker,
+                  ->attempts().ApplyTrainerEvents(worker,
                                        {MakeEvent(ids.experiment_ids[0], 1, 1, "summary",
                                                   R"({"type":"summary","num_steps":5})")},
                                        &applied)
@@ -763,9 +763,9 @@ TEST(Plausibility, ImplausibleFiguresEndTheRunInvalidNamingTheField) {
   f.set_attempt(1);
   f.set_state("succeeded");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store->FinishAttempt(worker, f, &ack).ok());
+  ASSERT_TRUE(store->attempts().FinishAttempt(worker, f, &ack).ok());
   xv::v1::Experiment e;
-  ASSERT_TRUE(store->GetExperiment(ids.experiment_ids[0], &e).ok());
+  ASSERT_TRUE(store->experiments().GetExperiment(ids.experiment_ids[0], &e).ok());
   EXPECT_EQ(e.state(), "invalid");
   EXPECT_EQ(e.failure_detail().rfind("val_bpb: the summary has none", 0), 0u) << e.failure_detail();
 }
@@ -774,10 +774,10 @@ TEST_F(StoreWithWorker, CancelQueuedAndRunning) {
   std::string state;
   int64_t worker = -1;
   int attempt = -1;
-  ASSERT_TRUE(store_->CancelExperiment(ids_.experiment_ids[1], &state, &worker, &attempt).ok());
+  ASSERT_TRUE(store_->attempts().CancelExperiment(ids_.experiment_ids[1], &state, &worker, &attempt).ok());
   EXPECT_EQ(state, "cancelled");
   EXPECT_EQ(worker, 0);
-  ASSERT_TRUE(store_->CancelExperiment(ids_.experiment_ids[0], &state, &worker, &attempt).ok());
+  ASSERT_TRUE(store_->attempts().CancelExperiment(ids_.experiment_ids[0], &state, &worker, &attempt).ok());
   EXPECT_EQ(state, "cancelled");
   EXPECT_EQ(worker, worker_);
   EXPECT_EQ(attempt, 1);
@@ -787,11 +787,11 @@ TEST_F(StoreWithWorker, CancelQueuedAndRunning) {
   f.set_attempt(1);
   f.set_state("cancelled");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, f, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, f, &ack).ok());
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(ids_.experiment_ids[0], &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(ids_.experiment_ids[0], &e).ok());
   EXPECT_EQ(e.state(), "cancelled");
-  EXPECT_EQ(store_->CancelExperiment(9999, &state, &worker, &attempt).code(),
+  EXPECT_EQ(store_->attempts().CancelExperiment(9999, &state, &worker, &attempt).code(),
             Status::Code::kNotFound);
 }
 
@@ -800,27 +800,27 @@ TEST_F(StoreWithWorker, CountQueuedByTrainerCountsOnlyQueuedExperiments) {
   NewSubmission noisy = MakeSubmission(3, "noisy");
   noisy.trainer = "noisy";
   SubmissionIds noisy_ids;
-  ASSERT_TRUE(store_->InsertSubmission(noisy, &noisy_ids).ok());
+  ASSERT_TRUE(store_->submissions().InsertSubmission(noisy, &noisy_ids).ok());
   NewSubmission unnamed = MakeSubmission(1, "unnamed");
   unnamed.trainer = "";  // an empty trainer is the default one
   SubmissionIds unnamed_ids;
-  ASSERT_TRUE(store_->InsertSubmission(unnamed, &unnamed_ids).ok());
+  ASSERT_TRUE(store_->submissions().InsertSubmission(unnamed, &unnamed_ids).ok());
   std::string state;
   int64_t worker = 0;
   int attempt = 0;
   ASSERT_TRUE(
-      store_->CancelExperiment(noisy_ids.experiment_ids[0], &state, &worker, &attempt).ok());
+      store_->attempts().CancelExperiment(noisy_ids.experiment_ids[0], &state, &worker, &attempt).ok());
   // Fixture: experiment 0 (libtorch) is assigned, experiment 1 (libtorch) queued.
   std::map<std::string, int64_t> counts;
-  ASSERT_TRUE(store_->CountQueuedByTrainer(&counts).ok());
+  ASSERT_TRUE(store_->experiments().CountQueuedByTrainer(&counts).ok());
   EXPECT_EQ(counts, (std::map<std::string, int64_t>{{"libtorch", 2}, {"noisy", 2}}));
 
   for (int64_t id : {ids_.experiment_ids[1], noisy_ids.experiment_ids[1],
                      noisy_ids.experiment_ids[2], unnamed_ids.experiment_ids[0]}) {
-    ASSERT_TRUE(store_->CancelExperiment(id, &state, &worker, &attempt).ok());
+    ASSERT_TRUE(store_->attempts().CancelExperiment(id, &state, &worker, &attempt).ok());
   }
   counts.clear();
-  ASSERT_TRUE(store_->CountQueuedByTrainer(&counts).ok());
+  ASSERT_TRUE(store_->experiments().CountQueuedByTrainer(&counts).ok());
   EXPECT_TRUE(counts.empty());
 }
 
@@ -828,8 +828,8 @@ TEST_F(StoreWithWorker, CountQueuedByTrainerCountsOnlyQueuedExperiments) {
 // newest row of a name, and NotFound naming what was asked for.
 TEST(Lookup, CampaignsAndPlansByIdOrNameWithNotFoundNamingTheRequest) {
   TempDir dir;
-  std::unique_ptr<ExperimentStore> store;
-  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
   std::map<std::string, int64_t> campaign_ids;
   for (const char* name : {"lr", "wd"}) {
     NewCampaign nc;
@@ -837,22 +837,22 @@ TEST(Lookup, CampaignsAndPlansByIdOrNameWithNotFoundNamingTheRequest) {
     nc.base_hash = std::string("base-") + name;
     nc.base_recipe_json = R"({"depth":2})";
     nc.base_resolved_json = R"({"depth":2,"model_dim":128})";
-    ASSERT_TRUE(store->CreateCampaign(nc, &campaign_ids[name]).ok());
+    ASSERT_TRUE(store->campaigns().CreateCampaign(nc, &campaign_ids[name]).ok());
   }
   xv::v1::Campaign c;
-  ASSERT_TRUE(store->GetCampaign(0, "wd", false, &c).ok());
+  ASSERT_TRUE(store->campaigns().GetCampaign(0, "wd", false, &c).ok());
   EXPECT_EQ(c.id(), campaign_ids["wd"]);
-  ASSERT_TRUE(store->GetCampaign(campaign_ids["lr"], "", true, &c).ok());
+  ASSERT_TRUE(store->campaigns().GetCampaign(campaign_ids["lr"], "", true, &c).ok());
   EXPECT_EQ(c.name(), "lr");
   EXPECT_EQ(c.head_history_size(), 1);
-  Status s = store->GetCampaign(99, "", false, &c);
+  Status s = store->campaigns().GetCampaign(99, "", false, &c);
   EXPECT_EQ(s.code(), Status::Code::kNotFound);
   EXPECT_EQ(s.message(), "campaign id 99: no such campaign");
-  s = store->SetCampaignState(0, "nope", "paused");
+  s = store->campaigns().SetCampaignState(0, "nope", "paused");
   EXPECT_EQ(s.code(), Status::Code::kNotFound);
   EXPECT_EQ(s.message(), "campaign 'nope': no such campaign");
   std::vector<xv::v1::Campaign> campaigns;
-  ASSERT_TRUE(store->ListCampaigns(&campaigns).ok());
+  ASSERT_TRUE(store->campaigns().ListCampaigns(&campaigns).ok());
   ASSERT_EQ(campaigns.size(), 2u);
   EXPECT_EQ(campaigns[1].name(), "wd");
 
@@ -863,51 +863,51 @@ TEST(Lookup, CampaignsAndPlansByIdOrNameWithNotFoundNamingTheRequest) {
     plan.campaign_id = campaign_ids["lr"];
     plan.name = name;
     plan.yaml = "phases: []\n";
-    ASSERT_TRUE(store->InsertPlan(plan, &plan_ids.emplace_back()).ok());
+    ASSERT_TRUE(store->plans().InsertPlan(plan, &plan_ids.emplace_back()).ok());
   }
   StoredPlan plan;
-  ASSERT_TRUE(store->GetPlan(0, "nightly", &plan).ok());
+  ASSERT_TRUE(store->plans().GetPlan(0, "nightly", &plan).ok());
   EXPECT_EQ(plan.id, plan_ids[1]);
   EXPECT_EQ(plan.campaign, "lr");
-  ASSERT_TRUE(store->GetPlan(plan_ids[0], "", &plan).ok());
+  ASSERT_TRUE(store->plans().GetPlan(plan_ids[0], "", &plan).ok());
   EXPECT_EQ(plan.name, "nightly");
   EXPECT_EQ(plan.state, "running");
-  s = store->GetPlan(99, "", &plan);
+  s = store->plans().GetPlan(99, "", &plan);
   EXPECT_EQ(s.code(), Status::Code::kNotFound);
   EXPECT_EQ(s.message(), "plan id 99: no such plan");
-  s = store->GetPlan(0, "nope", &plan);
+  s = store->plans().GetPlan(0, "nope", &plan);
   EXPECT_EQ(s.message(), "plan 'nope': no such plan");
   std::vector<StoredPlan> plans;
-  ASSERT_TRUE(store->ListPlans("", &plans).ok());
+  ASSERT_TRUE(store->plans().ListPlans("", &plans).ok());
   ASSERT_EQ(plans.size(), 3u);
   EXPECT_EQ(plans[2].name, "other");
   plans.clear();
-  ASSERT_TRUE(store->ListPlans("done", &plans).ok());
+  ASSERT_TRUE(store->plans().ListPlans("done", &plans).ok());
   EXPECT_TRUE(plans.empty());
 }
 
 TEST(Submission, AllRowsOrNoneAndRecipesDeduplicated) {
   TempDir dir;
-  std::unique_ptr<ExperimentStore> store;
-  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
   NewSubmission sub = MakeSubmission(3);
   sub.experiments[2].device_requirement = "tpu";  // violates the CHECK constraint
   SubmissionIds ids;
-  EXPECT_FALSE(store->InsertSubmission(sub, &ids).ok());
+  EXPECT_FALSE(store->submissions().InsertSubmission(sub, &ids).ok());
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM experiments"), 0);
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM rounds"), 0);
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes"), 0);
   // Two submissions of the same configs share recipe rows but get their own rounds.
-  ASSERT_TRUE(store->InsertSubmission(MakeSubmission(2), &ids).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(2), &ids).ok());
   SubmissionIds ids2;
-  ASSERT_TRUE(store->InsertSubmission(MakeSubmission(2), &ids2).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(2), &ids2).ok());
   EXPECT_EQ(ids.campaign_id, ids2.campaign_id);
   EXPECT_NE(ids.round_id, ids2.round_id);
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes"), 3);  // base + 2
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM experiments"), 4);
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM events WHERE type = 'submit'"), 2);
   std::string integrity;
-  ASSERT_TRUE(store->IntegrityCheck(&integrity).ok());
+  ASSERT_TRUE(store->database().IntegrityCheck(&integrity).ok());
   EXPECT_EQ(integrity, "ok");
 }
 
@@ -917,8 +917,8 @@ TEST(Open, CorruptFileIsRefusedWithDataLoss) {
     std::ofstream f(dir.file("xv.db"), std::ios::binary);
     f << std::string(8192, 'x');
   }
-  std::unique_ptr<ExperimentStore> store;
-  Status s = ExperimentStore::Open(dir.file("xv.db"), &store);
+  std::unique_ptr<Store> store;
+  Status s = Store::Open(dir.file("xv.db"), &store);
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.code(), Status::Code::kDataLoss) << s.ToString();
 }

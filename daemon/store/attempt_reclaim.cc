@@ -1,19 +1,19 @@
-// ExperimentStore: reclaiming a lost attempt whose worker came back with its trainer still running
-// (docs/reliability.md § Reclaiming a lost attempt). See ReclaimLostAttempt in experiment_store.h.
+// AttemptLedger: reclaiming a lost attempt whose worker came back with its trainer still running
+// (docs/reliability.md § Reclaiming a lost attempt). See ReclaimLostAttempt in attempt_ledger.h.
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "daemon/store/attempt_ledger.h"
 #include "daemon/store/event_log.h"
-#include "daemon/store/experiment_store.h"
 
 namespace xv::store {
 
-Status ExperimentStore::ReclaimLostAttempt(int64_t worker_id, int64_t experiment_id, int attempt,
+Status AttemptLedger::ReclaimLostAttempt(int64_t worker_id, int64_t experiment_id, int attempt,
                                            ReclaimDecision* decision) {
-  XV_RETURN_IF_ERROR(CheckWritable());
+  XV_RETURN_IF_ERROR(db_->CheckWritable());
   using Outcome = ReclaimDecision::Outcome;
-  std::lock_guard<std::mutex> lock(mu_);
-  SqliteConnection* c = conn_.get();
+  MutexLock lock(db_->mu());
+  SqliteConnection* c = db_->conn();
   ReclaimDecision result;
   const std::string what =
       "experiment " + std::to_string(experiment_id) + " attempt " + std::to_string(attempt);
@@ -116,5 +116,6 @@ Status ExperimentStore::ReclaimLostAttempt(int64_t worker_id, int64_t experiment
   *decision = std::move(result);
   return Status::Ok();
 }
+
 
 }  // namespace xv::store

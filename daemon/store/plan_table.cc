@@ -1,9 +1,9 @@
-// ExperimentStore's plan operations (migrations/0003_plans.sql). Same threading contract as
-// experiment_store.cc: every method holds mu_; writes are one BEGIN IMMEDIATE transaction each.
+// PlanTable: plans and the rounds built for them (migrations/0003_plans.sql). See plan_table.h.
+#include "daemon/store/plan_table.h"
+
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
-#include "daemon/store/experiment_store.h"
 #include "daemon/store/statement_rows.h"
 
 namespace xv::store {
@@ -31,10 +31,10 @@ void RowToPlan(const SqliteStatement& st, StoredPlan* p) {
 
 }  // namespace
 
-Status ExperimentStore::InsertPlan(const StoredPlan& plan, int64_t* id) {
-  XV_RETURN_IF_ERROR(CheckWritable());
-  std::lock_guard<std::mutex> lock(mu_);
-  SqliteConnection* c = conn_.get();
+Status PlanTable::InsertPlan(const StoredPlan& plan, int64_t* id) {
+  XV_RETURN_IF_ERROR(db_->CheckWritable());
+  MutexLock lock(db_->mu());
+  SqliteConnection* c = db_->conn();
   return InWriteTransaction(c, [&]() -> Status {
     SqliteStatement ins;
     XV_RETURN_IF_ERROR(c->Prepare(
@@ -53,33 +53,33 @@ Status ExperimentStore::InsertPlan(const StoredPlan& plan, int64_t* id) {
   });
 }
 
-Status ExperimentStore::GetPlan(int64_t id, const std::string& name, StoredPlan* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+Status PlanTable::GetPlan(int64_t id, const std::string& name, StoredPlan* out) {
+  MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(
-      SelectOneByIdOrName(conn_.get(), kPlanColumns, "p.id", "p.name", "plan", id, name, &st));
+      SelectOneByIdOrName(db_->conn(), kPlanColumns, "p.id", "p.name", "plan", id, name, &st));
   RowToPlan(st, out);
   return Status::Ok();
 }
 
-Status ExperimentStore::ListPlans(const std::string& state, std::vector<StoredPlan>* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+Status PlanTable::ListPlans(const std::string& state, std::vector<StoredPlan>* out) {
+  MutexLock lock(db_->mu());
   SqliteStatement st;
   if (state.empty()) {
-    XV_RETURN_IF_ERROR(conn_->Prepare(std::string(kPlanColumns) + "ORDER BY p.id", &st));
+    XV_RETURN_IF_ERROR(db_->conn()->Prepare(std::string(kPlanColumns) + "ORDER BY p.id", &st));
   } else {
     XV_RETURN_IF_ERROR(
-        conn_->Prepare(std::string(kPlanColumns) + "WHERE p.state = ? ORDER BY p.id", &st));
+        db_->conn()->Prepare(std::string(kPlanColumns) + "WHERE p.state = ? ORDER BY p.id", &st));
     st.Bind(1, state);
   }
   return ForEachRow(&st,
                     [out](const SqliteStatement& row) { RowToPlan(row, &out->emplace_back()); });
 }
 
-Status ExperimentStore::ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+Status PlanTable::ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* out) {
+  MutexLock lock(db_->mu());
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(conn_->Prepare(
+  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
       "SELECT rd.id, rd.plan_phase, rd.state, rd.decision_summary, rd.decision_json, "
       "COALESCE(k.name, ''), (SELECT COUNT(*) FROM experiments x WHERE x.round_id = rd.id AND "
       "x.state IN ('queued', 'assigned', 'running')) FROM rounds rd "
@@ -99,13 +99,13 @@ Status ExperimentStore::ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* 
   });
 }
 
-Status ExperimentStore::UpdatePlan(int64_t plan_id, const std::string& expected_state,
+Status PlanTable::UpdatePlan(int64_t plan_id, const std::string& expected_state,
                                    const std::string& state, int current_phase,
                                    const std::string& outcomes_json, const std::string& reason,
                                    bool* updated) {
-  XV_RETURN_IF_ERROR(CheckWritable());
-  std::lock_guard<std::mutex> lock(mu_);
-  SqliteConnection* c = conn_.get();
+  XV_RETURN_IF_ERROR(db_->CheckWritable());
+  MutexLock lock(db_->mu());
+  SqliteConnection* c = db_->conn();
   return InWriteTransaction(c, [&]() -> Status {
     SqliteStatement up;
     XV_RETURN_IF_ERROR(
