@@ -163,10 +163,10 @@ Status ApplySummaryEvent(const TrainerEventContext& e) {
 // error: the experiment's failure kind and a bounded detail (the whole event stays in the log).
 Status ApplyErrorEvent(const TrainerEventContext& e) {
   SqliteStatement up;
-  XV_RETURN_IF_ERROR(e.c->Prepare(
-      std::string("UPDATE experiments SET failure_kind = ?, failure_detail = ?") +
-          kActiveAttemptOnly,
-      &up));
+  XV_RETURN_IF_ERROR(
+      e.c->Prepare(std::string("UPDATE experiments SET failure_kind = ?, failure_detail = ?") +
+                       kActiveAttemptOnly,
+                   &up));
   up.Bind(1, SanitizeAndTruncateUtf8(TextField(e.j, "kind"), kMaxKindBytes))
       .Bind(2, SanitizeAndTruncateUtf8(TextField(e.j, "message"), kMaxDetailBytes))
       .Bind(3, e.exp)
@@ -180,8 +180,11 @@ using TrainerEventApplier = Status (*)(const TrainerEventContext&);
 // event log only.
 TrainerEventApplier ApplierFor(const std::string& type) {
   static const std::map<std::string, TrainerEventApplier> kAppliers = {
-      {"start", &ApplyStartEvent}, {"step", &ApplyStepEvent},   {"nan", &ApplyNanEvent},
-      {"summary", &ApplySummaryEvent}, {"error", &ApplyErrorEvent}};
+      {"start", &ApplyStartEvent},
+      {"step", &ApplyStepEvent},
+      {"nan", &ApplyNanEvent},
+      {"summary", &ApplySummaryEvent},
+      {"error", &ApplyErrorEvent}};
   auto it = kAppliers.find(type);
   return it == kAppliers.end() ? nullptr : it->second;
 }
@@ -222,8 +225,8 @@ Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool* 
 }
 
 Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
-                                           const std::vector<xv::v1::TrainerEvent>& events,
-                                           AppliedEvents* applied) {
+                                         const std::vector<xv::v1::TrainerEvent>& events,
+                                         AppliedEvents* applied) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();
@@ -263,6 +266,5 @@ Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
   *applied = std::move(result);
   return Status::Ok();
 }
-
 
 }  // namespace xv::store

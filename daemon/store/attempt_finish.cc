@@ -110,8 +110,7 @@ bool AttemptIsLive(ExperimentState state) {
 }
 
 // What the results table holds for the attempt.
-Status ReadStoredSummary(SqliteConnection* c, int64_t exp, int attempt,
-                         sched::StoredSummary* out) {
+Status ReadStoredSummary(SqliteConnection* c, int64_t exp, int attempt, sched::StoredSummary* out) {
   SqliteStatement has;
   XV_RETURN_IF_ERROR(c->Prepare(
       "SELECT val_bpb IS NOT NULL FROM results WHERE experiment_id = ? AND attempt = ?", &has));
@@ -189,10 +188,10 @@ Status EndAttemptRow(SqliteConnection* c, const xv::v1::Finished& f,
 // A cancelled experiment keeps its state but gains the attempt's log tail.
 Status KeepCancelledTail(SqliteConnection* c, int64_t exp, int attempt, const std::string& tail) {
   SqliteStatement tail_only;
-  XV_RETURN_IF_ERROR(c->Prepare(
-      "UPDATE experiments SET stderr_tail = ? WHERE id = ? AND attempt = ? AND state = "
-      "'cancelled'",
-      &tail_only));
+  XV_RETURN_IF_ERROR(
+      c->Prepare("UPDATE experiments SET stderr_tail = ? WHERE id = ? AND attempt = ? AND state = "
+                 "'cancelled'",
+                 &tail_only));
   tail_only.Bind(1, tail).Bind(2, exp).Bind(3, attempt);
   return tail_only.Run();
 }
@@ -231,8 +230,8 @@ Status AttemptLedger::FinishAttempt(int64_t worker_id, const xv::v1::Finished& f
     // The acknowledgement ends the worker's resending whether or not the report is applied: a
     // second or late Finished for an attempt that already ended is recorded, not applied.
     if (!AttemptIsLive(held.state)) {
-      XV_RETURN_IF_ERROR(RecordIgnoredFinished(
-          c, worker_id, f, held.state_text, "the attempt had already ended " + held.state_text));
+      XV_RETURN_IF_ERROR(RecordIgnoredFinished(c, worker_id, f, held.state_text,
+                                               "the attempt had already ended " + held.state_text));
       return AcknowledgeFinishedLocked(worker_id, exp, attempt, ack);
     }
     sched::FinishedReport report;

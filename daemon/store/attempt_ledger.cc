@@ -15,7 +15,7 @@ using nlohmann::json;
 }  // namespace
 
 Status AttemptLedger::AssignExperiment(int64_t experiment_id, int64_t worker_id,
-                                         xv::v1::ExperimentSpec* spec) {
+                                       xv::v1::ExperimentSpec* spec) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock lock(db_->mu());
   XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
@@ -69,9 +69,8 @@ Status AttemptLedger::AssignExperiment(int64_t experiment_id, int64_t worker_id,
   });
 }
 
-Status AttemptLedger::MarkAttemptLost(int64_t experiment_id, int attempt,
-                                        const std::string& detail, int max_attempts,
-                                        bool* requeued) {
+Status AttemptLedger::MarkAttemptLost(int64_t experiment_id, int attempt, const std::string& detail,
+                                      int max_attempts, bool* requeued) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   *requeued = false;
   MutexLock lock(db_->mu());
@@ -127,7 +126,7 @@ Status AttemptLedger::MarkAttemptLost(int64_t experiment_id, int attempt,
 }
 
 Status AttemptLedger::CancelExperiment(int64_t experiment_id, std::string* state,
-                                         int64_t* worker_id, int* attempt) {
+                                       int64_t* worker_id, int* attempt) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   *worker_id = 0;
   *attempt = 0;
@@ -165,8 +164,7 @@ Status AttemptLedger::CancelExperiment(int64_t experiment_id, std::string* state
   });
 }
 
-Status AttemptLedger::HighestContiguousSeqLocked(int64_t experiment_id, int attempt,
-                                                   int64_t* seq) {
+Status AttemptLedger::HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq) {
   // The first stored seq whose successor is missing, among a run that starts at 1.
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
@@ -197,19 +195,18 @@ Status AttemptLedger::HighestContiguousSeq(int64_t experiment_id, int attempt, i
 }
 
 Status AttemptLedger::IsActiveAttemptOf(int64_t worker_id, int64_t experiment_id, int attempt,
-                                          bool* active) {
+                                        bool* active) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(
-      db_->conn()->Prepare("SELECT 1 FROM experiments WHERE id = ? AND attempt = ? AND worker_id = ? "
-                     "AND state IN ('assigned', 'running')",
-                     &st));
+  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+      "SELECT 1 FROM experiments WHERE id = ? AND attempt = ? AND worker_id = ? "
+      "AND state IN ('assigned', 'running')",
+      &st));
   st.Bind(1, experiment_id).Bind(2, attempt).Bind(3, worker_id);
   bool row = false;
   XV_RETURN_IF_ERROR(st.Step(&row));
   *active = row;
   return Status::Ok();
 }
-
 
 }  // namespace xv::store

@@ -9,7 +9,7 @@
 namespace xv::store {
 
 Status AttemptLedger::ReclaimLostAttempt(int64_t worker_id, int64_t experiment_id, int attempt,
-                                           ReclaimDecision* decision) {
+                                         ReclaimDecision* decision) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   using Outcome = ReclaimDecision::Outcome;
   MutexLock lock(db_->mu());
@@ -116,6 +116,5 @@ Status AttemptLedger::ReclaimLostAttempt(int64_t worker_id, int64_t experiment_i
   *decision = std::move(result);
   return Status::Ok();
 }
-
 
 }  // namespace xv::store

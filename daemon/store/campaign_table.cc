@@ -11,26 +11,65 @@
 namespace xv::store {
 namespace {
 
-constexpr const char* kCampaignColumns =
-    "SELECT c.id, c.name, c.state, c.objective, c.policy_json, c.device_filter, c.trainer, "
-    "c.budget_json, COALESCE(b.hash, ''), COALESCE(h.hash, ''), COALESCE(h.recipe_json, ''), "
-    "c.created_at, c.max_attempts FROM campaigns c LEFT JOIN recipes b ON b.id = c.base_recipe_id "
-    "LEFT JOIN recipes h ON h.id = c.head_recipe_id ";
+// Positions in kCampaignSelect.
+struct CampaignColumn {
+  enum : int {
+    kId,
+    kName,
+    kState,
+    kObjective,
+    kPolicyJson,
+    kDeviceFilter,
+    kTrainer,
+    kBudgetJson,
+    kBaseHash,
+    kHeadHash,
+    kHeadRecipeJson,
+    kCreatedAt,
+    kMaxAttempts,
+    kCount
+  };
+};
+
+constexpr SelectColumn kCampaignSelect[] = {
+    {CampaignColumn::kId, "c.id"},
+    {CampaignColumn::kName, "c.name"},
+    {CampaignColumn::kState, "c.state"},
+    {CampaignColumn::kObjective, "c.objective"},
+    {CampaignColumn::kPolicyJson, "c.policy_json"},
+    {CampaignColumn::kDeviceFilter, "c.device_filter"},
+    {CampaignColumn::kTrainer, "c.trainer"},
+    {CampaignColumn::kBudgetJson, "c.budget_json"},
+    {CampaignColumn::kBaseHash, "COALESCE(b.hash, '')"},
+    {CampaignColumn::kHeadHash, "COALESCE(h.hash, '')"},
+    {CampaignColumn::kHeadRecipeJson, "COALESCE(h.recipe_json, '')"},
+    {CampaignColumn::kCreatedAt, "c.created_at"},
+    {CampaignColumn::kMaxAttempts, "c.max_attempts"},
+};
+static_assert(ColumnsInOrder(kCampaignSelect, CampaignColumn::kCount),
+              "kCampaignSelect lists CampaignColumn in order");
+
+const std::string& CampaignSelectSql() {
+  static const std::string kSql = SelectList(kCampaignSelect) +
+                                  "FROM campaigns c LEFT JOIN recipes b ON b.id = c.base_recipe_id "
+                                  "LEFT JOIN recipes h ON h.id = c.head_recipe_id ";
+  return kSql;
+}
 
 void RowToCampaign(const SqliteStatement& st, xv::v1::Campaign* c) {
-  c->set_id(st.ColumnInt(0));
-  c->set_name(st.ColumnText(1));
-  c->set_state(st.ColumnText(2));
-  c->set_objective(st.ColumnText(3));
-  c->set_policy_json(st.ColumnText(4));
-  c->set_device_filter(st.ColumnText(5));
-  c->set_trainer(st.ColumnText(6));
-  c->set_budget_json(st.ColumnText(7));
-  c->set_base_recipe_hash(st.ColumnText(8));
-  c->set_head_recipe_hash(st.ColumnText(9));
-  c->set_head_recipe_json(st.ColumnText(10));
-  c->set_created_at(st.ColumnText(11));
-  c->set_max_attempts(static_cast<int32_t>(st.ColumnInt(12)));
+  c->set_id(st.ColumnInt(CampaignColumn::kId));
+  c->set_name(st.ColumnText(CampaignColumn::kName));
+  c->set_state(st.ColumnText(CampaignColumn::kState));
+  c->set_objective(st.ColumnText(CampaignColumn::kObjective));
+  c->set_policy_json(st.ColumnText(CampaignColumn::kPolicyJson));
+  c->set_device_filter(st.ColumnText(CampaignColumn::kDeviceFilter));
+  c->set_trainer(st.ColumnText(CampaignColumn::kTrainer));
+  c->set_budget_json(st.ColumnText(CampaignColumn::kBudgetJson));
+  c->set_base_recipe_hash(st.ColumnText(CampaignColumn::kBaseHash));
+  c->set_head_recipe_hash(st.ColumnText(CampaignColumn::kHeadHash));
+  c->set_head_recipe_json(st.ColumnText(CampaignColumn::kHeadRecipeJson));
+  c->set_created_at(st.ColumnText(CampaignColumn::kCreatedAt));
+  c->set_max_attempts(static_cast<int32_t>(st.ColumnInt(CampaignColumn::kMaxAttempts)));
 }
 
 }  // namespace
@@ -92,13 +131,13 @@ Status CampaignTable::CreateCampaign(const NewCampaign& nc, int64_t* id) {
 }
 
 Status CampaignTable::GetCampaign(int64_t id, const std::string& name, bool detail,
-                                    xv::v1::Campaign* out) {
+                                  xv::v1::Campaign* out) {
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();
   int64_t cid = 0;
   XV_RETURN_IF_ERROR(LookupCampaignId(c, id, name, &cid));
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(c->Prepare(std::string(kCampaignColumns) + "WHERE c.id = ?", &st));
+  XV_RETURN_IF_ERROR(c->Prepare(CampaignSelectSql() + "WHERE c.id = ?", &st));
   st.Bind(1, cid);
   bool row = false;
   XV_RETURN_IF_ERROR(st.Step(&row));
@@ -153,13 +192,13 @@ Status CampaignTable::GetCampaign(int64_t id, const std::string& name, bool deta
 Status CampaignTable::ListCampaigns(std::vector<xv::v1::Campaign>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(std::string(kCampaignColumns) + "ORDER BY c.id", &st));
+  XV_RETURN_IF_ERROR(db_->conn()->Prepare(CampaignSelectSql() + "ORDER BY c.id", &st));
   return ForEachRow(
       &st, [out](const SqliteStatement& row) { RowToCampaign(row, &out->emplace_back()); });
 }
 
 Status CampaignTable::SetCampaignState(int64_t id, const std::string& name,
-                                         const std::string& state) {
+                                       const std::string& state) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   if (state != "active" && state != "paused") {
     return Status::InvalidArgument("state: must be active or paused, got '" + state + "'");
@@ -179,12 +218,12 @@ Status CampaignTable::SetCampaignState(int64_t id, const std::string& name,
 Status CampaignTable::FindCampaignHead(const std::string& name, bool* found, CampaignHead* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(
-      db_->conn()->Prepare("SELECT c.id, c.state, c.policy_json, c.trainer, COALESCE(h.recipe_json, ''), "
-                     "COALESCE(b.recipe_json, ''), c.name, c.budget_json FROM campaigns c "
-                     "LEFT JOIN recipes h ON h.id = c.head_recipe_id "
-                     "LEFT JOIN recipes b ON b.id = c.base_recipe_id WHERE c.name = ?",
-                     &st));
+  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+      "SELECT c.id, c.state, c.policy_json, c.trainer, COALESCE(h.recipe_json, ''), "
+      "COALESCE(b.recipe_json, ''), c.name, c.budget_json FROM campaigns c "
+      "LEFT JOIN recipes h ON h.id = c.head_recipe_id "
+      "LEFT JOIN recipes b ON b.id = c.base_recipe_id WHERE c.name = ?",
+      &st));
   st.Bind(1, name);
   bool row = false;
   XV_RETURN_IF_ERROR(st.Step(&row));
@@ -213,6 +252,5 @@ Status CampaignTable::MaxCampaignSeed(int64_t campaign_id, bool* any, int64_t* m
   *max_seed = *any ? st.ColumnInt(0) : 0;
   return Status::Ok();
 }
-
 
 }  // namespace xv::store

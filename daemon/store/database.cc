@@ -103,8 +103,7 @@ Status Database::CheckpointWal(bool truncate, int* wal_pages, int* checkpointed)
   return conn_->CheckpointWal(truncate, wal_pages, checkpointed);
 }
 
-Status Database::MaintainWal(std::chrono::milliseconds interval,
-                                    std::chrono::milliseconds idle) {
+Status Database::MaintainWal(std::chrono::milliseconds interval, std::chrono::milliseconds idle) {
   if (read_only_) return Status::Ok();
   const int64_t now = SteadyMs();
   if (last_checkpoint_ms_ == 0) last_checkpoint_ms_ = now;

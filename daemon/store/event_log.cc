@@ -33,7 +33,7 @@ Status InsertStateEvent(SqliteConnection* c, int64_t experiment_id, const std::s
 }
 
 Status EventLog::ListEventsAfter(int64_t after_id, int64_t up_to_id, int limit,
-                                        std::vector<StoredEvent>* out) {
+                                 std::vector<StoredEvent>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
@@ -105,6 +105,5 @@ Status EventLog::AppendAudit(const std::string& type, const std::string& json_te
   st.Bind(1, type).Bind(2, json_text);
   return st.Run();
 }
-
 
 }  // namespace xv::store

@@ -9,6 +9,7 @@
 
 #include "common/bounded_json.h"
 #include "common/bounded_json_or_discarded.h"
+#include "common/run_states.h"
 #include "daemon/store/statement_rows.h"
 #include "daemon/store/stored_text.h"
 
@@ -23,81 +24,184 @@ struct QueryParam {
   int64_t number;
 };
 
-constexpr const char* kExperimentColumns =
-    "SELECT e.id, e.campaign_id, e.round_id, e.name, e.overrides_json, r.hash, e.seed, e.trainer, "
-    "e.state, e.attempt, COALESCE(w.name, ''), e.decision, e.decision_reason, e.failure_kind, "
-    "e.failure_detail, e.device_name, e.created_at, COALESCE(e.finished_at, ''), e.progress, "
-    "e.last_loss, res.id, res.val_bpb, res.training_seconds, res.total_seconds, res.num_steps, "
-    "res.total_tokens, res.tok_per_sec, res.mfu_percent, res.peak_flops, res.peak_flops_source, "
-    "res.peak_vram_mb, res.peak_reserved_mb, res.num_params, res.flops_per_token, "
-    "res.metric_version, res.attention_backend, res.depth, res.summary_json, e.stderr_tail, "
-    "e.role, COALESCE(e.reused_from_id, 0), e.config_hash, COALESCE(rd.decision_summary, ''), "
-    "res.health_json, res.measured_peak_flops "
-    "FROM experiments e JOIN recipes r ON r.id = e.recipe_id "
-    "LEFT JOIN rounds rd ON rd.id = e.round_id "
-    "LEFT JOIN workers w ON w.id = e.worker_id "
-    "LEFT JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt ";
+// Positions in kExperimentSelect.
+struct ExperimentColumn {
+  enum : int {
+    kId,
+    kCampaignId,
+    kRoundId,
+    kName,
+    kOverridesJson,
+    kRecipeHash,
+    kSeed,
+    kTrainer,
+    kState,
+    kAttempt,
+    kWorker,
+    kDecision,
+    kDecisionReason,
+    kFailureKind,
+    kFailureDetail,
+    kDeviceName,
+    kCreatedAt,
+    kFinishedAt,
+    kProgress,
+    kLastLoss,
+    kResultId,
+    kValBpb,
+    kTrainingSeconds,
+    kTotalSeconds,
+    kNumSteps,
+    kTotalTokens,
+    kTokPerSec,
+    kMfuPercent,
+    kPeakFlops,
+    kPeakFlopsSource,
+    kPeakVramMb,
+    kPeakReservedMb,
+    kNumParams,
+    kFlopsPerToken,
+    kMetricVersion,
+    kAttentionBackend,
+    kDepth,
+    kSummaryJson,
+    kStderrTail,
+    kRole,
+    kReusedFromId,
+    kConfigHash,
+    kRoundDecision,
+    kHealthJson,
+    kMeasuredPeakFlops,
+    kCount
+  };
+};
 
-// Where res.health_json and res.measured_peak_flops sit in kExperimentColumns.
-constexpr int kHealthJsonColumn = 43;
+// The SELECT list of every experiment read (RowToExperiment).
+constexpr SelectColumn kExperimentSelect[] = {
+    {ExperimentColumn::kId, "e.id"},
+    {ExperimentColumn::kCampaignId, "e.campaign_id"},
+    {ExperimentColumn::kRoundId, "e.round_id"},
+    {ExperimentColumn::kName, "e.name"},
+    {ExperimentColumn::kOverridesJson, "e.overrides_json"},
+    {ExperimentColumn::kRecipeHash, "r.hash"},
+    {ExperimentColumn::kSeed, "e.seed"},
+    {ExperimentColumn::kTrainer, "e.trainer"},
+    {ExperimentColumn::kState, "e.state"},
+    {ExperimentColumn::kAttempt, "e.attempt"},
+    {ExperimentColumn::kWorker, "COALESCE(w.name, '')"},
+    {ExperimentColumn::kDecision, "e.decision"},
+    {ExperimentColumn::kDecisionReason, "e.decision_reason"},
+    {ExperimentColumn::kFailureKind, "e.failure_kind"},
+    {ExperimentColumn::kFailureDetail, "e.failure_detail"},
+    {ExperimentColumn::kDeviceName, "e.device_name"},
+    {ExperimentColumn::kCreatedAt, "e.created_at"},
+    {ExperimentColumn::kFinishedAt, "COALESCE(e.finished_at, '')"},
+    {ExperimentColumn::kProgress, "e.progress"},
+    {ExperimentColumn::kLastLoss, "e.last_loss"},
+    {ExperimentColumn::kResultId, "res.id"},
+    {ExperimentColumn::kValBpb, "res.val_bpb"},
+    {ExperimentColumn::kTrainingSeconds, "res.training_seconds"},
+    {ExperimentColumn::kTotalSeconds, "res.total_seconds"},
+    {ExperimentColumn::kNumSteps, "res.num_steps"},
+    {ExperimentColumn::kTotalTokens, "res.total_tokens"},
+    {ExperimentColumn::kTokPerSec, "res.tok_per_sec"},
+    {ExperimentColumn::kMfuPercent, "res.mfu_percent"},
+    {ExperimentColumn::kPeakFlops, "res.peak_flops"},
+    {ExperimentColumn::kPeakFlopsSource, "res.peak_flops_source"},
+    {ExperimentColumn::kPeakVramMb, "res.peak_vram_mb"},
+    {ExperimentColumn::kPeakReservedMb, "res.peak_reserved_mb"},
+    {ExperimentColumn::kNumParams, "res.num_params"},
+    {ExperimentColumn::kFlopsPerToken, "res.flops_per_token"},
+    {ExperimentColumn::kMetricVersion, "res.metric_version"},
+    {ExperimentColumn::kAttentionBackend, "res.attention_backend"},
+    {ExperimentColumn::kDepth, "res.depth"},
+    {ExperimentColumn::kSummaryJson, "res.summary_json"},
+    {ExperimentColumn::kStderrTail, "e.stderr_tail"},
+    {ExperimentColumn::kRole, "e.role"},
+    {ExperimentColumn::kReusedFromId, "COALESCE(e.reused_from_id, 0)"},
+    {ExperimentColumn::kConfigHash, "e.config_hash"},
+    {ExperimentColumn::kRoundDecision, "COALESCE(rd.decision_summary, '')"},
+    {ExperimentColumn::kHealthJson, "res.health_json"},
+    {ExperimentColumn::kMeasuredPeakFlops, "res.measured_peak_flops"},
+};
+static_assert(ColumnsInOrder(kExperimentSelect, ExperimentColumn::kCount),
+              "kExperimentSelect lists ExperimentColumn in order");
+
+// The experiment read with its recipe, round, worker and current attempt's result.
+const std::string& ExperimentSelectSql() {
+  static const std::string kSql =
+      SelectList(kExperimentSelect) +
+      "FROM experiments e JOIN recipes r ON r.id = e.recipe_id "
+      "LEFT JOIN rounds rd ON rd.id = e.round_id "
+      "LEFT JOIN workers w ON w.id = e.worker_id "
+      "LEFT JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt ";
+  return kSql;
+}
+
+// The result of the experiment's current attempt (the row has one: kResultId is not NULL).
+void RowToResult(const SqliteStatement& st, xv::v1::Result* r) {
+  using C = ExperimentColumn;
+  r->set_val_bpb(st.ColumnDouble(C::kValBpb));
+  r->set_training_seconds(st.ColumnDouble(C::kTrainingSeconds));
+  r->set_total_seconds(st.ColumnDouble(C::kTotalSeconds));
+  r->set_num_steps(st.ColumnInt(C::kNumSteps));
+  r->set_total_tokens(st.ColumnInt(C::kTotalTokens));
+  r->set_tok_per_sec(st.ColumnDouble(C::kTokPerSec));
+  r->set_mfu_percent(st.IsNull(C::kMfuPercent) ? -1.0 : st.ColumnDouble(C::kMfuPercent));
+  r->set_peak_flops(st.ColumnDouble(C::kPeakFlops));
+  r->set_peak_flops_source(st.ColumnText(C::kPeakFlopsSource));
+  r->set_peak_vram_mb(st.ColumnDouble(C::kPeakVramMb));
+  r->set_peak_reserved_mb(st.ColumnDouble(C::kPeakReservedMb));
+  r->set_num_params(st.ColumnInt(C::kNumParams));
+  r->set_flops_per_token(st.ColumnInt(C::kFlopsPerToken));
+  r->set_metric_version(st.ColumnText(C::kMetricVersion));
+  r->set_attention_backend(st.ColumnText(C::kAttentionBackend));
+  r->set_depth(static_cast<int32_t>(st.ColumnInt(C::kDepth)));
+  r->set_summary_json(st.ColumnText(C::kSummaryJson));
+  // Device health (migration 5): JSON of xv.v1.DeviceHealth, "" when none was reported.
+  const std::string health = st.ColumnText(C::kHealthJson);
+  if (!health.empty()) {
+    google::protobuf::util::JsonParseOptions opts;
+    opts.ignore_unknown_fields = true;
+    // Health is informational: a stored document this binary cannot read leaves it empty.
+    (void)google::protobuf::util::JsonStringToMessage(health, r->mutable_health(), opts);
+  }
+  if (!st.IsNull(C::kMeasuredPeakFlops)) {
+    r->set_measured_peak_flops(st.ColumnDouble(C::kMeasuredPeakFlops));
+  }
+}
 
 void RowToExperiment(const SqliteStatement& st, xv::v1::Experiment* e) {
-  e->set_id(st.ColumnInt(0));
-  e->set_campaign_id(st.ColumnInt(1));
-  e->set_round_id(st.ColumnInt(2));
-  e->set_name(st.ColumnText(3));
-  e->set_overrides_json(st.ColumnText(4));
-  e->set_recipe_hash(st.ColumnText(5));
-  e->set_seed(st.ColumnInt(6));
-  e->set_trainer(st.ColumnText(7));
-  e->set_state(st.ColumnText(8));
-  e->set_attempt(static_cast<int32_t>(st.ColumnInt(9)));
-  e->set_worker(st.ColumnText(10));
+  using C = ExperimentColumn;
+  e->set_id(st.ColumnInt(C::kId));
+  e->set_campaign_id(st.ColumnInt(C::kCampaignId));
+  e->set_round_id(st.ColumnInt(C::kRoundId));
+  e->set_name(st.ColumnText(C::kName));
+  e->set_overrides_json(st.ColumnText(C::kOverridesJson));
+  e->set_recipe_hash(st.ColumnText(C::kRecipeHash));
+  e->set_seed(st.ColumnInt(C::kSeed));
+  e->set_trainer(st.ColumnText(C::kTrainer));
+  e->set_state(st.ColumnText(C::kState));
+  e->set_attempt(static_cast<int32_t>(st.ColumnInt(C::kAttempt)));
+  e->set_worker(st.ColumnText(C::kWorker));
   // Head controls are measured, never decided on: they read "control".
-  e->set_decision(st.ColumnText(39) == "control" ? std::string("control") : st.ColumnText(11));
-  e->set_decision_reason(st.ColumnText(12));
-  e->set_failure_kind(st.ColumnText(13));
-  e->set_failure_detail(st.ColumnText(14));
-  e->set_device_name(st.ColumnText(15));
-  e->set_created_at(st.ColumnText(16));
-  e->set_finished_at(st.ColumnText(17));
-  e->set_progress(st.ColumnDouble(18));
-  e->set_last_loss(st.IsNull(19) ? 0.0 : st.ColumnDouble(19));
-  if (!st.IsNull(20)) {
-    xv::v1::Result* r = e->mutable_result();
-    r->set_val_bpb(st.ColumnDouble(21));
-    r->set_training_seconds(st.ColumnDouble(22));
-    r->set_total_seconds(st.ColumnDouble(23));
-    r->set_num_steps(st.ColumnInt(24));
-    r->set_total_tokens(st.ColumnInt(25));
-    r->set_tok_per_sec(st.ColumnDouble(26));
-    r->set_mfu_percent(st.IsNull(27) ? -1.0 : st.ColumnDouble(27));
-    r->set_peak_flops(st.ColumnDouble(28));
-    r->set_peak_flops_source(st.ColumnText(29));
-    r->set_peak_vram_mb(st.ColumnDouble(30));
-    r->set_peak_reserved_mb(st.ColumnDouble(31));
-    r->set_num_params(st.ColumnInt(32));
-    r->set_flops_per_token(st.ColumnInt(33));
-    r->set_metric_version(st.ColumnText(34));
-    r->set_attention_backend(st.ColumnText(35));
-    r->set_depth(static_cast<int32_t>(st.ColumnInt(36)));
-    r->set_summary_json(st.ColumnText(37));
-    // Device health (migration 5): JSON of xv.v1.DeviceHealth, "" when none was reported.
-    const std::string health = st.ColumnText(kHealthJsonColumn);
-    if (!health.empty()) {
-      google::protobuf::util::JsonParseOptions opts;
-      opts.ignore_unknown_fields = true;
-      (void)google::protobuf::util::JsonStringToMessage(health, r->mutable_health(), opts);
-    }
-    if (!st.IsNull(kHealthJsonColumn + 1)) {
-      r->set_measured_peak_flops(st.ColumnDouble(kHealthJsonColumn + 1));
-    }
-  }
-  e->set_stderr_tail(st.ColumnText(38));
-  e->set_role(st.ColumnText(39));
-  e->set_reused_from_id(st.ColumnInt(40));
-  e->set_config_hash(st.ColumnText(41));
-  e->set_round_decision(st.ColumnText(42));
+  RunRole role = RunRole::kCandidate;
+  const bool control = ParseRunRole(st.ColumnText(C::kRole), &role) && role == RunRole::kControl;
+  e->set_decision(control ? std::string(ToString(RunRole::kControl)) : st.ColumnText(C::kDecision));
+  e->set_decision_reason(st.ColumnText(C::kDecisionReason));
+  e->set_failure_kind(st.ColumnText(C::kFailureKind));
+  e->set_failure_detail(st.ColumnText(C::kFailureDetail));
+  e->set_device_name(st.ColumnText(C::kDeviceName));
+  e->set_created_at(st.ColumnText(C::kCreatedAt));
+  e->set_finished_at(st.ColumnText(C::kFinishedAt));
+  e->set_progress(st.ColumnDouble(C::kProgress));
+  e->set_last_loss(st.IsNull(C::kLastLoss) ? 0.0 : st.ColumnDouble(C::kLastLoss));
+  if (!st.IsNull(C::kResultId)) RowToResult(st, e->mutable_result());
+  e->set_stderr_tail(st.ColumnText(C::kStderrTail));
+  e->set_role(st.ColumnText(C::kRole));
+  e->set_reused_from_id(st.ColumnInt(C::kReusedFromId));
+  e->set_config_hash(st.ColumnText(C::kConfigHash));
+  e->set_round_decision(st.ColumnText(C::kRoundDecision));
 }
 
 Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
@@ -109,8 +213,8 @@ Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
   std::string order =
       by_val_bpb ? std::string(" ORDER BY res.val_bpb IS NULL, res.val_bpb") + dir + ", e.id"
                  : std::string(" ORDER BY e.id") + dir;
-  std::string sql = std::string(kExperimentColumns) + where_sql + order + " LIMIT ? OFFSET " +
-                    std::to_string(offset);
+  std::string sql =
+      ExperimentSelectSql() + where_sql + order + " LIMIT ? OFFSET " + std::to_string(offset);
   XV_RETURN_IF_ERROR(conn->Prepare(sql, &st));
   int i = 1;
   for (const QueryParam& p : params) {
@@ -132,7 +236,7 @@ Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
 }  // namespace
 
 Status ExperimentQueries::ListExperiments(const xv::v1::ListExperimentsRequest& req,
-                                        std::vector<xv::v1::Experiment>* out) {
+                                          std::vector<xv::v1::Experiment>* out) {
   std::string where = "WHERE 1";
   std::vector<QueryParam> params;
   if (!req.descending()) {
@@ -199,7 +303,8 @@ Status ExperimentQueries::GetExperiment(int64_t id, xv::v1::Experiment* out) {
 Status ExperimentQueries::CountByState(std::map<std::string, int64_t>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare("SELECT state, COUNT(*) FROM experiments GROUP BY state", &st));
+  XV_RETURN_IF_ERROR(
+      db_->conn()->Prepare("SELECT state, COUNT(*) FROM experiments GROUP BY state", &st));
   bool row = false;
   while (true) {
     XV_RETURN_IF_ERROR(st.Step(&row));
@@ -214,8 +319,8 @@ Status ExperimentQueries::CountQueuedByTrainer(std::map<std::string, int64_t>* o
   SqliteStatement st;
   XV_RETURN_IF_ERROR(
       db_->conn()->Prepare("SELECT COALESCE(NULLIF(trainer, ''), 'libtorch') AS t, COUNT(*) "
-                     "FROM experiments WHERE state = 'queued' GROUP BY t",
-                     &st));
+                           "FROM experiments WHERE state = 'queued' GROUP BY t",
+                           &st));
   return ForEachRow(
       &st, [out](const SqliteStatement& row) { (*out)[row.ColumnText(0)] = row.ColumnInt(1); });
 }
@@ -251,12 +356,12 @@ Status ExperimentQueries::ListQueued(std::vector<QueuedExperiment>* out) {
 Status ExperimentQueries::ListActive(std::vector<ActiveAttempt>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(
-      db_->conn()->Prepare("SELECT id, attempt, worker_id, state, "
-                     "CAST((julianday('now') - julianday(COALESCE(assigned_at, created_at))) * "
-                     "86400000 AS INTEGER), campaign_id FROM experiments "
-                     "WHERE state IN ('assigned', 'running') ORDER BY id",
-                     &st));
+  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+      "SELECT id, attempt, worker_id, state, "
+      "CAST((julianday('now') - julianday(COALESCE(assigned_at, created_at))) * "
+      "86400000 AS INTEGER), campaign_id FROM experiments "
+      "WHERE state IN ('assigned', 'running') ORDER BY id",
+      &st));
   bool row = false;
   while (true) {
     XV_RETURN_IF_ERROR(st.Step(&row));
@@ -288,7 +393,7 @@ Status ExperimentQueries::CountCandidateAttempts(std::vector<CandidateWorkerCoun
 }
 
 Status ExperimentQueries::FailureSummary(int64_t campaign_id, const std::string& name,
-                                       std::vector<xv::v1::KnobFailure>* out) {
+                                         std::vector<xv::v1::KnobFailure>* out) {
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();
   std::string sql =
@@ -331,6 +436,5 @@ Status ExperimentQueries::FailureSummary(int64_t campaign_id, const std::string&
   }
   return Status::Ok();
 }
-
 
 }  // namespace xv::store

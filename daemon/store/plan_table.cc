@@ -9,24 +9,61 @@
 namespace xv::store {
 namespace {
 
-constexpr const char* kPlanColumns =
-    "SELECT p.id, p.campaign_id, c.name, p.name, p.yaml, p.state, p.current_phase, "
-    "p.outcomes_json, p.reason, p.submitter, p.created_at, p.updated_at "
-    "FROM plans p JOIN campaigns c ON c.id = p.campaign_id ";
+// Positions in kPlanSelect.
+struct PlanColumn {
+  enum : int {
+    kId,
+    kCampaignId,
+    kCampaign,
+    kName,
+    kYaml,
+    kState,
+    kCurrentPhase,
+    kOutcomesJson,
+    kReason,
+    kSubmitter,
+    kCreatedAt,
+    kUpdatedAt,
+    kCount
+  };
+};
+
+constexpr SelectColumn kPlanSelect[] = {
+    {PlanColumn::kId, "p.id"},
+    {PlanColumn::kCampaignId, "p.campaign_id"},
+    {PlanColumn::kCampaign, "c.name"},
+    {PlanColumn::kName, "p.name"},
+    {PlanColumn::kYaml, "p.yaml"},
+    {PlanColumn::kState, "p.state"},
+    {PlanColumn::kCurrentPhase, "p.current_phase"},
+    {PlanColumn::kOutcomesJson, "p.outcomes_json"},
+    {PlanColumn::kReason, "p.reason"},
+    {PlanColumn::kSubmitter, "p.submitter"},
+    {PlanColumn::kCreatedAt, "p.created_at"},
+    {PlanColumn::kUpdatedAt, "p.updated_at"},
+};
+static_assert(ColumnsInOrder(kPlanSelect, PlanColumn::kCount),
+              "kPlanSelect lists PlanColumn in order");
+
+const std::string& PlanSelectSql() {
+  static const std::string kSql =
+      SelectList(kPlanSelect) + "FROM plans p JOIN campaigns c ON c.id = p.campaign_id ";
+  return kSql;
+}
 
 void RowToPlan(const SqliteStatement& st, StoredPlan* p) {
-  p->id = st.ColumnInt(0);
-  p->campaign_id = st.ColumnInt(1);
-  p->campaign = st.ColumnText(2);
-  p->name = st.ColumnText(3);
-  p->yaml = st.ColumnText(4);
-  p->state = st.ColumnText(5);
-  p->current_phase = static_cast<int>(st.ColumnInt(6));
-  p->outcomes_json = st.ColumnText(7);
-  p->reason = st.ColumnText(8);
-  p->submitter = st.ColumnText(9);
-  p->created_at = st.ColumnText(10);
-  p->updated_at = st.ColumnText(11);
+  p->id = st.ColumnInt(PlanColumn::kId);
+  p->campaign_id = st.ColumnInt(PlanColumn::kCampaignId);
+  p->campaign = st.ColumnText(PlanColumn::kCampaign);
+  p->name = st.ColumnText(PlanColumn::kName);
+  p->yaml = st.ColumnText(PlanColumn::kYaml);
+  p->state = st.ColumnText(PlanColumn::kState);
+  p->current_phase = static_cast<int>(st.ColumnInt(PlanColumn::kCurrentPhase));
+  p->outcomes_json = st.ColumnText(PlanColumn::kOutcomesJson);
+  p->reason = st.ColumnText(PlanColumn::kReason);
+  p->submitter = st.ColumnText(PlanColumn::kSubmitter);
+  p->created_at = st.ColumnText(PlanColumn::kCreatedAt);
+  p->updated_at = st.ColumnText(PlanColumn::kUpdatedAt);
 }
 
 }  // namespace
@@ -57,7 +94,7 @@ Status PlanTable::GetPlan(int64_t id, const std::string& name, StoredPlan* out) 
   MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(
-      SelectOneByIdOrName(db_->conn(), kPlanColumns, "p.id", "p.name", "plan", id, name, &st));
+      SelectOneByIdOrName(db_->conn(), PlanSelectSql(), "p.id", "p.name", "plan", id, name, &st));
   RowToPlan(st, out);
   return Status::Ok();
 }
@@ -66,10 +103,10 @@ Status PlanTable::ListPlans(const std::string& state, std::vector<StoredPlan>* o
   MutexLock lock(db_->mu());
   SqliteStatement st;
   if (state.empty()) {
-    XV_RETURN_IF_ERROR(db_->conn()->Prepare(std::string(kPlanColumns) + "ORDER BY p.id", &st));
+    XV_RETURN_IF_ERROR(db_->conn()->Prepare(PlanSelectSql() + "ORDER BY p.id", &st));
   } else {
     XV_RETURN_IF_ERROR(
-        db_->conn()->Prepare(std::string(kPlanColumns) + "WHERE p.state = ? ORDER BY p.id", &st));
+        db_->conn()->Prepare(PlanSelectSql() + "WHERE p.state = ? ORDER BY p.id", &st));
     st.Bind(1, state);
   }
   return ForEachRow(&st,
@@ -100,9 +137,9 @@ Status PlanTable::ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* out) {
 }
 
 Status PlanTable::UpdatePlan(int64_t plan_id, const std::string& expected_state,
-                                   const std::string& state, int current_phase,
-                                   const std::string& outcomes_json, const std::string& reason,
-                                   bool* updated) {
+                             const std::string& state, int current_phase,
+                             const std::string& outcomes_json, const std::string& reason,
+                             bool* updated) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();

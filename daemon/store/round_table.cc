@@ -11,26 +11,60 @@
 namespace xv::store {
 namespace {
 
-constexpr const char* kRunColumns =
-    "SELECT e.id, e.recipe_id, COALESCE(e.reused_from_id, 0), e.name, e.role, e.state, "
-    "e.config_hash, e.device_name, e.candidate_index, e.replicate, res.val_bpb "
-    "FROM experiments e "
-    "LEFT JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt ";
+// Positions in kRunSelect.
+struct RunColumn {
+  enum : int {
+    kExperimentId,
+    kRecipeId,
+    kReusedFromId,
+    kName,
+    kRole,
+    kState,
+    kConfigHash,
+    kDeviceName,
+    kCandidateIndex,
+    kReplicate,
+    kValBpb,
+    kCount
+  };
+};
 
-// A row of kRunColumns.
+constexpr SelectColumn kRunSelect[] = {
+    {RunColumn::kExperimentId, "e.id"},
+    {RunColumn::kRecipeId, "e.recipe_id"},
+    {RunColumn::kReusedFromId, "COALESCE(e.reused_from_id, 0)"},
+    {RunColumn::kName, "e.name"},
+    {RunColumn::kRole, "e.role"},
+    {RunColumn::kState, "e.state"},
+    {RunColumn::kConfigHash, "e.config_hash"},
+    {RunColumn::kDeviceName, "e.device_name"},
+    {RunColumn::kCandidateIndex, "e.candidate_index"},
+    {RunColumn::kReplicate, "e.replicate"},
+    {RunColumn::kValBpb, "res.val_bpb"},
+};
+static_assert(ColumnsInOrder(kRunSelect, RunColumn::kCount), "kRunSelect lists RunColumn in order");
+
+const std::string& RunSelectSql() {
+  static const std::string kSql = SelectList(kRunSelect) +
+                                  "FROM experiments e LEFT JOIN results res ON res.experiment_id = "
+                                  "e.id AND res.attempt = e.attempt ";
+  return kSql;
+}
+
+// A row of RunSelectSql().
 void RowToRun(const SqliteStatement& st, RoundRun* r) {
-  r->experiment_id = st.ColumnInt(0);
-  r->recipe_id = st.ColumnInt(1);
-  r->reused_from_id = st.ColumnInt(2);
-  r->name = st.ColumnText(3);
-  r->role = st.ColumnText(4);
-  r->state = st.ColumnText(5);
-  r->config_hash = st.ColumnText(6);
-  r->device_name = st.ColumnText(7);
-  r->candidate_index = static_cast<int>(st.ColumnInt(8));
-  r->replicate = static_cast<int>(st.ColumnInt(9));
-  r->has_val_bpb = !st.IsNull(10);
-  r->val_bpb = r->has_val_bpb ? st.ColumnDouble(10) : 0.0;
+  r->experiment_id = st.ColumnInt(RunColumn::kExperimentId);
+  r->recipe_id = st.ColumnInt(RunColumn::kRecipeId);
+  r->reused_from_id = st.ColumnInt(RunColumn::kReusedFromId);
+  r->name = st.ColumnText(RunColumn::kName);
+  r->role = st.ColumnText(RunColumn::kRole);
+  r->state = st.ColumnText(RunColumn::kState);
+  r->config_hash = st.ColumnText(RunColumn::kConfigHash);
+  r->device_name = st.ColumnText(RunColumn::kDeviceName);
+  r->candidate_index = static_cast<int>(st.ColumnInt(RunColumn::kCandidateIndex));
+  r->replicate = static_cast<int>(st.ColumnInt(RunColumn::kReplicate));
+  r->has_val_bpb = !st.IsNull(RunColumn::kValBpb);
+  r->val_bpb = r->has_val_bpb ? st.ColumnDouble(RunColumn::kValBpb) : 0.0;
 }
 
 Status ReadRuns(SqliteStatement* st, std::vector<RoundRun>* out) {
@@ -62,7 +96,7 @@ Status RoundTable::ListRoundsToDecide(std::vector<RoundToDecide>* out) {
 }
 
 Status RoundTable::GetRoundState(int64_t round_id, RoundToDecide* round, std::string* state,
-                                      int* unfinished) {
+                                 int* unfinished) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
@@ -91,17 +125,17 @@ Status RoundTable::ListRoundRuns(int64_t round_id, std::vector<RoundRun>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(
-      db_->conn()->Prepare(std::string(kRunColumns) + "WHERE e.round_id = ? ORDER BY e.id", &st));
+      db_->conn()->Prepare(RunSelectSql() + "WHERE e.round_id = ? ORDER BY e.id", &st));
   st.Bind(1, round_id);
   return ReadRuns(&st, out);
 }
 
 Status RoundTable::ListEarlierConfigRuns(int64_t campaign_id, const std::string& config_hash,
-                                              int64_t round_id, std::vector<RoundRun>* out) {
+                                         int64_t round_id, std::vector<RoundRun>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
-      std::string(kRunColumns) +
+      RunSelectSql() +
           "WHERE e.campaign_id = ? AND e.config_hash = ? AND e.round_id <> ? "
           "AND e.reused_from_id IS NULL AND e.state IN ('succeeded', 'diverged') ORDER BY e.id",
       &st));
@@ -194,6 +228,5 @@ Status RoundTable::StoreRoundDecision(const RoundDecisionRecord& rec) {
                                         {"reason", rec.head_reason}}));
   });
 }
-
 
 }  // namespace xv::store

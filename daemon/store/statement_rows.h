@@ -1,11 +1,12 @@
 // Reading the rows of a SqliteStatement, the shape every list and lookup of the store shares:
 // ForEachRow steps a prepared statement to its end handing each row to a callback, and
 // SelectOneByIdOrName prepares, binds and steps the lookup of one row by id or by name with the
-// NotFound error that names what was asked for ("plan id 3: no such plan"); LookupCampaignId and the
-// SQL list of terminal states, shared by the tables that read campaigns and rounds.
+// NotFound error that names what was asked for ("plan id 3: no such plan"); LookupCampaignId and
+// the SQL list of terminal states, shared by the tables that read campaigns and rounds.
 // Thread-safety: as SqliteStatement and SqliteConnection (the caller holds the store's mutex).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -36,6 +37,38 @@ Status SelectOneByIdOrName(SqliteConnection* conn, const std::string& select,
                            const std::string& id_column, const std::string& name_column,
                            const std::string& what, int64_t id, const std::string& name,
                            SqliteStatement* st);
+
+// One column of a SELECT list: its position and its SQL expression. A table of these, listed in
+// the order of the positions (ColumnsInOrder checks it at compile time), is the one place where a
+// position and its expression are written, so that reads by name cannot drift from the list:
+//   struct PlanColumn { enum : int { kId, kName, kCount }; };
+//   constexpr SelectColumn kPlanSelect[] = {{PlanColumn::kId, "p.id"}, {PlanColumn::kName,
+//   "p.name"}}; static_assert(ColumnsInOrder(kPlanSelect, PlanColumn::kCount));
+struct SelectColumn {
+  int position;
+  const char* sql;
+};
+
+// True when columns[i].position == i for every column and there are exactly `count`.
+template <size_t N>
+constexpr bool ColumnsInOrder(const SelectColumn (&columns)[N], int count) {
+  if (static_cast<int>(N) != count) return false;
+  for (size_t i = 0; i < N; ++i) {
+    if (columns[i].position != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
+// "SELECT <expr>, <expr>, ... " over `columns`, in order, ready for its FROM clause.
+template <size_t N>
+std::string SelectList(const SelectColumn (&columns)[N]) {
+  std::string sql = "SELECT ";
+  for (size_t i = 0; i < N; ++i) {
+    if (i > 0) sql += ", ";
+    sql += columns[i].sql;
+  }
+  return sql + " ";
+}
 
 // The experiment states that end an experiment, as an SQL list for `state IN ...`.
 constexpr const char* kTerminalStatesSql =

@@ -63,7 +63,6 @@ struct SubmissionIds {
   std::vector<int64_t> experiment_ids;
 };
 
-
 // An attempt handed to a worker and not finished yet (state assigned or running).
 struct ActiveAttempt {
   int64_t experiment_id = 0;
@@ -73,7 +72,6 @@ struct ActiveAttempt {
   int64_t assigned_age_ms = 0;  // how long ago it was assigned
   int64_t campaign_id = 0;
 };
-
 
 // A campaign to create (CreateCampaign): its base recipe becomes the head.
 struct NewCampaign {

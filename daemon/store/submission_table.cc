@@ -256,10 +256,10 @@ Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, Submissi
       SqliteStatement st;
       // A superset of what sched::MayReuseResult accepts (it needs a success), narrowed in SQL so
       // that a large campaign is not read whole; ReuseEarlierResult decides.
-      XV_RETURN_IF_ERROR(c->Prepare(
-          "SELECT DISTINCT recipe_id FROM experiments WHERE campaign_id = ? AND state = "
-          "'succeeded'",
-          &st));
+      XV_RETURN_IF_ERROR(
+          c->Prepare("SELECT DISTINCT recipe_id FROM experiments WHERE campaign_id = ? AND state = "
+                     "'succeeded'",
+                     &st));
       st.Bind(1, result.campaign_id);
       XV_RETURN_IF_ERROR(
           ForEachRow(&st, [&](const SqliteStatement& row) { reusable.insert(row.ColumnInt(0)); }));
@@ -323,6 +323,5 @@ Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, Submissi
   *ids = std::move(result);
   return Status::Ok();
 }
-
 
 }  // namespace xv::store

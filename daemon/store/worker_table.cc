@@ -24,12 +24,12 @@ constexpr int kIdleWorkerHorizonHours = 24;
 Status WorkerTable::ListWorkers(std::vector<xv::v1::WorkerInfo>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(
-      db_->conn()->Prepare("SELECT w.id, w.name, w.state, w.device_json, COALESCE(w.last_heartbeat, ''), "
-                     "(SELECT MIN(e.id) FROM experiments e WHERE e.worker_id = w.id "
-                     " AND e.state IN ('assigned', 'running')), w.probe_json, "
-                     "w.probe_matmul_tflops, w.probe_bandwidth_gbs FROM workers w ORDER BY w.id",
-                     &st));
+  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+      "SELECT w.id, w.name, w.state, w.device_json, COALESCE(w.last_heartbeat, ''), "
+      "(SELECT MIN(e.id) FROM experiments e WHERE e.worker_id = w.id "
+      " AND e.state IN ('assigned', 'running')), w.probe_json, "
+      "w.probe_matmul_tflops, w.probe_bandwidth_gbs FROM workers w ORDER BY w.id",
+      &st));
   bool row = false;
   while (true) {
     XV_RETURN_IF_ERROR(st.Step(&row));
@@ -172,6 +172,5 @@ Status WorkerTable::TouchWorker(int64_t worker_id) {
   st.Bind(1, worker_id);
   return st.Run();
 }
-
 
 }  // namespace xv::store

@@ -61,7 +61,8 @@ TEST(DecideFinishedOutcome, UnknownOrDaemonOwnStateIsFailedCrashed) {
     AttemptOutcome out = DecideFinishedOutcome(r);
     EXPECT_EQ(out.state, ExperimentState::kFailed) << state;
     EXPECT_EQ(out.failure_kind, "crashed") << state;
-    EXPECT_EQ(out.failure_detail, "worker reported unknown state '" + std::string(state) + "': boom");
+    EXPECT_EQ(out.failure_detail,
+              "worker reported unknown state '" + std::string(state) + "': boom");
   }
   FinishedReport kind_given = Report("nope", StoredSummary::kNone);
   kind_given.failure_kind = "oom";
@@ -71,9 +72,9 @@ TEST(DecideFinishedOutcome, UnknownOrDaemonOwnStateIsFailedCrashed) {
 }
 
 TEST(DecideFinishedOutcome, ReportedEndsPassThrough) {
-  for (ExperimentState s : {ExperimentState::kDiverged, ExperimentState::kFailed,
-                            ExperimentState::kInvalid, ExperimentState::kTimedOut,
-                            ExperimentState::kCancelled}) {
+  for (ExperimentState s :
+       {ExperimentState::kDiverged, ExperimentState::kFailed, ExperimentState::kInvalid,
+        ExperimentState::kTimedOut, ExperimentState::kCancelled}) {
     FinishedReport r = Report(std::string(ToString(s)), StoredSummary::kNone);
     r.failure_kind = "k";
     r.failure_detail = "d";
@@ -105,11 +106,10 @@ TEST(ExperimentTakesOutcome, LateSuccessWinsWhileRequeuedOrLost) {
 }
 
 TEST(ExperimentTakesOutcome, EndedExperimentsNeverMove) {
-  for (ExperimentState now : {ExperimentState::kSucceeded, ExperimentState::kDiverged,
-                              ExperimentState::kFailed, ExperimentState::kInvalid,
-                              ExperimentState::kCancelled, ExperimentState::kTimedOut}) {
-    EXPECT_FALSE(ExperimentTakesOutcome({now, 1}, 1, ExperimentState::kSucceeded))
-        << ToString(now);
+  for (ExperimentState now :
+       {ExperimentState::kSucceeded, ExperimentState::kDiverged, ExperimentState::kFailed,
+        ExperimentState::kInvalid, ExperimentState::kCancelled, ExperimentState::kTimedOut}) {
+    EXPECT_FALSE(ExperimentTakesOutcome({now, 1}, 1, ExperimentState::kSucceeded)) << ToString(now);
   }
 }
 
@@ -117,9 +117,9 @@ TEST(MayReuseResult, OnlyASucceededOriginalWithAResult) {
   EXPECT_TRUE(MayReuseResult({ExperimentState::kSucceeded, false, true}));
   EXPECT_FALSE(MayReuseResult({ExperimentState::kSucceeded, true, true}));    // a reuse row
   EXPECT_FALSE(MayReuseResult({ExperimentState::kSucceeded, false, false}));  // no result row
-  for (ExperimentState s : {ExperimentState::kQueued, ExperimentState::kRunning,
-                            ExperimentState::kDiverged, ExperimentState::kFailed,
-                            ExperimentState::kInvalid, ExperimentState::kLost}) {
+  for (ExperimentState s :
+       {ExperimentState::kQueued, ExperimentState::kRunning, ExperimentState::kDiverged,
+        ExperimentState::kFailed, ExperimentState::kInvalid, ExperimentState::kLost}) {
     EXPECT_FALSE(MayReuseResult({s, false, true})) << ToString(s);
   }
 }
