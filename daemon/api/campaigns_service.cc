@@ -98,12 +98,12 @@ grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext*,
 }
 
 grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req,
-                                        const std::string& state, xv::v1::Campaign* resp) {
+                                        CampaignState state, xv::v1::Campaign* resp) {
   Status s = CheckRequestLimits(req);
   if (!s.ok()) return ToGrpcStatus(s);
   s = store_->campaigns().SetCampaignState(req.id(), req.name(), state);
   if (!s.ok()) return ToGrpcStatus(s);
-  if (state == "active") dispatcher_->Schedule();
+  if (state == CampaignState::kActive) dispatcher_->Schedule();
   return ToGrpcStatus(store_->campaigns().GetCampaign(req.id(), req.name(), false, resp));
 }
 
@@ -113,7 +113,7 @@ grpc::Status CampaignsService::PauseCampaign(grpc::ServerContext* ctx,
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "PauseCampaign"); !limited.ok()) {
     return limited;
   }
-  return SetState(*req, "paused", resp);
+  return SetState(*req, CampaignState::kPaused, resp);
 }
 
 grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext* ctx,
@@ -122,7 +122,7 @@ grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext* ctx,
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "ResumeCampaign"); !limited.ok()) {
     return limited;
   }
-  return SetState(*req, "active", resp);
+  return SetState(*req, CampaignState::kActive, resp);
 }
 
 grpc::Status CampaignsService::Decide(grpc::ServerContext* ctx, const xv::v1::DecideRequest* req,
@@ -135,7 +135,7 @@ grpc::Status CampaignsService::Decide(grpc::ServerContext* ctx, const xv::v1::De
   s = closer_->DecideManually(req->round_id(), req->keep_experiment_id(), req->reason());
   if (!s.ok()) return ToGrpcStatus(s);
   store::RoundToDecide round;
-  std::string state;
+  RoundState state = RoundState::kOpen;
   int unfinished = 0;
   s = store_->rounds().GetRoundState(req->round_id(), &round, &state, &unfinished);
   if (!s.ok()) return ToGrpcStatus(s);

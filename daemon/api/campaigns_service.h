@@ -3,6 +3,7 @@
 // round closer. Thread-safety: gRPC calls the methods concurrently; all state lives in the store.
 #pragma once
 
+#include "common/run_states.h"
 #include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/round_closer.h"
@@ -38,7 +39,7 @@ class CampaignsService final : public xv::v1::Campaigns::Service {
   void SetRateLimiter(CallerRateLimiter* limiter) { rate_limiter_ = limiter; }
 
  private:
-  grpc::Status SetState(const xv::v1::GetCampaignRequest& req, const std::string& state,
+  grpc::Status SetState(const xv::v1::GetCampaignRequest& req, CampaignState state,
                         xv::v1::Campaign* resp);
 
   store::Store* const store_;

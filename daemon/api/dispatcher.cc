@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/run_states.h"
 #include "daemon/api/budget_contract.h"
 #include "daemon/sched/placement.h"
 
@@ -127,7 +128,7 @@ Status Dispatcher::Drain(const std::string& worker, bool all, const std::string&
     return Status::NotFound("worker '" + worker + "': no such worker (see xvctl status)");
   }
   for (const auto& s : targets) {
-    Status st = store_->workers().SetWorkerState(s->worker_id(), "draining");
+    Status st = store_->workers().SetWorkerState(s->worker_id(), WorkerState::kDraining);
     if (!st.ok()) spdlog::warn("drain: worker {}: {}", s->name(), st.ToString());
     xv::v1::DaemonMessage msg;
     msg.mutable_drain()->set_reason(reason);
@@ -311,7 +312,7 @@ void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<WorkerSession>& ses
       return;
     case store::ReclaimDecision::Outcome::kReclaimed:
       spdlog::warn("experiment {} attempt {} reclaimed ({}): {}", experiment_id, attempt,
-                   decision.state, decision.reason);
+                   ToString(decision.state), decision.reason);
       return;
     case store::ReclaimDecision::Outcome::kRefused: {
       spdlog::info("worker {}: cancelling experiment {} attempt {}: {}", session->name(),

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/recipe.h"
+#include "common/run_states.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
 #include "daemon/api/request_limits.h"
@@ -148,7 +149,7 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "Cancel"); !limited.ok()) {
     return limited;
   }
-  std::string state;
+  ExperimentState state = ExperimentState::kQueued;
   int64_t worker_id = 0;
   int attempt = 0;
   xv::Status s = store_->attempts().CancelExperiment(req->experiment_id(), &state, &worker_id, &attempt);
@@ -156,7 +157,7 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::
   if (worker_id != 0) {
     dispatcher_->SendCancel(worker_id, req->experiment_id(), attempt, "cancelled by request");
   }
-  resp->set_state(state);
+  resp->set_state(std::string(ToString(state)));
   return grpc::Status::OK;
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "common/run_states.h"
 #include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
 #include "daemon/sched/plan_spec.h"
@@ -110,11 +111,11 @@ Status FailureBoundary(store::Store* store, const PlanPhase& phase, int64_t roun
   XV_RETURN_IF_ERROR(store->rounds().ListRoundRuns(round_id, &runs));
   std::map<std::string, std::string> by_value;  // value text -> how it ended
   for (const auto& r : runs) {
-    if (r.role != "candidate") continue;
+    if (r.role != RunRole::kCandidate) continue;
     const auto eq = r.name.find('=');
     const std::string value = eq == std::string::npos ? r.name : r.name.substr(eq + 1);
-    std::string how = r.state;
-    if (r.state == "succeeded" && (!r.has_val_bpb || !std::isfinite(r.val_bpb))) how = "nan";
+    std::string how(ToString(r.state));
+    if (r.state == ExperimentState::kSucceeded && (!r.has_val_bpb || !std::isfinite(r.val_bpb))) how = "nan";
     by_value[value] = how;
   }
   std::string last_ok, first_bad, first_bad_how, after;
@@ -172,12 +173,12 @@ Status PlanRunner::Advance(int64_t plan_id) {
 
 Status PlanRunner::Pause(int64_t plan_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  return SetStateLocked(plan_id, "running", "paused", "paused by request");
+  return SetStateLocked(plan_id, PlanState::kRunning, PlanState::kPaused, "paused by request");
 }
 
 Status PlanRunner::Resume(int64_t plan_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  XV_RETURN_IF_ERROR(SetStateLocked(plan_id, "paused", "running", ""));
+  XV_RETURN_IF_ERROR(SetStateLocked(plan_id, PlanState::kPaused, PlanState::kRunning, ""));
   return AdvanceLocked(plan_id);
 }
 
@@ -186,18 +187,18 @@ Status PlanRunner::Cancel(int64_t plan_id) {
   store::StoredPlan plan;
   XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
   bool updated = false;
-  if (plan.state == "running" || plan.state == "paused") {
-    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, plan.state, "cancelled", plan.current_phase,
+  if (plan.state == PlanState::kRunning || plan.state == PlanState::kPaused) {
+    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, plan.state, PlanState::kCancelled, plan.current_phase,
                                           plan.outcomes_json, "cancelled by request", &updated));
   }
   if (!updated) {
     return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
-                                      ") has already ended: " + plan.state);
+                                      ") has already ended: " + std::string(ToString(plan.state)));
   }
   return Status::Ok();
 }
 
-Status PlanRunner::SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
+Status PlanRunner::SetStateLocked(int64_t plan_id, PlanState from, PlanState to,
                                   const std::string& reason) {
   store::StoredPlan plan;
   XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
@@ -208,23 +209,24 @@ Status PlanRunner::SetStateLocked(int64_t plan_id, const std::string& from, cons
   }
   if (!updated) {
     return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
-                                      ") is " + plan.state + ", not " + from);
+                                      ") is " + std::string(ToString(plan.state)) + ", not " +
+                                      std::string(ToString(from)));
   }
-  spdlog::info("plan {} ({}): {}", plan.id, plan.name, to == "paused" ? "paused" : "resumed");
+  spdlog::info("plan {} ({}): {}", plan.id, plan.name, to == PlanState::kPaused ? "paused" : "resumed");
   return Status::Ok();
 }
 
 Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   store::StoredPlan plan;
   XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
-  if (plan.state != "running") return Status::Ok();
+  if (plan.state != PlanState::kRunning) return Status::Ok();
   json outcomes = ParseBoundedJsonOrDiscarded(plan.outcomes_json);
   if (!outcomes.is_array()) outcomes = json::array();
   bool updated = false;
   sched::PlanSpec spec;
   Status parsed = sched::ParsePlanYaml(plan.yaml, &spec);
   if (!parsed.ok()) {
-    return store_->plans().UpdatePlan(plan.id, "running", "failed", plan.current_phase,
+    return store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kFailed, plan.current_phase,
                               DumpJsonLossless(outcomes), "plan: " + parsed.message(), &updated);
   }
   while (outcomes.size() < spec.phases.size()) outcomes.push_back({{"state", "pending"}});
@@ -232,8 +234,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   // Each pass either waits (returns) or moves one phase on; bounded by the number of phases.
   for (size_t pass = 0; pass <= spec.phases.size() + 1; ++pass) {
     if (phase >= static_cast<int>(spec.phases.size())) {
-      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(
-          plan.id, "running", "done", phase, DumpJsonLossless(outcomes),
+      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kDone, phase, DumpJsonLossless(outcomes),
           "all " + std::to_string(spec.phases.size()) + " phases finished", &updated));
       if (updated) spdlog::info("plan {} ({}): done", plan.id, plan.name);
       return Status::Ok();
@@ -254,7 +255,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       Status s = BuildPhaseRound(store_, limits_, plan, ph, phase, &sub, &skip);
       if (!s.ok()) {
         out = {{"state", "failed"}, {"outcome", s.message()}};
-        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", "failed", phase,
+        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kFailed, phase,
                                               DumpJsonLossless(outcomes),
                                               where + ": " + s.message(), &updated));
         spdlog::warn("plan {} ({}): failed at {}: {}", plan.id, plan.name, where, s.message());
@@ -263,7 +264,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (!skip.empty()) {
         out = {{"state", "skipped"}, {"outcome", skip}};
         ++phase;
-        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", "running", phase,
+        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kRunning, phase,
                                               DumpJsonLossless(outcomes), "", &updated));
         if (!updated) return Status::Ok();
         spdlog::info("plan {} ({}): {} {}", plan.id, plan.name, where, skip);
@@ -274,7 +275,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (s.code() == Status::Code::kAlreadyExists) continue;  // built meanwhile: look again
       XV_RETURN_IF_ERROR(s);
       out = {{"state", "running"}, {"round_id", ids.round_id}};
-      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", "running", phase,
+      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kRunning, phase,
                                             DumpJsonLossless(outcomes), "", &updated));
       spdlog::info("plan {} ({}): {} round {} with {} experiment(s)", plan.id, plan.name, where,
                    ids.round_id, ids.experiment_ids.size());
@@ -282,17 +283,18 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (dispatcher_ != nullptr) dispatcher_->Schedule();
       continue;  // a round decided at once moves on in the next pass
     }
-    if (round->state == "open") {
+    if (round->state == RoundState::kOpen) {
       if (out.value("round_id", int64_t{0}) != round->round_id) {
         // Stored before a restart, not yet recorded in the plan.
         out = {{"state", "running"}, {"round_id", round->round_id}};
-        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", "running", phase,
+        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kRunning, phase,
                                               DumpJsonLossless(outcomes), "", &updated));
       }
       return Status::Ok();
     }
     // Decided (or cancelled by hand): record the outcome and move on.
-    std::string line = round->state == "cancelled" ? "round cancelled" : round->decision_summary;
+    std::string line =
+        round->state == RoundState::kCancelled ? "round cancelled" : round->decision_summary;
     out = {{"state", "decided"},
            {"round_id", round->round_id},
            {"kept", round->kept_candidate.empty() ? json() : json(round->kept_candidate)}};
@@ -303,15 +305,16 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
     }
     out["outcome"] = line;
     ++phase;
-    std::string state = "running", reason;
+    PlanState state = PlanState::kRunning;
+    std::string reason;
     if (ph.stop_if_no_keep && round->kept_candidate.empty()) {
-      state = "done";
+      state = PlanState::kDone;
       reason = "stopped after " + where + ": stop_if no_keep and nothing was kept";
       for (size_t i = phase; i < outcomes.size(); ++i) outcomes[i] = {{"state", "stopped"}};
     }
-    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, "running", state, phase,
+    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, state, phase,
                                           DumpJsonLossless(outcomes), reason, &updated));
-    if (!updated || state != "running") {
+    if (!updated || state != PlanState::kRunning) {
       if (updated) spdlog::info("plan {} ({}): {}", plan.id, plan.name, reason);
       return Status::Ok();
     }
@@ -323,7 +326,7 @@ Status PlanRunner::Describe(const store::StoredPlan& plan, bool with_yaml, xv::v
   out->set_id(plan.id);
   out->set_name(plan.name);
   out->set_campaign(plan.campaign);
-  out->set_state(plan.state);
+  out->set_state(std::string(ToString(plan.state)));
   out->set_current_phase(plan.current_phase);
   out->set_reason(plan.reason);
   out->set_created_at(plan.created_at);
@@ -352,11 +355,11 @@ Status PlanRunner::Describe(const store::StoredPlan& plan, bool with_yaml, xv::v
       p->set_round_id(r.round_id);
       if (p->state() == "pending" || p->state() == "running") {
         // Not recorded by the plan yet (it ended, or the next step has not run).
-        if (r.state == "open") {
+        if (r.state == RoundState::kOpen) {
           p->set_state("running");
           p->set_outcome(std::to_string(r.unfinished) + " experiment(s) unfinished");
         } else {
-          p->set_state(r.state == "decided" ? "decided" : "cancelled");
+          p->set_state(r.state == RoundState::kDecided ? "decided" : "cancelled");
           p->set_outcome(r.decision_summary);
           p->set_kept_candidate(r.kept_candidate);
         }

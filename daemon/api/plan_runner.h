@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/run_states.h"
 #include "common/status.h"
 #include "daemon/api/dispatcher.h"
 #include "daemon/api/round_closer.h"
@@ -63,7 +64,7 @@ class PlanRunner {
  private:
   Status AdvanceLocked(int64_t plan_id);
   // Moves the plan from `from` to `to` (keeping its phase and outcomes) under mu_.
-  Status SetStateLocked(int64_t plan_id, const std::string& from, const std::string& to,
+  Status SetStateLocked(int64_t plan_id, PlanState from, PlanState to,
                         const std::string& reason);
 
   store::Store* const store_;

@@ -5,6 +5,7 @@
 
 #include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
+#include "common/run_states.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/api/grpc_status.h"
 #include "daemon/api/request_limits.h"
@@ -164,7 +165,7 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::Ge
   std::vector<store::PlanRound> rounds;
   s = store_->plans().ListPlanRounds(plan.id, &rounds);
   for (const auto& r : rounds) {
-    if (!s.ok() || r.state != "open") continue;
+    if (!s.ok() || r.state != RoundState::kOpen) continue;
     xv::v1::ListExperimentsRequest lr;
     lr.set_round_id(r.round_id);
     lr.set_limit(1000);
@@ -173,7 +174,7 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::Ge
     for (const auto& e : exps) {
       if (!s.ok()) break;
       if (e.state() != "queued" && e.state() != "assigned" && e.state() != "running") continue;
-      std::string state;
+      ExperimentState state = ExperimentState::kQueued;
       int64_t worker_id = 0;
       int attempt = 0;
       s = store_->attempts().CancelExperiment(e.id(), &state, &worker_id, &attempt);

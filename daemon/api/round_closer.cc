@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "common/run_states.h"
 #include "daemon/api/campaign_policy.h"
 #include "daemon/sched/round_decider.h"
 #include "daemon/sched/welch_test.h"
@@ -21,13 +22,13 @@ namespace {
 bool ToRunOutcome(const store::RoundRun& run, sched::RunOutcome* out) {
   out->experiment_id = run.experiment_id;
   out->device_class = run.device_name;
-  if (run.state == "succeeded") {
+  if (run.state == ExperimentState::kSucceeded) {
     // A val_bpb that cannot be true (stored before results were judged) counts as non-finite.
     out->val_bpb =
         run.has_val_bpb && run.val_bpb > 0 ? run.val_bpb : std::numeric_limits<double>::quiet_NaN();
     return true;
   }
-  if (run.state == "diverged") {
+  if (run.state == ExperimentState::kDiverged) {
     out->diverged = true;
     if (run.has_val_bpb) out->val_bpb = run.val_bpb;
     return true;
@@ -91,11 +92,12 @@ Status RoundCloser::DecideReadyRounds(int* decided) {
 
 Status RoundCloser::DecideRound(int64_t round_id) {
   store::RoundToDecide round;
-  std::string state;
+  RoundState state = RoundState::kOpen;
   int unfinished = 0;
   XV_RETURN_IF_ERROR(store_->rounds().GetRoundState(round_id, &round, &state, &unfinished));
-  if (state != "open") {
-    return Status::FailedPrecondition("round " + std::to_string(round_id) + " is " + state);
+  if (state != RoundState::kOpen) {
+    return Status::FailedPrecondition("round " + std::to_string(round_id) + " is " +
+                                      std::string(ToString(state)));
   }
   if (unfinished > 0) {
     return Status::FailedPrecondition("round " + std::to_string(round_id) + " has " +
@@ -123,7 +125,7 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
   for (const auto& run : runs) {
     sched::RunOutcome outcome;
     const bool measured = ToRunOutcome(run, &outcome);
-    if (run.role == "control") {
+    if (run.role == RunRole::kControl) {
       if (measured && counted.insert(OriginalRun(run)).second) head_runs.push_back(outcome);
       continue;
     }
@@ -161,27 +163,28 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
   j["head_runs"] = head_runs.size();
   for (const auto& c : decision.candidates) {
     record.candidates[c.name] = {
-        c.keep ? "keep" : "discard",
+        c.keep ? Decision::kKeep : Decision::kDiscard,
         std::string(sched::DecisionReasonName(c.reason)) + ": " + c.reason_text};
   }
   // keep_rule none (failure maps): the round records; nothing is kept whatever the test says.
-  if (round.keep_rule == "none" && decision.kept_index) {
+  if (round.keep_rule == KeepRule::kNone && decision.kept_index) {
     const size_t idx = *decision.kept_index;
     const std::string& name = decision.candidates[idx].name;
-    record.candidates[name] = {"discard", "record_only: passed, but this round keeps nothing"};
+    record.candidates[name] = {Decision::kDiscard,
+                               "record_only: passed, but this round keeps nothing"};
     j["candidates"][idx]["decision"] = "discard";
     j["candidates"][idx]["reason"] = "record_only";
     decision.kept_index.reset();
     j["kept"] = nullptr;
     record.summary = "record only: " + record.summary;
   }
-  if (round.kind == "confirm") {
+  if (round.kind == RoundKind::kConfirm) {
     // The fresh runs of this round alone: the head's controls and each candidate's replicates.
     std::vector<sched::RunOutcome> fresh_head;
     std::set<int64_t> seen;
     for (const auto& run : runs) {
       sched::RunOutcome outcome;
-      if (run.role == "control" && ToRunOutcome(run, &outcome) &&
+      if (run.role == RunRole::kControl && ToRunOutcome(run, &outcome) &&
           seen.insert(OriginalRun(run)).second) {
         fresh_head.push_back(outcome);
       }
@@ -204,7 +207,7 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
     j["confirm"] = confirm;
     record.summary = line + (candidates.empty() ? "" : "; " + record.summary);
   }
-  if (round.kind == "ablation") {
+  if (round.kind == RoundKind::kAblation) {
     // Which of the head's changes matter: dropping knob k ("-k") matters when the candidate is
     // worse than the head by a one-sided Welch test at the policy's confidence (no correction:
     // calling a change "matters" errs on keeping it) and by at least min_effect, or when it made
@@ -272,7 +275,7 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
 Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
                                    const std::string& reason) {
   store::RoundToDecide round;
-  std::string state;
+  RoundState state = RoundState::kOpen;
   int unfinished = 0;
   XV_RETURN_IF_ERROR(store_->rounds().GetRoundState(round_id, &round, &state, &unfinished));
   CampaignPolicy policy;
@@ -282,8 +285,9 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
                                       ": the campaign's policy decides automatically (decide: "
                                       "auto)");
   }
-  if (state != "open") {
-    return Status::FailedPrecondition("round " + std::to_string(round_id) + " is already " + state);
+  if (state != RoundState::kOpen) {
+    return Status::FailedPrecondition("round " + std::to_string(round_id) + " is already " +
+                                      std::string(ToString(state)));
   }
   if (unfinished > 0) {
     return Status::FailedPrecondition("round " + std::to_string(round_id) + " has " +
@@ -296,13 +300,13 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
   if (keep_experiment_id != 0) {
     for (const auto& run : runs) {
       if (run.experiment_id != keep_experiment_id) continue;
-      if (run.role != "candidate") {
+      if (run.role != RunRole::kCandidate) {
         return Status::InvalidArgument("keep_experiment_id: " + std::to_string(keep_experiment_id) +
                                        " is a head control, not a candidate");
       }
-      if (run.state != "succeeded") {
+      if (run.state != ExperimentState::kSucceeded) {
         return Status::InvalidArgument("keep_experiment_id: " + std::to_string(keep_experiment_id) +
-                                       " ended " + run.state +
+                                       " ended " + std::string(ToString(run.state)) +
                                        "; only a succeeded run can be kept");
       }
       kept_name = run.name;
@@ -323,9 +327,9 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
                      {"kept_experiment_id", keep_experiment_id},
                      {"reason", why}});
   for (const auto& run : runs) {
-    if (run.role != "candidate") continue;
+    if (run.role != RunRole::kCandidate) continue;
     const bool keep = run.name == kept_name;
-    record.candidates[run.name] = {keep ? "keep" : "discard",
+    record.candidates[run.name] = {keep ? Decision::kKeep : Decision::kDiscard,
                                    std::string(keep ? "manual_keep: " : "manual_discard: ") + why};
   }
   if (!kept_name.empty()) {

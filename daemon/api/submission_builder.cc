@@ -11,6 +11,7 @@
 #include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
 #include "common/recipe_knobs.h"
+#include "common/run_states.h"
 #include "common/untrusted_text.h"
 #include "daemon/api/campaign_policy.h"
 
@@ -134,7 +135,9 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
   sub.base_recipe_json = RecipeToJson(base).dump();
   sub.base_resolved_json = ResolvedConfigJson(base, base_sizes).dump();
   sub.base_config_hash = ConfigHashWithoutSeed(base);
-  sub.kind = kind;
+  if (!ParseRoundKind(kind, &sub.kind)) {
+    return Status::InvalidArgument("kind: " + QuoteExcerpt(req.kind()) + ": not a round kind");
+  }
 
   std::vector<xv::v1::Candidate> candidates(req.candidates().begin(), req.candidates().end());
   if (candidates.empty() && !plan.controls_only) candidates.emplace_back();
@@ -208,7 +211,7 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
     e.name = "head";
     e.candidate_index = -1;
     e.replicate = rep;
-    e.role = "control";
+    e.role = RunRole::kControl;
     sub.experiments.push_back(std::move(e));
   }
   *out = std::move(sub);
@@ -343,7 +346,7 @@ Status BuildCampaignRound(store::Store* store, const xv::v1::SubmitRequest& req,
   sub->campaign = name;
   sub->plan_id = options.plan_id;
   sub->plan_phase = options.plan_phase;
-  if (options.failure_map) sub->keep_rule = "none";
+  if (options.failure_map) sub->keep_rule = KeepRule::kNone;
   return Status::Ok();
 }
 

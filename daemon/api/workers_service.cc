@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "common/run_states.h"
 #include "common/untrusted_text.h"
 #include "daemon/api/event_batcher.h"
 #include "daemon/api/worker_message_edge.h"
@@ -263,7 +264,7 @@ grpc::Status WorkersService::Session(
   session->Close(/*cancel_rpc=*/false);
   writer.join();
   if (!dispatcher_->IsConnected(worker_id)) {
-    s = store_->workers().SetWorkerState(worker_id, "offline");
+    s = store_->workers().SetWorkerState(worker_id, WorkerState::kOffline);
     if (!s.ok()) spdlog::warn("worker {}: {}", reg.worker_name(), s.ToString());
   }
   if (!protocol_error.empty()) {

@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "common/run_states.h"
 #include "daemon/store/event_log.h"
+#include "daemon/store/statement_rows.h"
 
 namespace xv::store {
 namespace {
@@ -31,7 +33,9 @@ Status AttemptLedger::AssignExperiment(int64_t experiment_id, int64_t worker_id,
     bool row = false;
     XV_RETURN_IF_ERROR(sel.Step(&row));
     if (!row) return Status::NotFound("experiment " + std::to_string(experiment_id));
-    if (sel.ColumnText(0) != "queued") {
+    ExperimentState state = ExperimentState::kQueued;
+    XV_RETURN_IF_ERROR(ColumnEnum(sel, 0, ParseExperimentState, "experiments.state", &state));
+    if (state != ExperimentState::kQueued) {
       return Status::FailedPrecondition("experiment " + std::to_string(experiment_id) + " is " +
                                         sel.ColumnText(0) + ", not queued");
     }
@@ -85,9 +89,10 @@ Status AttemptLedger::MarkAttemptLost(int64_t experiment_id, int attempt, const 
     bool row = false;
     XV_RETURN_IF_ERROR(sel.Step(&row));
     if (!row) return Status::NotFound("experiment " + std::to_string(experiment_id));
-    std::string state = sel.ColumnText(0);
+    ExperimentState state = ExperimentState::kQueued;
+    XV_RETURN_IF_ERROR(ColumnEnum(sel, 0, ParseExperimentState, "experiments.state", &state));
     if (max_attempts <= 0) max_attempts = static_cast<int>(sel.ColumnInt(2));
-    if (sel.ColumnInt(1) != attempt || (state != "assigned" && state != "running")) {
+    if (sel.ColumnInt(1) != attempt || !IsActive(state)) {
       return Status::Ok();
     }
     SqliteStatement at;
@@ -125,7 +130,7 @@ Status AttemptLedger::MarkAttemptLost(int64_t experiment_id, int attempt, const 
   });
 }
 
-Status AttemptLedger::CancelExperiment(int64_t experiment_id, std::string* state,
+Status AttemptLedger::CancelExperiment(int64_t experiment_id, ExperimentState* state,
                                        int64_t* worker_id, int* attempt) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   *worker_id = 0;
@@ -141,9 +146,9 @@ Status AttemptLedger::CancelExperiment(int64_t experiment_id, std::string* state
     XV_RETURN_IF_ERROR(sel.Step(&row));
     if (!row)
       return Status::NotFound("experiment " + std::to_string(experiment_id) + " does not exist");
-    *state = sel.ColumnText(0);
-    if (*state != "queued" && *state != "assigned" && *state != "running") return Status::Ok();
-    if (*state != "queued") {
+    XV_RETURN_IF_ERROR(ColumnEnum(sel, 0, ParseExperimentState, "experiments.state", state));
+    if (IsTerminal(*state)) return Status::Ok();
+    if (*state != ExperimentState::kQueued) {
       *attempt = static_cast<int>(sel.ColumnInt(1));
       *worker_id = sel.IsNull(2) ? 0 : sel.ColumnInt(2);
     }
@@ -154,7 +159,7 @@ Status AttemptLedger::CancelExperiment(int64_t experiment_id, std::string* state
         &up));
     up.Bind(1, experiment_id);
     XV_RETURN_IF_ERROR(up.Run());
-    *state = "cancelled";
+    *state = ExperimentState::kCancelled;
     SqliteStatement ev;
     XV_RETURN_IF_ERROR(c->Prepare(
         "INSERT INTO events(source, experiment_id, type, json) VALUES ('audit', ?, 'cancel', '{}')",

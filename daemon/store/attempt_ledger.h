@@ -34,7 +34,7 @@ class AttemptLedger {
   // Cancels a queued experiment at once, or an assigned/running one (then *worker_id is the worker
   // to tell, with *attempt). *state receives the state after the call; terminal experiments are
   // unchanged.
-  Status CancelExperiment(int64_t experiment_id, std::string* state, int64_t* worker_id,
+  Status CancelExperiment(int64_t experiment_id, ExperimentState* state, int64_t* worker_id,
                           int* attempt);
   // Applies a batch of events from `worker_id` in one transaction: each new (experiment, attempt,
   // seq) is stored once and interpreted (start -> running + device, step -> metrics + progress, nan

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "common/run_states.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/statement_rows.h"
 
@@ -197,11 +198,11 @@ Status CampaignTable::ListCampaigns(std::vector<xv::v1::Campaign>* out) {
       &st, [out](const SqliteStatement& row) { RowToCampaign(row, &out->emplace_back()); });
 }
 
-Status CampaignTable::SetCampaignState(int64_t id, const std::string& name,
-                                       const std::string& state) {
+Status CampaignTable::SetCampaignState(int64_t id, const std::string& name, CampaignState state) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
-  if (state != "active" && state != "paused") {
-    return Status::InvalidArgument("state: must be active or paused, got '" + state + "'");
+  if (state != CampaignState::kActive && state != CampaignState::kPaused) {
+    return Status::InvalidArgument("state: must be active or paused, got '" +
+                                   std::string(ToString(state)) + "'");
   }
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();
@@ -210,7 +211,7 @@ Status CampaignTable::SetCampaignState(int64_t id, const std::string& name,
     XV_RETURN_IF_ERROR(LookupCampaignId(c, id, name, &cid));
     SqliteStatement st;
     XV_RETURN_IF_ERROR(c->Prepare("UPDATE campaigns SET state = ? WHERE id = ?", &st));
-    st.Bind(1, state).Bind(2, cid);
+    st.Bind(1, std::string(ToString(state))).Bind(2, cid);
     return st.Run();
   });
 }
@@ -230,7 +231,7 @@ Status CampaignTable::FindCampaignHead(const std::string& name, bool* found, Cam
   *found = row;
   if (!row) return Status::Ok();
   out->id = st.ColumnInt(0);
-  out->state = st.ColumnText(1);
+  XV_RETURN_IF_ERROR(ColumnEnum(st, 1, ParseCampaignState, "campaigns.state", &out->state));
   out->policy_json = st.ColumnText(2);
   out->trainer = st.ColumnText(3);
   out->head_recipe_json = st.ColumnText(4);

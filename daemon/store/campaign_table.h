@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_states.h"
 #include "common/status.h"
 #include "daemon/store/database.h"
 #include "daemon/store/store_rows.h"
@@ -23,8 +24,8 @@ class CampaignTable {
   // and head_history too.
   Status GetCampaign(int64_t id, const std::string& name, bool detail, xv::v1::Campaign* out);
   Status ListCampaigns(std::vector<xv::v1::Campaign>* out);
-  // state: active | paused. NotFound as GetCampaign.
-  Status SetCampaignState(int64_t id, const std::string& name, const std::string& state);
+  // state: kActive or kPaused (InvalidArgument otherwise). NotFound as GetCampaign.
+  Status SetCampaignState(int64_t id, const std::string& name, CampaignState state);
   // *found = false when no campaign has this name.
   Status FindCampaignHead(const std::string& name, bool* found, CampaignHead* out);
   // The largest seed of any experiment of the campaign (*any = false when it has none), so that

@@ -233,6 +233,31 @@ Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
   }
   return Status::Ok();
 }
+// One ended run of a knob value: its run count, and the failure column its state counts in.
+void CountEndedRun(ExperimentState state, bool nan, xv::v1::KnobFailure* k) {
+  k->set_runs(k->runs() + 1);
+  switch (state) {
+    case ExperimentState::kDiverged:
+      k->set_diverged(k->diverged() + 1);
+      break;
+    case ExperimentState::kFailed:
+    case ExperimentState::kInvalid:
+    case ExperimentState::kLost:
+      k->set_crashed(k->crashed() + 1);
+      break;
+    case ExperimentState::kTimedOut:
+      k->set_timed_out(k->timed_out() + 1);
+      break;
+    case ExperimentState::kQueued:
+    case ExperimentState::kAssigned:
+    case ExperimentState::kRunning:
+    case ExperimentState::kSucceeded:
+    case ExperimentState::kCancelled:
+      break;
+  }
+  if (nan) k->set_nan_runs(k->nan_runs() + 1);
+}
+
 }  // namespace
 
 Status ExperimentQueries::ListExperiments(const xv::v1::ListExperimentsRequest& req,
@@ -246,7 +271,8 @@ Status ExperimentQueries::ListExperiments(const xv::v1::ListExperimentsRequest& 
     where += " AND e.id < ?";
     params.push_back({false, "", req.after_id()});
   }
-  if (req.decision() == "control") {
+  // "control" filters on the role: head controls are measured, never decided on.
+  if (req.decision() == ToString(RunRole::kControl)) {
     where += " AND e.role = 'control'";
   } else if (!req.decision().empty()) {
     where += " AND e.role = 'candidate' AND e.decision = ?";
@@ -366,9 +392,14 @@ Status ExperimentQueries::ListActive(std::vector<ActiveAttempt>* out) {
   while (true) {
     XV_RETURN_IF_ERROR(st.Step(&row));
     if (!row) break;
-    out->push_back({st.ColumnInt(0), static_cast<int>(st.ColumnInt(1)),
-                    st.IsNull(2) ? 0 : st.ColumnInt(2), st.ColumnText(3), st.ColumnInt(4),
-                    st.IsNull(5) ? 0 : st.ColumnInt(5)});
+    ActiveAttempt a;
+    a.experiment_id = st.ColumnInt(0);
+    a.attempt = static_cast<int>(st.ColumnInt(1));
+    a.worker_id = st.IsNull(2) ? 0 : st.ColumnInt(2);
+    XV_RETURN_IF_ERROR(ColumnEnum(st, 3, ParseExperimentState, "experiments.state", &a.state));
+    a.assigned_age_ms = st.ColumnInt(4);
+    a.campaign_id = st.IsNull(5) ? 0 : st.ColumnInt(5);
+    out->push_back(std::move(a));
   }
   return Status::Ok();
 }
@@ -416,18 +447,14 @@ Status ExperimentQueries::FailureSummary(int64_t campaign_id, const std::string&
     if (!row) break;
     nlohmann::json overrides = ParseBoundedJsonOrDiscarded(st.ColumnText(0));
     if (!overrides.is_object()) continue;
-    const std::string state = st.ColumnText(1);
-    const bool nan = st.ColumnInt(2) != 0 || state == "diverged";
+    ExperimentState state = ExperimentState::kQueued;
+    XV_RETURN_IF_ERROR(ColumnEnum(st, 1, ParseExperimentState, "experiments.state", &state));
+    const bool nan = st.ColumnInt(2) != 0 || state == ExperimentState::kDiverged;
     for (auto it = overrides.begin(); it != overrides.end(); ++it) {
       xv::v1::KnobFailure& k = by_value[{it.key(), it.value().dump()}];
       k.set_knob(it.key());
       k.set_value(it.value().dump());
-      k.set_runs(k.runs() + 1);
-      if (state == "diverged") k.set_diverged(k.diverged() + 1);
-      if (state == "failed" || state == "invalid" || state == "lost")
-        k.set_crashed(k.crashed() + 1);
-      if (state == "timed_out") k.set_timed_out(k.timed_out() + 1);
-      if (nan) k.set_nan_runs(k.nan_runs() + 1);
+      CountEndedRun(state, nan, &k);
     }
   }
   for (auto& [key, k] : by_value) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "common/run_states.h"
 #include "daemon/store/statement_rows.h"
 
 namespace xv::store {
@@ -51,19 +52,20 @@ const std::string& PlanSelectSql() {
   return kSql;
 }
 
-void RowToPlan(const SqliteStatement& st, StoredPlan* p) {
+Status RowToPlan(const SqliteStatement& st, StoredPlan* p) {
   p->id = st.ColumnInt(PlanColumn::kId);
   p->campaign_id = st.ColumnInt(PlanColumn::kCampaignId);
   p->campaign = st.ColumnText(PlanColumn::kCampaign);
   p->name = st.ColumnText(PlanColumn::kName);
   p->yaml = st.ColumnText(PlanColumn::kYaml);
-  p->state = st.ColumnText(PlanColumn::kState);
+  XV_RETURN_IF_ERROR(ColumnEnum(st, PlanColumn::kState, ParsePlanState, "plans.state", &p->state));
   p->current_phase = static_cast<int>(st.ColumnInt(PlanColumn::kCurrentPhase));
   p->outcomes_json = st.ColumnText(PlanColumn::kOutcomesJson);
   p->reason = st.ColumnText(PlanColumn::kReason);
   p->submitter = st.ColumnText(PlanColumn::kSubmitter);
   p->created_at = st.ColumnText(PlanColumn::kCreatedAt);
   p->updated_at = st.ColumnText(PlanColumn::kUpdatedAt);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -95,8 +97,7 @@ Status PlanTable::GetPlan(int64_t id, const std::string& name, StoredPlan* out) 
   SqliteStatement st;
   XV_RETURN_IF_ERROR(
       SelectOneByIdOrName(db_->conn(), PlanSelectSql(), "p.id", "p.name", "plan", id, name, &st));
-  RowToPlan(st, out);
-  return Status::Ok();
+  return RowToPlan(st, out);
 }
 
 Status PlanTable::ListPlans(const std::string& state, std::vector<StoredPlan>* out) {
@@ -109,8 +110,8 @@ Status PlanTable::ListPlans(const std::string& state, std::vector<StoredPlan>* o
         db_->conn()->Prepare(PlanSelectSql() + "WHERE p.state = ? ORDER BY p.id", &st));
     st.Bind(1, state);
   }
-  return ForEachRow(&st,
-                    [out](const SqliteStatement& row) { RowToPlan(row, &out->emplace_back()); });
+  return ForEachRow(
+      &st, [out](const SqliteStatement& row) { return RowToPlan(row, &out->emplace_back()); });
 }
 
 Status PlanTable::ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* out) {
@@ -124,22 +125,22 @@ Status PlanTable::ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* out) {
       "WHERE rd.plan_id = ? ORDER BY rd.plan_phase",
       &st));
   st.Bind(1, plan_id);
-  return ForEachRow(&st, [out](const SqliteStatement& row) {
+  return ForEachRow(&st, [out](const SqliteStatement& row) -> Status {
     PlanRound& r = out->emplace_back();
     r.round_id = row.ColumnInt(0);
     r.phase = static_cast<int>(row.ColumnInt(1));
-    r.state = row.ColumnText(2);
+    XV_RETURN_IF_ERROR(ColumnEnum(row, 2, ParseRoundState, "rounds.state", &r.state));
     r.decision_summary = row.ColumnText(3);
     r.decision_json = row.ColumnText(4);
     r.kept_candidate = row.ColumnText(5);
     r.unfinished = static_cast<int>(row.ColumnInt(6));
+    return Status::Ok();
   });
 }
 
-Status PlanTable::UpdatePlan(int64_t plan_id, const std::string& expected_state,
-                             const std::string& state, int current_phase,
-                             const std::string& outcomes_json, const std::string& reason,
-                             bool* updated) {
+Status PlanTable::UpdatePlan(int64_t plan_id, PlanState expected_state, PlanState state,
+                             int current_phase, const std::string& outcomes_json,
+                             const std::string& reason, bool* updated) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();
@@ -149,12 +150,12 @@ Status PlanTable::UpdatePlan(int64_t plan_id, const std::string& expected_state,
         c->Prepare("UPDATE plans SET state = ?, current_phase = ?, outcomes_json = ?, reason = ?, "
                    "updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ? AND state = ?",
                    &up));
-    up.Bind(1, state)
+    up.Bind(1, std::string(ToString(state)))
         .Bind(2, current_phase)
         .Bind(3, outcomes_json)
         .Bind(4, reason)
         .Bind(5, plan_id)
-        .Bind(6, expected_state);
+        .Bind(6, std::string(ToString(expected_state)));
     XV_RETURN_IF_ERROR(up.Run());
     *updated = c->Changes() > 0;
     return Status::Ok();

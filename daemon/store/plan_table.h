@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_states.h"
 #include "common/status.h"
 #include "daemon/store/database.h"
 #include "daemon/store/store_rows.h"
@@ -26,9 +27,8 @@ class PlanTable {
   Status ListPlanRounds(int64_t plan_id, std::vector<PlanRound>* out);
   // Records progress when the plan is still in `expected_state` (*updated = false otherwise, e.g.
   // cancelled meanwhile): state, current phase, outcomes and reason in one write.
-  Status UpdatePlan(int64_t plan_id, const std::string& expected_state, const std::string& state,
-                    int current_phase, const std::string& outcomes_json, const std::string& reason,
-                    bool* updated);
+  Status UpdatePlan(int64_t plan_id, PlanState expected_state, PlanState state, int current_phase,
+                    const std::string& outcomes_json, const std::string& reason, bool* updated);
 
  private:
   Database* db_;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "common/run_states.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/statement_rows.h"
 
@@ -52,23 +53,26 @@ const std::string& RunSelectSql() {
 }
 
 // A row of RunSelectSql().
-void RowToRun(const SqliteStatement& st, RoundRun* r) {
+Status RowToRun(const SqliteStatement& st, RoundRun* r) {
   r->experiment_id = st.ColumnInt(RunColumn::kExperimentId);
   r->recipe_id = st.ColumnInt(RunColumn::kRecipeId);
   r->reused_from_id = st.ColumnInt(RunColumn::kReusedFromId);
   r->name = st.ColumnText(RunColumn::kName);
-  r->role = st.ColumnText(RunColumn::kRole);
-  r->state = st.ColumnText(RunColumn::kState);
+  XV_RETURN_IF_ERROR(ColumnEnum(st, RunColumn::kRole, ParseRunRole, "experiments.role", &r->role));
+  XV_RETURN_IF_ERROR(
+      ColumnEnum(st, RunColumn::kState, ParseExperimentState, "experiments.state", &r->state));
   r->config_hash = st.ColumnText(RunColumn::kConfigHash);
   r->device_name = st.ColumnText(RunColumn::kDeviceName);
   r->candidate_index = static_cast<int>(st.ColumnInt(RunColumn::kCandidateIndex));
   r->replicate = static_cast<int>(st.ColumnInt(RunColumn::kReplicate));
   r->has_val_bpb = !st.IsNull(RunColumn::kValBpb);
   r->val_bpb = r->has_val_bpb ? st.ColumnDouble(RunColumn::kValBpb) : 0.0;
+  return Status::Ok();
 }
 
 Status ReadRuns(SqliteStatement* st, std::vector<RoundRun>* out) {
-  return ForEachRow(st, [out](const SqliteStatement& row) { RowToRun(row, &out->emplace_back()); });
+  return ForEachRow(
+      st, [out](const SqliteStatement& row) { return RowToRun(row, &out->emplace_back()); });
 }
 
 }  // namespace
@@ -84,18 +88,18 @@ Status RoundTable::ListRoundsToDecide(std::vector<RoundToDecide>* out) {
       "AND NOT EXISTS (SELECT 1 FROM experiments x WHERE x.round_id = rd.id AND x.state NOT IN " +
           std::string(kTerminalStatesSql) + ") ORDER BY rd.id",
       &st));
-  return ForEachRow(&st, [out](const SqliteStatement& row) {
+  return ForEachRow(&st, [out](const SqliteStatement& row) -> Status {
     RoundToDecide& r = out->emplace_back();
     r.round_id = row.ColumnInt(0);
     r.campaign_id = row.ColumnInt(1);
     r.policy_json = row.ColumnText(2);
     r.head_config_hash = row.ColumnText(3);
-    r.kind = row.ColumnText(4);
-    r.keep_rule = row.ColumnText(5);
+    XV_RETURN_IF_ERROR(ColumnEnum(row, 4, ParseRoundKind, "rounds.kind", &r.kind));
+    return ColumnEnum(row, 5, ParseKeepRule, "rounds.keep_rule", &r.keep_rule);
   });
 }
 
-Status RoundTable::GetRoundState(int64_t round_id, RoundToDecide* round, std::string* state,
+Status RoundTable::GetRoundState(int64_t round_id, RoundToDecide* round, RoundState* state,
                                  int* unfinished) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
@@ -114,11 +118,10 @@ Status RoundTable::GetRoundState(int64_t round_id, RoundToDecide* round, std::st
   round->campaign_id = st.ColumnInt(0);
   round->policy_json = st.ColumnText(1);
   round->head_config_hash = st.ColumnText(2);
-  *state = st.ColumnText(3);
+  XV_RETURN_IF_ERROR(ColumnEnum(st, 3, ParseRoundState, "rounds.state", state));
   *unfinished = static_cast<int>(st.ColumnInt(4));
-  round->kind = st.ColumnText(5);
-  round->keep_rule = st.ColumnText(6);
-  return Status::Ok();
+  XV_RETURN_IF_ERROR(ColumnEnum(st, 5, ParseRoundKind, "rounds.kind", &round->kind));
+  return ColumnEnum(st, 6, ParseKeepRule, "rounds.keep_rule", &round->keep_rule);
 }
 
 Status RoundTable::ListRoundRuns(int64_t round_id, std::vector<RoundRun>* out) {
@@ -156,7 +159,9 @@ Status RoundTable::StoreRoundDecision(const RoundDecisionRecord& rec) {
     if (!row)
       return Status::NotFound("round_id " + std::to_string(rec.round_id) + ": no such round");
     const int64_t campaign_id = rd.ColumnInt(0);
-    if (rd.ColumnText(1) != "open") {
+    RoundState state = RoundState::kOpen;
+    XV_RETURN_IF_ERROR(ColumnEnum(rd, 1, ParseRoundState, "rounds.state", &state));
+    if (state != RoundState::kOpen) {
       return Status::FailedPrecondition("round " + std::to_string(rec.round_id) + " is already " +
                                         rd.ColumnText(1));
     }
@@ -188,7 +193,10 @@ Status RoundTable::StoreRoundDecision(const RoundDecisionRecord& rec) {
     for (const auto& [name, d] : rec.candidates) {
       // Reset re-reports the previous Run's error, which was already returned.
       (void)dec.Reset();
-      dec.Bind(1, d.first).Bind(2, d.second).Bind(3, rec.round_id).Bind(4, name);
+      dec.Bind(1, std::string(ToString(d.first)))
+          .Bind(2, d.second)
+          .Bind(3, rec.round_id)
+          .Bind(4, name);
       XV_RETURN_IF_ERROR(dec.Run());
     }
     if (rec.kept_experiment_id == 0) return Status::Ok();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_states.h"
 #include "common/status.h"
 #include "daemon/store/database.h"
 #include "daemon/store/store_rows.h"
@@ -20,7 +21,7 @@ class RoundTable {
   // Open rounds of campaigns with a policy whose experiments are all terminal.
   Status ListRoundsToDecide(std::vector<RoundToDecide>* out);
   // The round's campaign id, policy, state and the number of unfinished experiments.
-  Status GetRoundState(int64_t round_id, RoundToDecide* round, std::string* state, int* unfinished);
+  Status GetRoundState(int64_t round_id, RoundToDecide* round, RoundState* state, int* unfinished);
   // Every experiment of the round.
   Status ListRoundRuns(int64_t round_id, std::vector<RoundRun>* out);
   // Finished (succeeded or diverged) runs of `config_hash` in the campaign outside `round_id`,

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include "common/status.h"
 #include "daemon/store/sqlite_connection.h"
@@ -16,15 +18,32 @@
 namespace xv::store {
 
 // Steps `st` (prepared and bound) through all its rows, calling on_row(const SqliteStatement&)
-// for each; returns the first Step error, else OK after the last row.
+// for each; returns the first Step error (or, when on_row returns Status, its first error), else
+// OK after the last row.
 template <typename OnRow>
 Status ForEachRow(SqliteStatement* st, OnRow&& on_row) {
   bool row = false;
   while (true) {
     XV_RETURN_IF_ERROR(st->Step(&row));
     if (!row) return Status::Ok();
-    on_row(static_cast<const SqliteStatement&>(*st));
+    const SqliteStatement& current = *st;
+    if constexpr (std::is_same_v<decltype(on_row(current)), Status>) {
+      XV_RETURN_IF_ERROR(on_row(current));  // a row it cannot read ends the walk
+    } else {
+      on_row(current);
+    }
   }
+}
+
+// Column `col` as one of the enums of common/run_states.h, through its parser
+// (ParseExperimentState, ...). DataLoss naming `what` and the text when it is none of the names
+// (the schema's CHECK constraints allow only those: the file was changed behind the daemon).
+template <typename Enum>
+Status ColumnEnum(const SqliteStatement& st, int col, bool (*parse)(std::string_view, Enum*),
+                  const char* what, Enum* out) {
+  const std::string text = st.ColumnText(col);
+  if (parse(text, out)) return Status::Ok();
+  return Status::DataLoss(std::string(what) + ": unknown value '" + text + "' in the database");
 }
 
 // One row of a table by id or, when id is 0, by name (the newest row of that name, where names

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/run_states.h"
 #include "daemon/sched/placement_inputs.h"
 #include "xv/v1/experiments.pb.h"
 #include "xv/v1/workers.pb.h"
@@ -34,8 +35,8 @@ struct NewExperiment {
   std::string device_requirement = "any";  // any | gpu
   double time_budget_s = 0;
   double hard_deadline_s = 0;
-  std::string role = "candidate";  // candidate | control (a run of the round's head config)
-  std::string config_hash;         // CanonicalHash of the resolved config with seed 0
+  RunRole role = RunRole::kCandidate;  // or kControl: a run of the round's head config
+  std::string config_hash;             // CanonicalHash of the resolved config with seed 0
 };
 
 // Everything one Submit stores, in one transaction.
@@ -46,7 +47,7 @@ struct NewSubmission {
   std::string trainer = "libtorch";
   int priority = 0;
   std::string submitter;
-  std::string kind = "candidates";  // candidates | sweep | ablation | confirm
+  RoundKind kind = RoundKind::kCandidates;
   std::string base_hash, base_recipe_json, base_resolved_json;
   std::string base_config_hash;  // the head the round compares with, seed 0
   std::vector<NewExperiment> experiments;
@@ -54,7 +55,7 @@ struct NewSubmission {
   // one round per (plan_id, plan_phase): a second insert fails with AlreadyExists.
   int64_t plan_id = 0;
   int plan_phase = 0;
-  std::string keep_rule = "best";  // best | none (the round only records; nothing is kept)
+  KeepRule keep_rule = KeepRule::kBest;  // kNone: the round only records; nothing is kept
 };
 
 struct SubmissionIds {
@@ -68,8 +69,8 @@ struct ActiveAttempt {
   int64_t experiment_id = 0;
   int attempt = 0;
   int64_t worker_id = 0;
-  std::string state;
-  int64_t assigned_age_ms = 0;  // how long ago it was assigned
+  ExperimentState state = ExperimentState::kAssigned;  // assigned or running
+  int64_t assigned_age_ms = 0;                         // how long ago it was assigned
   int64_t campaign_id = 0;
 };
 
@@ -88,7 +89,7 @@ struct NewCampaign {
 // What Submit needs to know about an existing campaign.
 struct CampaignHead {
   int64_t id = 0;
-  std::string state;        // active | paused | done
+  CampaignState state = CampaignState::kActive;
   std::string policy_json;  // "{}": no policy
   std::string trainer;
   std::string head_recipe_json;
@@ -103,8 +104,8 @@ struct RoundToDecide {
   int64_t campaign_id = 0;
   std::string policy_json;
   std::string head_config_hash;
-  std::string kind = "candidates";  // rounds.kind
-  std::string keep_rule = "best";   // rounds.keep_rule
+  RoundKind kind = RoundKind::kCandidates;  // rounds.kind
+  KeepRule keep_rule = KeepRule::kBest;     // rounds.keep_rule
 };
 
 // One experiment as the decision sees it.
@@ -113,8 +114,8 @@ struct RoundRun {
   int64_t recipe_id = 0;
   int64_t reused_from_id = 0;
   std::string name;
-  std::string role;  // candidate | control
-  std::string state;
+  RunRole role = RunRole::kCandidate;
+  ExperimentState state = ExperimentState::kQueued;
   std::string config_hash;
   std::string device_name;
   int candidate_index = 0;
@@ -132,7 +133,7 @@ struct RoundDecisionRecord {
   int64_t kept_experiment_id = 0;  // 0: nothing kept, the head stays
   std::string head_reason;         // head_history.reason when the head moves
   // Per candidate name: decision (keep | discard) and reason, applied to its experiments.
-  std::map<std::string, std::pair<std::string, std::string>> candidates;
+  std::map<std::string, std::pair<Decision, std::string>> candidates;
 };
 
 // A stored plan (migrations/0003_plans.sql).
@@ -142,7 +143,7 @@ struct StoredPlan {
   std::string campaign;
   std::string name;
   std::string yaml;
-  std::string state;  // running | paused | done | failed | cancelled
+  PlanState state = PlanState::kRunning;
   int current_phase = 0;
   std::string outcomes_json = "[]";
   std::string reason;
@@ -154,7 +155,7 @@ struct StoredPlan {
 struct PlanRound {
   int64_t round_id = 0;
   int phase = 0;
-  std::string state;  // open | decided | cancelled
+  RoundState state = RoundState::kOpen;
   std::string decision_summary;
   std::string decision_json;
   std::string kept_candidate;  // "" when nothing was kept
@@ -193,6 +194,7 @@ struct ReclaimDecision {
   };
   Outcome outcome = Outcome::kRefused;
   std::string reason;  // kReclaimed: what was withdrawn; kRefused: why (for the Cancel and logs)
-  std::string state;   // kReclaimed: the experiment's state now (assigned or running)
+  // kReclaimed: the experiment's state now (assigned or running).
+  ExperimentState state = ExperimentState::kQueued;
 };
 }  // namespace xv::store

@@ -222,7 +222,7 @@ Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, Submissi
                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      &st));
       st.Bind(1, result.campaign_id)
-          .Bind(2, sub.kind)
+          .Bind(2, std::string(ToString(sub.kind)))
           .Bind(3, base_recipe_id)
           .Bind(4, sub.recipe_name)
           .Bind(5, sub.recipe_yaml)
@@ -245,7 +245,7 @@ Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, Submissi
       } else {
         st.Bind(8, std::optional<int64_t>()).Bind(9, std::optional<int64_t>());
       }
-      st.Bind(10, sub.keep_rule);
+      st.Bind(10, std::string(ToString(sub.keep_rule)));
       XV_RETURN_IF_ERROR(st.Run());
       result.round_id = c->LastInsertRowId();
     }
@@ -290,7 +290,7 @@ Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, Submissi
           .Bind(11, sub.priority)
           .Bind(12, e.time_budget_s)
           .Bind(13, e.hard_deadline_s)
-          .Bind(14, e.role)
+          .Bind(14, std::string(ToString(e.role)))
           .Bind(15, e.config_hash);
       XV_RETURN_IF_ERROR(ins.Run().WithContext("experiment " + e.name + ": "));
       const int64_t new_id = c->LastInsertRowId();

@@ -9,6 +9,7 @@
 #include "common/bounded_json.h"
 #include "common/bounded_json_or_discarded.h"
 #include "common/probe_figures.h"
+#include "common/run_states.h"
 #include "daemon/store/stored_text.h"
 
 namespace xv::store {
@@ -147,13 +148,13 @@ Status WorkerTable::UpsertWorker(const xv::v1::Register& reg, int64_t* worker_id
   });
 }
 
-Status WorkerTable::SetWorkerState(int64_t worker_id, const std::string& state) {
+Status WorkerTable::SetWorkerState(int64_t worker_id, WorkerState state) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
       "UPDATE workers SET state = ?, last_heartbeat = " XV_NOW " WHERE id = ?", &st));
-  st.Bind(1, state).Bind(2, worker_id);
+  st.Bind(1, std::string(ToString(state))).Bind(2, worker_id);
   return st.Run();
 }
 

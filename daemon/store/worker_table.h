@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_states.h"
 #include "common/status.h"
 #include "daemon/store/database.h"
 #include "xv/v1/experiments.pb.h"
@@ -19,8 +20,8 @@ class WorkerTable {
 
   // Creates or updates the worker row named reg.worker_name(); state becomes idle.
   Status UpsertWorker(const xv::v1::Register& reg, int64_t* worker_id);
-  // state: idle | busy | draining | offline. Also stamps last_heartbeat.
-  Status SetWorkerState(int64_t worker_id, const std::string& state);
+  // Sets the worker's state; also stamps last_heartbeat.
+  Status SetWorkerState(int64_t worker_id, WorkerState state);
   // Stamps last_heartbeat only.
   Status TouchWorker(int64_t worker_id);
   // At daemon start no worker is connected yet: every worker row becomes offline.

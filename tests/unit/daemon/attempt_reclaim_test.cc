@@ -135,7 +135,7 @@ TEST_F(AttemptReclaimTest, ReclaimsWhileTheRequeueIsQueued) {
 
   ReclaimDecision d = Reclaim(w1_, exp, 1);
   ASSERT_EQ(d.outcome, Outcome::kReclaimed) << d.reason;
-  EXPECT_EQ(d.state, "running");
+  EXPECT_EQ(d.state, ExperimentState::kRunning);
   EXPECT_NE(d.reason.find("w1"), std::string::npos) << d.reason;
   xv::v1::Experiment e = Get(exp);
   EXPECT_EQ(e.state(), "running");
@@ -236,7 +236,7 @@ TEST_F(AttemptReclaimTest, RefusesWhenCancelled) {
   const int64_t exp = SubmitOne();
   AssignAndRun(exp, w1_, 1, 2);
   ASSERT_TRUE(Lose(exp, 1));
-  std::string state;
+  ExperimentState state = ExperimentState::kQueued;
   int64_t worker = 0;
   int attempt = 0;
   ASSERT_TRUE(store_->attempts().CancelExperiment(exp, &state, &worker, &attempt).ok());

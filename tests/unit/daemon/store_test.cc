@@ -771,14 +771,14 @@ TEST(Plausibility, ImplausibleFiguresEndTheRunInvalidNamingTheField) {
 }
 
 TEST_F(StoreWithWorker, CancelQueuedAndRunning) {
-  std::string state;
+  ExperimentState state = ExperimentState::kQueued;
   int64_t worker = -1;
   int attempt = -1;
   ASSERT_TRUE(store_->attempts().CancelExperiment(ids_.experiment_ids[1], &state, &worker, &attempt).ok());
-  EXPECT_EQ(state, "cancelled");
+  EXPECT_EQ(state, ExperimentState::kCancelled);
   EXPECT_EQ(worker, 0);
   ASSERT_TRUE(store_->attempts().CancelExperiment(ids_.experiment_ids[0], &state, &worker, &attempt).ok());
-  EXPECT_EQ(state, "cancelled");
+  EXPECT_EQ(state, ExperimentState::kCancelled);
   EXPECT_EQ(worker, worker_);
   EXPECT_EQ(attempt, 1);
   // The worker's Finished(cancelled) keeps the state and is acknowledged.
@@ -805,7 +805,7 @@ TEST_F(StoreWithWorker, CountQueuedByTrainerCountsOnlyQueuedExperiments) {
   unnamed.trainer = "";  // an empty trainer is the default one
   SubmissionIds unnamed_ids;
   ASSERT_TRUE(store_->submissions().InsertSubmission(unnamed, &unnamed_ids).ok());
-  std::string state;
+  ExperimentState state = ExperimentState::kQueued;
   int64_t worker = 0;
   int attempt = 0;
   ASSERT_TRUE(
@@ -848,7 +848,7 @@ TEST(Lookup, CampaignsAndPlansByIdOrNameWithNotFoundNamingTheRequest) {
   Status s = store->campaigns().GetCampaign(99, "", false, &c);
   EXPECT_EQ(s.code(), Status::Code::kNotFound);
   EXPECT_EQ(s.message(), "campaign id 99: no such campaign");
-  s = store->campaigns().SetCampaignState(0, "nope", "paused");
+  s = store->campaigns().SetCampaignState(0, "nope", CampaignState::kPaused);
   EXPECT_EQ(s.code(), Status::Code::kNotFound);
   EXPECT_EQ(s.message(), "campaign 'nope': no such campaign");
   std::vector<xv::v1::Campaign> campaigns;
@@ -871,7 +871,7 @@ TEST(Lookup, CampaignsAndPlansByIdOrNameWithNotFoundNamingTheRequest) {
   EXPECT_EQ(plan.campaign, "lr");
   ASSERT_TRUE(store->plans().GetPlan(plan_ids[0], "", &plan).ok());
   EXPECT_EQ(plan.name, "nightly");
-  EXPECT_EQ(plan.state, "running");
+  EXPECT_EQ(plan.state, PlanState::kRunning);
   s = store->plans().GetPlan(99, "", &plan);
   EXPECT_EQ(s.code(), Status::Code::kNotFound);
   EXPECT_EQ(s.message(), "plan id 99: no such plan");
