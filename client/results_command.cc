@@ -14,7 +14,7 @@
 #include "client/failure_summary_view.h"
 #include "client/numeric_ref.h"
 #include "common/bounded_json.h"
-#include "daemon/store/store.h"
+#include "daemon/store/results_reader.h"
 
 namespace xv::client {
 namespace {
@@ -47,9 +47,9 @@ int RunFailures(const ResultsArgs& a, const ClientOptions& options) {
     }
     std::cerr << "xvctl: no xvd answers at " << client.address() << "; reading " << db
               << " read-only" << std::endl;
-    std::unique_ptr<store::Store> store;
-    st = store::Store::OpenReadOnly(db, &store);
-    if (st.ok()) st = store->experiments().FailureSummary(req.campaign_id(), req.campaign(), &knobs);
+    std::unique_ptr<store::ResultsReader> store;
+    st = store::ResultsReader::Open(db, &store);
+    if (st.ok()) st = store->FailureSummary(req.campaign_id(), req.campaign(), &knobs);
   }
   if (!st.ok()) return ReportError(st);
   if (a.json) {
