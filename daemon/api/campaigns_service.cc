@@ -13,8 +13,8 @@
 
 namespace xv::daemon {
 
-CampaignsService::CampaignsService(store::Store* store, Dispatcher* dispatcher,
-                                   RoundCloser* closer, SubmissionLimits limits)
+CampaignsService::CampaignsService(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer,
+                                   SubmissionLimits limits)
     : store_(store), dispatcher_(dispatcher), closer_(closer), limits_(limits) {}
 
 grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext* ctx,
@@ -97,8 +97,8 @@ grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req,
-                                        CampaignState state, xv::v1::Campaign* resp) {
+grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req, CampaignState state,
+                                        xv::v1::Campaign* resp) {
   Status s = CheckRequestLimits(req);
   if (!s.ok()) return ToGrpcStatus(s);
   s = store_->campaigns().SetCampaignState(req.id(), req.name(), state);

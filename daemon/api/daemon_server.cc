@@ -98,7 +98,7 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
       }
       if (fault.empty()) {
         s = st->database().MaintainWal(std::chrono::milliseconds(options.wal_checkpoint_ms),
-                            std::chrono::milliseconds(options.wal_idle_ms));
+                                       std::chrono::milliseconds(options.wal_idle_ms));
         if (!s.ok()) spdlog::warn("WAL checkpoint: {}", s.ToString());
       }
     });

@@ -239,7 +239,7 @@ void Dispatcher::Schedule() {
        sched::PlanPlacements(queued, slots, history, CampaignFreeSlots(queued, active))) {
     xv::v1::DaemonMessage msg;
     s = store_->attempts().AssignExperiment(p.experiment_id, p.worker_id,
-                                 msg.mutable_assign()->mutable_spec());
+                                            msg.mutable_assign()->mutable_spec());
     if (!s.ok()) {
       spdlog::warn("assign experiment {}: {}", p.experiment_id, s.ToString());
       continue;
@@ -277,8 +277,8 @@ void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
       bool requeued = false;
       std::string detail = "no contact from worker " + std::to_string(a.worker_id) + " within " +
                            std::to_string(options_.lease_ms) + " ms";
-      s = store_->attempts().MarkAttemptLost(a.experiment_id, a.attempt, detail, options_.max_attempts,
-                                  &requeued);
+      s = store_->attempts().MarkAttemptLost(a.experiment_id, a.attempt, detail,
+                                             options_.max_attempts, &requeued);
       if (!s.ok()) {
         spdlog::error("lease check: experiment {}: {}", a.experiment_id, s.ToString());
         continue;
@@ -296,11 +296,13 @@ void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<WorkerSession>& ses
                                        int64_t experiment_id, int attempt) {
   // The common case (a reconnect while the attempt is still held) is a read, not a transaction.
   bool active = false;
-  Status s = store_->attempts().IsActiveAttemptOf(session->worker_id(), experiment_id, attempt, &active);
+  Status s =
+      store_->attempts().IsActiveAttemptOf(session->worker_id(), experiment_id, attempt, &active);
   if (s.ok() && active) return;
   store::ReclaimDecision decision;
   if (s.ok()) {
-    s = store_->attempts().ReclaimLostAttempt(session->worker_id(), experiment_id, attempt, &decision);
+    s = store_->attempts().ReclaimLostAttempt(session->worker_id(), experiment_id, attempt,
+                                              &decision);
   }
   if (!s.ok()) {
     spdlog::error("worker {}: experiment {} attempt {}: reclaim: {}", session->name(),
@@ -366,8 +368,8 @@ void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& 
     bool requeued = false;
     const std::string detail =
         "worker " + std::to_string(worker_id) + " does not report it in its heartbeats";
-    s = store_->attempts().MarkAttemptLost(a.experiment_id, a.attempt, detail, options_.max_attempts,
-                                &requeued);
+    s = store_->attempts().MarkAttemptLost(a.experiment_id, a.attempt, detail,
+                                           options_.max_attempts, &requeued);
     if (!s.ok()) {
       spdlog::error("heartbeat reconcile: experiment {}: {}", a.experiment_id, s.ToString());
       continue;

@@ -49,7 +49,8 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
   s = store_->submissions().InsertSubmission(sub, &ids);
   if (!s.ok()) {
     spdlog::error("submit: {}", BoundedStatusMessage(s.ToString()));
-    if (s.code() != xv::Status::Code::kFailedPrecondition && !store_->database().WriteFault().empty()) {
+    if (s.code() != xv::Status::Code::kFailedPrecondition &&
+        !store_->database().WriteFault().empty()) {
       s = xv::Status::FailedPrecondition("the daemon is in read-only mode: " + s.message());
     }
     return ToGrpcStatus(s);
@@ -101,7 +102,8 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   s = store_->workers().ListWorkers(&workers);
   if (!s.ok()) return ToGrpcStatus(s);
   const std::string fault = store_->database().WriteFault();
-  if (!fault.empty()) resp->set_write_mode("read-only: " + fault + " (" + store_->database().path() + ")");
+  if (!fault.empty())
+    resp->set_write_mode("read-only: " + fault + " (" + store_->database().path() + ")");
   std::set<std::string> offered;  // trainers of the connected workers
   for (auto& w : workers) {
     // Connection, drains and current work decide what a person wants to see; the stored state
@@ -152,7 +154,8 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::
   ExperimentState state = ExperimentState::kQueued;
   int64_t worker_id = 0;
   int attempt = 0;
-  xv::Status s = store_->attempts().CancelExperiment(req->experiment_id(), &state, &worker_id, &attempt);
+  xv::Status s =
+      store_->attempts().CancelExperiment(req->experiment_id(), &state, &worker_id, &attempt);
   if (!s.ok()) return ToGrpcStatus(s);
   if (worker_id != 0) {
     dispatcher_->SendCancel(worker_id, req->experiment_id(), attempt, "cancelled by request");

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
-#include "common/run_states.h"
 #include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
+#include "common/run_states.h"
 #include "daemon/sched/plan_spec.h"
 
 namespace xv::daemon {
@@ -115,7 +115,8 @@ Status FailureBoundary(store::Store* store, const PlanPhase& phase, int64_t roun
     const auto eq = r.name.find('=');
     const std::string value = eq == std::string::npos ? r.name : r.name.substr(eq + 1);
     std::string how(ToString(r.state));
-    if (r.state == ExperimentState::kSucceeded && (!r.has_val_bpb || !std::isfinite(r.val_bpb))) how = "nan";
+    if (r.state == ExperimentState::kSucceeded && (!r.has_val_bpb || !std::isfinite(r.val_bpb)))
+      how = "nan";
     by_value[value] = how;
   }
   std::string last_ok, first_bad, first_bad_how, after;
@@ -188,8 +189,9 @@ Status PlanRunner::Cancel(int64_t plan_id) {
   XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
   bool updated = false;
   if (plan.state == PlanState::kRunning || plan.state == PlanState::kPaused) {
-    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, plan.state, PlanState::kCancelled, plan.current_phase,
-                                          plan.outcomes_json, "cancelled by request", &updated));
+    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, plan.state, PlanState::kCancelled,
+                                                  plan.current_phase, plan.outcomes_json,
+                                                  "cancelled by request", &updated));
   }
   if (!updated) {
     return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
@@ -204,15 +206,16 @@ Status PlanRunner::SetStateLocked(int64_t plan_id, PlanState from, PlanState to,
   XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
   bool updated = false;
   if (plan.state == from) {
-    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, from, to, plan.current_phase, plan.outcomes_json,
-                                          reason, &updated));
+    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, from, to, plan.current_phase,
+                                                  plan.outcomes_json, reason, &updated));
   }
   if (!updated) {
     return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
                                       ") is " + std::string(ToString(plan.state)) + ", not " +
                                       std::string(ToString(from)));
   }
-  spdlog::info("plan {} ({}): {}", plan.id, plan.name, to == PlanState::kPaused ? "paused" : "resumed");
+  spdlog::info("plan {} ({}): {}", plan.id, plan.name,
+               to == PlanState::kPaused ? "paused" : "resumed");
   return Status::Ok();
 }
 
@@ -226,15 +229,17 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   sched::PlanSpec spec;
   Status parsed = sched::ParsePlanYaml(plan.yaml, &spec);
   if (!parsed.ok()) {
-    return store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kFailed, plan.current_phase,
-                              DumpJsonLossless(outcomes), "plan: " + parsed.message(), &updated);
+    return store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kFailed,
+                                      plan.current_phase, DumpJsonLossless(outcomes),
+                                      "plan: " + parsed.message(), &updated);
   }
   while (outcomes.size() < spec.phases.size()) outcomes.push_back({{"state", "pending"}});
   int phase = plan.current_phase;
   // Each pass either waits (returns) or moves one phase on; bounded by the number of phases.
   for (size_t pass = 0; pass <= spec.phases.size() + 1; ++pass) {
     if (phase >= static_cast<int>(spec.phases.size())) {
-      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kDone, phase, DumpJsonLossless(outcomes),
+      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(
+          plan.id, PlanState::kRunning, PlanState::kDone, phase, DumpJsonLossless(outcomes),
           "all " + std::to_string(spec.phases.size()) + " phases finished", &updated));
       if (updated) spdlog::info("plan {} ({}): done", plan.id, plan.name);
       return Status::Ok();
@@ -255,17 +260,18 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       Status s = BuildPhaseRound(store_, limits_, plan, ph, phase, &sub, &skip);
       if (!s.ok()) {
         out = {{"state", "failed"}, {"outcome", s.message()}};
-        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kFailed, phase,
-                                              DumpJsonLossless(outcomes),
-                                              where + ": " + s.message(), &updated));
+        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(
+            plan.id, PlanState::kRunning, PlanState::kFailed, phase, DumpJsonLossless(outcomes),
+            where + ": " + s.message(), &updated));
         spdlog::warn("plan {} ({}): failed at {}: {}", plan.id, plan.name, where, s.message());
         return Status::Ok();
       }
       if (!skip.empty()) {
         out = {{"state", "skipped"}, {"outcome", skip}};
         ++phase;
-        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kRunning, phase,
-                                              DumpJsonLossless(outcomes), "", &updated));
+        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning,
+                                                      PlanState::kRunning, phase,
+                                                      DumpJsonLossless(outcomes), "", &updated));
         if (!updated) return Status::Ok();
         spdlog::info("plan {} ({}): {} {}", plan.id, plan.name, where, skip);
         continue;
@@ -275,8 +281,9 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (s.code() == Status::Code::kAlreadyExists) continue;  // built meanwhile: look again
       XV_RETURN_IF_ERROR(s);
       out = {{"state", "running"}, {"round_id", ids.round_id}};
-      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kRunning, phase,
-                                            DumpJsonLossless(outcomes), "", &updated));
+      XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning,
+                                                    PlanState::kRunning, phase,
+                                                    DumpJsonLossless(outcomes), "", &updated));
       spdlog::info("plan {} ({}): {} round {} with {} experiment(s)", plan.id, plan.name, where,
                    ids.round_id, ids.experiment_ids.size());
       if (closer_ != nullptr) closer_->DecideReadyRounds(nullptr);  // all reused: decided now
@@ -287,8 +294,9 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       if (out.value("round_id", int64_t{0}) != round->round_id) {
         // Stored before a restart, not yet recorded in the plan.
         out = {{"state", "running"}, {"round_id", round->round_id}};
-        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, PlanState::kRunning, phase,
-                                              DumpJsonLossless(outcomes), "", &updated));
+        XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning,
+                                                      PlanState::kRunning, phase,
+                                                      DumpJsonLossless(outcomes), "", &updated));
       }
       return Status::Ok();
     }
@@ -313,7 +321,7 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
       for (size_t i = phase; i < outcomes.size(); ++i) outcomes[i] = {{"state", "stopped"}};
     }
     XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, PlanState::kRunning, state, phase,
-                                          DumpJsonLossless(outcomes), reason, &updated));
+                                                  DumpJsonLossless(outcomes), reason, &updated));
     if (!updated || state != PlanState::kRunning) {
       if (updated) spdlog::info("plan {} ({}): {}", plan.id, plan.name, reason);
       return Status::Ok();

@@ -64,8 +64,7 @@ class PlanRunner {
  private:
   Status AdvanceLocked(int64_t plan_id);
   // Moves the plan from `from` to `to` (keeping its phase and outcomes) under mu_.
-  Status SetStateLocked(int64_t plan_id, PlanState from, PlanState to,
-                        const std::string& reason);
+  Status SetStateLocked(int64_t plan_id, PlanState from, PlanState to, const std::string& reason);
 
   store::Store* const store_;
   Dispatcher* const dispatcher_;

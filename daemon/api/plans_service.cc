@@ -42,8 +42,8 @@ Status CheckPhasesAgainstHead(const sched::PlanSpec& spec, const Recipe& head) {
 
 }  // namespace
 
-PlansService::PlansService(store::Store* store, Dispatcher* dispatcher,
-                           CampaignsService* campaigns, PlanRunner* runner)
+PlansService::PlansService(store::Store* store, Dispatcher* dispatcher, CampaignsService* campaigns,
+                           PlanRunner* runner)
     : store_(store), dispatcher_(dispatcher), campaigns_(campaigns), runner_(runner) {}
 
 grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,

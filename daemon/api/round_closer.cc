@@ -142,8 +142,8 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
   }
   if (policy.pool_head_runs && !round.head_config_hash.empty()) {
     std::vector<store::RoundRun> earlier;
-    XV_RETURN_IF_ERROR(store_->rounds().ListEarlierConfigRuns(round.campaign_id, round.head_config_hash,
-                                                     round.round_id, &earlier));
+    XV_RETURN_IF_ERROR(store_->rounds().ListEarlierConfigRuns(
+        round.campaign_id, round.head_config_hash, round.round_id, &earlier));
     for (const auto& run : earlier) {
       sched::RunOutcome outcome;
       if (ToRunOutcome(run, &outcome) && counted.insert(OriginalRun(run)).second) {

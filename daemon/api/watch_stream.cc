@@ -23,8 +23,7 @@ const std::set<std::string>& KnownKinds() {
 }
 
 // The request's filter, checked against the store (the campaign and experiment must exist).
-Status MakeFilter(store::Store* store, const xv::v1::WatchRequest& req,
-                  WatchFilter* filter) {
+Status MakeFilter(store::Store* store, const xv::v1::WatchRequest& req, WatchFilter* filter) {
   XV_RETURN_IF_ERROR(CheckRequestLimits(req));
   if (req.experiment_id() < 0) return Status::InvalidArgument("experiment_id: must be >= 0");
   if (req.has_since() && req.since() < 0) {
@@ -41,14 +40,16 @@ Status MakeFilter(store::Store* store, const xv::v1::WatchRequest& req,
   }
   if (!req.campaign().empty()) {
     xv::v1::Campaign c;
-    XV_RETURN_IF_ERROR(
-        store->campaigns().GetCampaign(0, req.campaign(), /*detail=*/false, &c).WithContext("campaign: "));
+    XV_RETURN_IF_ERROR(store->campaigns()
+                           .GetCampaign(0, req.campaign(), /*detail=*/false, &c)
+                           .WithContext("campaign: "));
     filter->campaign_id = c.id();
   }
   if (filter->experiment_id != 0) {
     xv::v1::Experiment e;
-    XV_RETURN_IF_ERROR(
-        store->experiments().GetExperiment(filter->experiment_id, &e).WithContext("experiment_id: "));
+    XV_RETURN_IF_ERROR(store->experiments()
+                           .GetExperiment(filter->experiment_id, &e)
+                           .WithContext("experiment_id: "));
   }
   return Status::Ok();
 }
@@ -244,8 +245,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
 
 }  // namespace
 
-grpc::ServerWriteReactor<xv::v1::WatchEvent>* StartWatch(store::Store* store,
-                                                         WatchHub* hub,
+grpc::ServerWriteReactor<xv::v1::WatchEvent>* StartWatch(store::Store* store, WatchHub* hub,
                                                          grpc::CallbackServerContext*,
                                                          const xv::v1::WatchRequest& req) {
   auto* reactor = new WatchReactor(store, hub, req);

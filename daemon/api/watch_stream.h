@@ -24,8 +24,7 @@ namespace xv::daemon {
 
 // A reactor serving one Watch call (hub null: UNAVAILABLE). gRPC deletes nothing: the reactor
 // deletes itself when the call is done.
-grpc::ServerWriteReactor<xv::v1::WatchEvent>* StartWatch(store::Store* store,
-                                                         WatchHub* hub,
+grpc::ServerWriteReactor<xv::v1::WatchEvent>* StartWatch(store::Store* store, WatchHub* hub,
                                                          grpc::CallbackServerContext* ctx,
                                                          const xv::v1::WatchRequest& req);
 

@@ -153,9 +153,9 @@ grpc::Status WorkersService::Session(
     for (const auto& a : active) {
       if (a.worker_id != worker_id || reported.count({a.experiment_id, a.attempt})) continue;
       bool requeued = false;
-      rs = store_->attempts().MarkAttemptLost(a.experiment_id, a.attempt,
-                                   "worker " + reg.worker_name() + " re-registered without it",
-                                   dispatcher_->options().max_attempts, &requeued);
+      rs = store_->attempts().MarkAttemptLost(
+          a.experiment_id, a.attempt, "worker " + reg.worker_name() + " re-registered without it",
+          dispatcher_->options().max_attempts, &requeued);
       if (!rs.ok()) spdlog::error("reconcile: {}", rs.ToString());
     }
   });

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "daemon/store/store.h"
 #include "daemon/store/sqlite_connection.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.pb.h"
 
 namespace xv::daemon::web {

@@ -72,8 +72,9 @@ class AttemptReclaimTest : public ::testing::Test {
 
   bool Lose(int64_t exp, int attempt) {
     bool requeued = false;
-    EXPECT_TRUE(
-        store_->attempts().MarkAttemptLost(exp, attempt, "no contact within 1500 ms", 0, &requeued).ok());
+    EXPECT_TRUE(store_->attempts()
+                    .MarkAttemptLost(exp, attempt, "no contact within 1500 ms", 0, &requeued)
+                    .ok());
     return requeued;
   }
 
@@ -149,7 +150,8 @@ TEST_F(AttemptReclaimTest, ReclaimsWhileTheRequeueIsQueued) {
   ASSERT_TRUE(store_->experiments().ListQueued(&queued).ok());
   EXPECT_TRUE(queued.empty());
   xv::v1::ExperimentSpec spec;
-  EXPECT_EQ(store_->attempts().AssignExperiment(exp, w2_, &spec).code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(store_->attempts().AssignExperiment(exp, w2_, &spec).code(),
+            Status::Code::kFailedPrecondition);
   std::vector<ActiveAttempt> active;
   ASSERT_TRUE(store_->experiments().ListActive(&active).ok());
   ASSERT_EQ(active.size(), 1u);
@@ -178,8 +180,8 @@ TEST_F(AttemptReclaimTest, ReclaimsWhileTheRequeueIsQueued) {
 
   // The trainer finishes: one result, on attempt 1.
   AppliedEvents applied;
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
                       w1_,
                       {MakeEvent(exp, 1, 6, "summary", R"({"type":"summary","val_bpb":1.25})")},
                       &applied)

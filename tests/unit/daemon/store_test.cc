@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "daemon/store/embedded_migrations.h"
-#include "daemon/store/store.h"
 #include "daemon/store/migration_runner.h"
+#include "daemon/store/store.h"
 #include "store_fixture.h"
 
 namespace xv::store {
@@ -298,19 +298,19 @@ TEST_F(StoreWithWorker, EventsAreAppliedExactlyOnce) {
 TEST_F(StoreWithWorker, AckIsHighestContiguousSeq) {
   const int64_t exp = ids_.experiment_ids[0];
   AppliedEvents applied;
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(worker_,
-                                       {MakeEvent(exp, 1, 1, "log", R"({"type":"log"})"),
-                                        MakeEvent(exp, 1, 2, "log", R"({"type":"log"})"),
-                                        MakeEvent(exp, 1, 4, "log", R"({"type":"log"})")},
-                                       &applied)
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(worker_,
+                                      {MakeEvent(exp, 1, 1, "log", R"({"type":"log"})"),
+                                       MakeEvent(exp, 1, 2, "log", R"({"type":"log"})"),
+                                       MakeEvent(exp, 1, 4, "log", R"({"type":"log"})")},
+                                      &applied)
                   .ok());
   ASSERT_EQ(applied.acks.size(), 1u);
   EXPECT_EQ(applied.acks[0].seq(), 2);  // 3 is missing
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 3, "log", R"({"type":"log"})")},
-                                       &applied)
-                  .ok());
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 3, "log", R"({"type":"log"})")}, &applied)
+          .ok());
   EXPECT_EQ(applied.acks[0].seq(), 4);
 }
 
@@ -318,8 +318,8 @@ TEST_F(StoreWithWorker, EventsOfAnotherWorkersAttemptAreRefused) {
   int64_t other = 0;
   ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("other"), &other).ok());
   AppliedEvents applied;
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
                       other, {MakeEvent(ids_.experiment_ids[0], 1, 1, "log", R"({"type":"log"})")},
                       &applied)
                   .ok());
@@ -337,9 +337,9 @@ TEST_F(StoreWithWorker, SummaryAndFinishedGiveResultAndTerminalState) {
       R"("attention_backend":"math","peak_flops":null,"peak_flops_source":"unknown",)"
       R"("flops_per_token":20000000,"num_params":3400001,"total_tokens":499712,"metric_version":"v1"})";
   AppliedEvents applied;
-  ASSERT_TRUE(
-      store_->attempts().ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 1, "summary", summary)}, &applied)
-          .ok());
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 1, "summary", summary)}, &applied)
+                  .ok());
   xv::v1::Finished f;
   f.set_experiment_id(exp);
   f.set_attempt(1);
@@ -387,8 +387,8 @@ TEST_F(StoreWithWorker, NanAndErrorEventsAreRecordedWithTheFailure) {
   const int64_t exp = ids_.experiment_ids[0];
   AppliedEvents applied;
   ASSERT_TRUE(
-      store_
-          ->attempts().ApplyTrainerEvents(
+      store_->attempts()
+          .ApplyTrainerEvents(
               worker_,
               {MakeEvent(exp, 1, 1, "nan",
                          R"({"type":"nan","step":17,"micro_step":0,"what":"loss","value":"nan"})"),
@@ -422,8 +422,8 @@ TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
   // stored as sent (cut to the event size limit), not interpreted, and the daemon lives on.
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   ASSERT_TRUE(
-      store_
-          ->attempts().ApplyTrainerEvents(
+      store_->attempts()
+          .ApplyTrainerEvents(
               worker_,
               {MakeEvent(exp, 1, 1, "start", R"({"type":"start","device":{"name":"cpu: test"}})"),
                MakeEvent(exp, 1, 2, "error",
@@ -441,8 +441,8 @@ TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
   EXPECT_EQ(e.failure_detail(), "");
 
   // Shallow non-string text fields are described, not dumped; numbers outside int64 are left out.
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 4, "error",
                                  R"({"type":"error","kind":{"k":[1]},"message":[[1],[2],[3]]})"),
@@ -458,8 +458,8 @@ TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
             1);
   // A step number outside int64 is no step number: the step is kept in the event log only (not a
   // metrics row, no undefined conversion), and the run goes on.
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 6, "step", R"({"type":"step","step":-1e300,"loss":2.0})")},
                       &applied)
@@ -484,11 +484,11 @@ TEST_F(StoreWithWorker, LostAttemptIsRequeuedOnceThenLost) {
   // A late event of attempt 1 does not move attempt 2.
   AppliedEvents applied;
   ASSERT_TRUE(
-      store_
-          ->attempts().ApplyTrainerEvents(worker_,
-                               {MakeEvent(exp, 1, 1, "step",
-                                          R"({"type":"step","step":5,"loss":3.0,"progress":0.9})")},
-                               &applied)
+      store_->attempts()
+          .ApplyTrainerEvents(worker_,
+                              {MakeEvent(exp, 1, 1, "step",
+                                         R"({"type":"step","step":5,"loss":3.0,"progress":0.9})")},
+                              &applied)
           .ok());
   ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "assigned");
@@ -529,8 +529,8 @@ TEST_F(StoreWithWorker, LateSuccessOfALostAttemptIsAcceptedWhileNoOtherAttemptSt
   EXPECT_EQ(e.state(), "queued");
   // A late success (summary stored, then Finished) is taken instead of running it again.
   AppliedEvents applied;
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.5})")},
                       &applied)
@@ -557,8 +557,8 @@ TEST_F(StoreWithWorker, LateResultOfALostAttemptIsIgnoredOnceAnotherAttemptRuns)
   ASSERT_TRUE(store_->attempts().AssignExperiment(exp, worker_, &spec).ok());
   ASSERT_EQ(spec.attempt(), 2);
   AppliedEvents applied;
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.5})")},
                       &applied)
@@ -581,8 +581,8 @@ TEST_F(StoreWithWorker, LateResultOfALostAttemptIsIgnoredOnceAnotherAttemptRuns)
 TEST_F(StoreWithWorker, ASecondFinishedIsRecordedNotApplied) {
   const int64_t exp = ids_.experiment_ids[0];
   AppliedEvents applied;
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.25})")},
                       &applied)
@@ -650,8 +650,8 @@ TEST_F(StoreWithWorker, ALostAttemptTakesOneLateReport) {
   const std::string where = " WHERE experiment_id = " + std::to_string(exp) + " AND attempt = 1";
   EXPECT_EQ(Count("SELECT COUNT(*) FROM attempts" + where + " AND state = 'cancelled'"), 1);
   AppliedEvents applied;
-  ASSERT_TRUE(store_
-                  ->attempts().ApplyTrainerEvents(
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
                       worker_,
                       {MakeEvent(exp, 1, 1, "summary", R"({"type":"summary","val_bpb":1.5})")},
                       &applied)
@@ -701,7 +701,9 @@ TEST(Plausibility, ImplausibleFiguresEndTheRunInvalidNamingTheField) {
   std::unique_ptr<Store> store;
   ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
   SubmissionIds ids;
-  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(static_cast<int>(cases.size())), &ids).ok());
+  ASSERT_TRUE(store->submissions()
+                  .InsertSubmission(MakeSubmission(static_cast<int>(cases.size())), &ids)
+                  .ok());
   int64_t worker = 0;
   ASSERT_TRUE(store->workers().UpsertWorker(MakeRegister("w"), &worker).ok());
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -752,11 +754,11 @@ TEST(Plausibility, ImplausibleFiguresEndTheRunInvalidNamingTheField) {
   xv::v1::ExperimentSpec spec;
   ASSERT_TRUE(store->attempts().AssignExperiment(ids.experiment_ids[0], worker, &spec).ok());
   AppliedEvents applied;
-  ASSERT_TRUE(store
-                  ->attempts().ApplyTrainerEvents(worker,
-                                       {MakeEvent(ids.experiment_ids[0], 1, 1, "summary",
-                                                  R"({"type":"summary","num_steps":5})")},
-                                       &applied)
+  ASSERT_TRUE(store->attempts()
+                  .ApplyTrainerEvents(worker,
+                                      {MakeEvent(ids.experiment_ids[0], 1, 1, "summary",
+                                                 R"({"type":"summary","num_steps":5})")},
+                                      &applied)
                   .ok());
   xv::v1::Finished f;
   f.set_experiment_id(ids.experiment_ids[0]);
@@ -774,10 +776,12 @@ TEST_F(StoreWithWorker, CancelQueuedAndRunning) {
   ExperimentState state = ExperimentState::kQueued;
   int64_t worker = -1;
   int attempt = -1;
-  ASSERT_TRUE(store_->attempts().CancelExperiment(ids_.experiment_ids[1], &state, &worker, &attempt).ok());
+  ASSERT_TRUE(
+      store_->attempts().CancelExperiment(ids_.experiment_ids[1], &state, &worker, &attempt).ok());
   EXPECT_EQ(state, ExperimentState::kCancelled);
   EXPECT_EQ(worker, 0);
-  ASSERT_TRUE(store_->attempts().CancelExperiment(ids_.experiment_ids[0], &state, &worker, &attempt).ok());
+  ASSERT_TRUE(
+      store_->attempts().CancelExperiment(ids_.experiment_ids[0], &state, &worker, &attempt).ok());
   EXPECT_EQ(state, ExperimentState::kCancelled);
   EXPECT_EQ(worker, worker_);
   EXPECT_EQ(attempt, 1);
@@ -808,8 +812,9 @@ TEST_F(StoreWithWorker, CountQueuedByTrainerCountsOnlyQueuedExperiments) {
   ExperimentState state = ExperimentState::kQueued;
   int64_t worker = 0;
   int attempt = 0;
-  ASSERT_TRUE(
-      store_->attempts().CancelExperiment(noisy_ids.experiment_ids[0], &state, &worker, &attempt).ok());
+  ASSERT_TRUE(store_->attempts()
+                  .CancelExperiment(noisy_ids.experiment_ids[0], &state, &worker, &attempt)
+                  .ok());
   // Fixture: experiment 0 (libtorch) is assigned, experiment 1 (libtorch) queued.
   std::map<std::string, int64_t> counts;
   ASSERT_TRUE(store_->experiments().CountQueuedByTrainer(&counts).ok());

@@ -110,7 +110,8 @@ TEST_F(StoreText, ATailOfTwoByteCharactersIsCutOnACodePointAndEveryListingSerial
   ExpectSerializable(e);
 
   std::vector<xv::v1::Experiment> listed;
-  ASSERT_TRUE(store_->experiments().ListExperiments(xv::v1::ListExperimentsRequest(), &listed).ok());
+  ASSERT_TRUE(
+      store_->experiments().ListExperiments(xv::v1::ListExperimentsRequest(), &listed).ok());
   ASSERT_EQ(listed.size(), 2u);
   EXPECT_LE(listed[0].stderr_tail().size(), 2u * 1024);
   EXPECT_GE(listed[0].stderr_tail().size(), 2u * 1024 - 1);
@@ -120,7 +121,8 @@ TEST_F(StoreText, ATailOfTwoByteCharactersIsCutOnACodePointAndEveryListingSerial
 TEST_F(StoreText, InvalidUtf8IsNeverStored) {
   xv::v1::EventAck ack;
   ASSERT_TRUE(
-      store_->attempts().FinishAttempt(worker_, FailedWith("bad \xFF\xFE detail", "tail \xFF\xFE end"), &ack)
+      store_->attempts()
+          .FinishAttempt(worker_, FailedWith("bad \xFF\xFE detail", "tail \xFF\xFE end"), &ack)
           .ok());
   const std::string id = std::to_string(ids_.experiment_ids[0]);
   const std::string tail = RawText(db(), "SELECT stderr_tail FROM experiments WHERE id = " + id);
@@ -135,8 +137,9 @@ TEST_F(StoreText, EventJsonOverTheCapIsCutOnACodePoint) {
   // 1 + 2 * 150,000 bytes of text: the 256 KiB cap falls inside a character.
   const std::string json = R"({"type":"log","text":")" + Repeat("\xC3\xA9", 150000) + "\"}";
   AppliedEvents applied;
-  ASSERT_TRUE(
-      store_->attempts().ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 1, "log", json)}, &applied).ok());
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 1, "log", json)}, &applied)
+                  .ok());
   const std::string stored =
       RawText(db(), "SELECT json FROM events WHERE source = 'trainer' AND seq = 1");
   EXPECT_LE(stored.size(), 256u * 1024);
@@ -161,14 +164,16 @@ TEST_F(StoreText, RowsPoisonedByAnOlderDaemonHealOnRead) {
   EXPECT_EQ(e.failure_detail(), "\xEF\xBF\xBDok");
   ExpectSerializable(e);
   std::vector<xv::v1::Experiment> listed;
-  ASSERT_TRUE(store_->experiments().ListExperiments(xv::v1::ListExperimentsRequest(), &listed).ok());
+  ASSERT_TRUE(
+      store_->experiments().ListExperiments(xv::v1::ListExperimentsRequest(), &listed).ok());
   for (const auto& x : listed) ExpectSerializable(x);
 }
 
 TEST_F(StoreText, OfflineWorkersThatNeverRanAnythingAreForgottenAfterTheHorizon) {
   int64_t id = 0;
   for (int i = 0; i < 300; ++i) {
-    ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("made-up-" + std::to_string(i)), &id).ok());
+    ASSERT_TRUE(
+        store_->workers().UpsertWorker(MakeRegister("made-up-" + std::to_string(i)), &id).ok());
   }
   // All offline for two days; host:cpu holds an attempt.
   RawExec(db(),

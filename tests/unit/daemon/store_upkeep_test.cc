@@ -41,9 +41,9 @@ TEST(StoreUpkeep, WalStaysBoundedAndTruncates) {
   const std::string blob(16 * 1024, 'x');
   int64_t max_wal = 0;
   for (int i = 0; i < 400; ++i) {
-    ASSERT_TRUE(store
-                    ->events().AppendAudit("upkeep_test",
-                                  "{\"i\":" + std::to_string(i) + ",\"blob\":\"" + blob + "\"}")
+    ASSERT_TRUE(store->events()
+                    .AppendAudit("upkeep_test",
+                                 "{\"i\":" + std::to_string(i) + ",\"blob\":\"" + blob + "\"}")
                     .ok());
     max_wal = std::max(max_wal, FileSize(db + "-wal"));
   }
@@ -58,7 +58,8 @@ TEST(StoreUpkeep, WalStaysBoundedAndTruncates) {
   EXPECT_LT(max_wal, bound);
   EXPECT_LT(max_wal * 5, written);
   // Idle: nothing committed for 0 ms -> TRUNCATE: the -wal file is emptied.
-  ASSERT_TRUE(store->database().MaintainWal(std::chrono::hours(1), std::chrono::milliseconds(0)).ok());
+  ASSERT_TRUE(
+      store->database().MaintainWal(std::chrono::hours(1), std::chrono::milliseconds(0)).ok());
   EXPECT_EQ(FileSize(db + "-wal"), 0);
   // Everything is still there.
   int64_t newest = 0;
@@ -125,8 +126,8 @@ TEST(StoreUpkeep, EventLogHasEveryStateInOrder) {
   xv::v1::ExperimentSpec spec;
   ASSERT_TRUE(store->attempts().AssignExperiment(exp, worker, &spec).ok());
   AppliedEvents applied;
-  ASSERT_TRUE(store
-                  ->attempts().ApplyTrainerEvents(
+  ASSERT_TRUE(store->attempts()
+                  .ApplyTrainerEvents(
                       worker,
                       {MakeEvent(exp, 1, 1, "start", R"({"type":"start"})"),
                        MakeEvent(exp, 1, 2, "step", R"({"type":"step","step":1,"loss":3.5})"),

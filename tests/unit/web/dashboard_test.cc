@@ -134,7 +134,8 @@ class RouterOverDatabase : public ::testing::Test {
     const std::string db = dir_.file("xv.db");
     ASSERT_TRUE(store::Store::Open(db, &writer_).ok());
     store::SubmissionIds ids;
-    ASSERT_TRUE(writer_->submissions().InsertSubmission(MakeSubmission(2, kHostileCampaign), &ids).ok());
+    ASSERT_TRUE(
+        writer_->submissions().InsertSubmission(MakeSubmission(2, kHostileCampaign), &ids).ok());
     campaign_id_ = ids.campaign_id;
     ok_id_ = ids.experiment_ids[0];
     failed_id_ = ids.experiment_ids[1];
@@ -169,14 +170,14 @@ class RouterOverDatabase : public ::testing::Test {
     ASSERT_TRUE(writer_->attempts().FinishAttempt(worker, f, &ack).ok());
 
     ASSERT_TRUE(writer_->attempts().AssignExperiment(failed_id_, worker, &spec).ok());
-    ASSERT_TRUE(writer_
-                    ->attempts().ApplyTrainerEvents(worker,
-                                         {MakeEvent(failed_id_, 1, 1, "error",
-                                                    nlohmann::json({{"type", "error"},
-                                                                    {"kind", "crashed"},
-                                                                    {"message", kHostileFailure}})
-                                                        .dump())},
-                                         &applied)
+    ASSERT_TRUE(writer_->attempts()
+                    .ApplyTrainerEvents(worker,
+                                        {MakeEvent(failed_id_, 1, 1, "error",
+                                                   nlohmann::json({{"type", "error"},
+                                                                   {"kind", "crashed"},
+                                                                   {"message", kHostileFailure}})
+                                                       .dump())},
+                                        &applied)
                     .ok());
     f.set_experiment_id(failed_id_);
     f.set_state("failed");
