@@ -106,6 +106,160 @@ Status ReuseEarlierResult(SqliteConnection* c, int64_t campaign_id, int64_t reci
   return upd.Run();
 }
 
+// Step 2's parts, each inside the one transaction that makes a submission visible.
+
+// The campaign, created on first use (its base recipe is its head, with a 'base' head_history
+// row); *campaign_id receives its id either way.
+Status InsertCampaignOnFirstUse(SqliteConnection* c, const NewSubmission& sub,
+                                int64_t base_recipe_id, int64_t* campaign_id) {
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT OR IGNORE INTO campaigns(name, base_recipe_id, head_recipe_id, "
+                 "trainer, recipe_name) VALUES (?, ?, ?, ?, ?)",
+                 &st));
+  st.Bind(1, sub.campaign)
+      .Bind(2, base_recipe_id)
+      .Bind(3, base_recipe_id)
+      .Bind(4, sub.trainer)
+      .Bind(5, sub.recipe_name);
+  XV_RETURN_IF_ERROR(st.Run());
+  if (c->Changes() > 0) {
+    SqliteStatement hist;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("INSERT INTO head_history(campaign_id, recipe_id, reason) VALUES (?, ?, "
+                   "'base')",
+                   &hist));
+    hist.Bind(1, c->LastInsertRowId()).Bind(2, base_recipe_id);
+    XV_RETURN_IF_ERROR(hist.Run());
+  }
+  SqliteStatement sel;
+  XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM campaigns WHERE name = ?", &sel));
+  sel.Bind(1, sub.campaign);
+  bool row = false;
+  XV_RETURN_IF_ERROR(sel.Step(&row));
+  if (!row) return Status::Internal("campaign " + sub.campaign + " vanished after insert");
+  *campaign_id = sel.ColumnInt(0);
+  return Status::Ok();
+}
+
+// The round; AlreadyExists when the plan phase it is built for already has one.
+Status InsertRound(SqliteConnection* c, const NewSubmission& sub, int64_t campaign_id,
+                   int64_t base_recipe_id, int64_t* round_id) {
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO rounds(campaign_id, kind, base_recipe_id, recipe_name, "
+                 "recipe_yaml, submitter, head_config_hash, plan_id, plan_phase, keep_rule) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 &st));
+  st.Bind(1, campaign_id)
+      .Bind(2, std::string(ToString(sub.kind)))
+      .Bind(3, base_recipe_id)
+      .Bind(4, sub.recipe_name)
+      .Bind(5, sub.recipe_yaml)
+      .Bind(6, sub.submitter)
+      .Bind(7, sub.base_config_hash);
+  if (sub.plan_id != 0) {
+    st.Bind(8, sub.plan_id).Bind(9, static_cast<int64_t>(sub.plan_phase));
+    // One round per plan phase (unique index): say so instead of a constraint error.
+    SqliteStatement dup;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("SELECT id FROM rounds WHERE plan_id = ? AND plan_phase = ?", &dup));
+    dup.Bind(1, sub.plan_id).Bind(2, static_cast<int64_t>(sub.plan_phase));
+    bool exists = false;
+    XV_RETURN_IF_ERROR(dup.Step(&exists));
+    if (exists) {
+      return Status::AlreadyExists("plan " + std::to_string(sub.plan_id) + " phase " +
+                                   std::to_string(sub.plan_phase) + " already has round " +
+                                   std::to_string(dup.ColumnInt(0)));
+    }
+  } else {
+    st.Bind(8, std::optional<int64_t>()).Bind(9, std::optional<int64_t>());
+  }
+  st.Bind(10, std::string(ToString(sub.keep_rule)));
+  XV_RETURN_IF_ERROR(st.Run());
+  *round_id = c->LastInsertRowId();
+  return Status::Ok();
+}
+
+// Recipes of the campaign that have a succeeded run, looked up once: only new rows of those can
+// reuse a result (rows of this submission are all queued).
+Status ReusableRecipes(SqliteConnection* c, int64_t campaign_id, std::set<int64_t>* out) {
+  SqliteStatement st;
+  // A superset of what sched::MayReuseResult accepts (it needs a success), narrowed in SQL so
+  // that a large campaign is not read whole; ReuseEarlierResult decides.
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "SELECT DISTINCT recipe_id FROM experiments WHERE campaign_id = ? AND state = 'succeeded'",
+      &st));
+  st.Bind(1, campaign_id);
+  return ForEachRow(&st, [&](const SqliteStatement& row) { out->insert(row.ColumnInt(0)); });
+}
+
+// One experiment row per NewExperiment (recipe_ids[i] is its recipe row), each taking an earlier
+// run's result when one may be reused.
+Status InsertExperimentRows(SqliteConnection* c, const NewSubmission& sub,
+                            const std::vector<int64_t>& recipe_ids, SubmissionIds* ids) {
+  std::set<int64_t> reusable;
+  XV_RETURN_IF_ERROR(ReusableRecipes(c, ids->campaign_id, &reusable));
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO experiments(campaign_id, round_id, recipe_id, name, "
+                 "candidate_index, replicate, "
+                 "overrides_json, seed, trainer, device_requirement, priority, time_budget_s, "
+                 "hard_deadline_s, role, config_hash) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 &ins));
+  for (size_t i = 0; i < sub.experiments.size(); ++i) {
+    const NewExperiment& e = sub.experiments[i];
+    const int64_t recipe_id = recipe_ids[i];
+    // Reset re-reports the previous Run's error, which was already returned.
+    (void)ins.Reset();
+    ins.Bind(1, ids->campaign_id)
+        .Bind(2, ids->round_id)
+        .Bind(3, recipe_id)
+        .Bind(4, e.name)
+        .Bind(5, e.candidate_index)
+        .Bind(6, e.replicate)
+        .Bind(7, e.overrides_json)
+        .Bind(8, e.seed)
+        .Bind(9, sub.trainer)
+        .Bind(10, e.device_requirement)
+        .Bind(11, sub.priority)
+        .Bind(12, e.time_budget_s)
+        .Bind(13, e.hard_deadline_s)
+        .Bind(14, std::string(ToString(e.role)))
+        .Bind(15, e.config_hash);
+    XV_RETURN_IF_ERROR(ins.Run().WithContext("experiment " + e.name + ": "));
+    const int64_t new_id = c->LastInsertRowId();
+    ids->experiment_ids.push_back(new_id);
+    if (reusable.count(recipe_id) != 0) {
+      XV_RETURN_IF_ERROR(ReuseEarlierResult(c, ids->campaign_id, recipe_id, new_id));
+    }
+  }
+  return Status::Ok();
+}
+
+// One 'state' event per experiment of the round (queued, or succeeded when reused), in id order
+// (what InsertStateEvent writes, in one statement), and the 'submit' audit event.
+Status InsertSubmissionEvents(SqliteConnection* c, const NewSubmission& sub,
+                              const SubmissionIds& ids) {
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO events(source, experiment_id, attempt, type, json) "
+                 "SELECT 'daemon', id, attempt, 'state', json_object('state', state, 'detail', '') "
+                 "FROM experiments WHERE round_id = ? ORDER BY id",
+                 &st));
+  st.Bind(1, ids.round_id);
+  XV_RETURN_IF_ERROR(st.Run());
+  json audit = {{"campaign", sub.campaign},       {"round_id", ids.round_id},
+                {"recipe_name", sub.recipe_name}, {"submitter", sub.submitter},
+                {"trainer", sub.trainer},         {"experiments", ids.experiment_ids}};
+  SqliteStatement ev;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO events(source, type, json) VALUES ('audit', 'submit', ?)", &ev));
+  ev.Bind(1, DumpJsonLossless(audit));
+  return ev.Run();
+}
+
 }  // namespace
 
 Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds* ids) {
@@ -140,15 +294,10 @@ Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds
   return s;
 }
 
-Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids,
+Status SubmissionTable::InsertRecipesInChunks(const NewSubmission& sub, int64_t* base_recipe_id,
+                                              std::vector<int64_t>* recipe_ids,
                                               std::vector<int64_t>* added_recipes) {
-  // Step 1: the recipes (the bulky part: two JSON documents per row), kSubmissionChunkRows per
-  // transaction, the store's mutex released in between so that readers, worker events and
-  // assignments go first. Recipe rows are content-addressed (by hash) and nothing refers to them
-  // yet: a submission that stops here (refused below, or a crash) leaves nothing queued, and a
-  // later identical config reuses them.
-  int64_t base_recipe_id = 0;
-  std::vector<int64_t> recipe_ids(sub.experiments.size(), 0);
+  recipe_ids->assign(sub.experiments.size(), 0);
   for (size_t first = 0; first == 0 || first < sub.experiments.size();
        first += kSubmissionChunkRows) {
     const size_t end = std::min(sub.experiments.size(), first + kSubmissionChunkRows);
@@ -160,15 +309,15 @@ Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, Submissi
       bool inserted = false;
       if (first == 0) {
         XV_RETURN_IF_ERROR(InsertRecipe(c, sub.base_hash, sub.base_recipe_json,
-                                        sub.base_resolved_json, sub.recipe_name, &base_recipe_id,
+                                        sub.base_resolved_json, sub.recipe_name, base_recipe_id,
                                         &inserted));
-        if (inserted) added.push_back(base_recipe_id);
+        if (inserted) added.push_back(*base_recipe_id);
       }
       for (size_t i = first; i < end; ++i) {
         const NewExperiment& e = sub.experiments[i];
         XV_RETURN_IF_ERROR(InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name,
-                                        &recipe_ids[i], &inserted));
-        if (inserted) added.push_back(recipe_ids[i]);
+                                        &(*recipe_ids)[i], &inserted));
+        if (inserted) added.push_back((*recipe_ids)[i]);
       }
       // Listed before the commit: should it fail, deleting these ids again is a no-op.
       added_recipes->insert(added_recipes->end(), added.begin(), added.end());
@@ -177,6 +326,19 @@ Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, Submissi
     // std::mutex is not fair: without a pause this thread could take it straight back.
     if (end < sub.experiments.size()) std::this_thread::sleep_for(kSubmissionChunkPause);
   }
+  return Status::Ok();
+}
+
+Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids,
+                                              std::vector<int64_t>* added_recipes) {
+  // Step 1: the recipes (the bulky part: two JSON documents per row), kSubmissionChunkRows per
+  // transaction, the mutex released in between so that readers, worker events and assignments go
+  // first. Recipe rows are content-addressed (by hash) and nothing refers to them yet: a
+  // submission that stops here (refused below, or a crash) leaves nothing queued, and a later
+  // identical config reuses them.
+  int64_t base_recipe_id = 0;
+  std::vector<int64_t> recipe_ids;
+  XV_RETURN_IF_ERROR(InsertRecipesInChunks(sub, &base_recipe_id, &recipe_ids, added_recipes));
   // Step 2: everything that makes the submission visible, in one transaction of small rows: the
   // campaign (created on first use), the round, the experiments and their 'queued' state events,
   // and the audit event. Readers and the dispatcher see all of it or nothing.
@@ -185,140 +347,10 @@ Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, Submissi
   SqliteConnection* c = db_->conn();
   SubmissionIds result;
   XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
-    {
-      SqliteStatement st;
-      XV_RETURN_IF_ERROR(
-          c->Prepare("INSERT OR IGNORE INTO campaigns(name, base_recipe_id, head_recipe_id, "
-                     "trainer, recipe_name) VALUES (?, ?, ?, ?, ?)",
-                     &st));
-      st.Bind(1, sub.campaign)
-          .Bind(2, base_recipe_id)
-          .Bind(3, base_recipe_id)
-          .Bind(4, sub.trainer)
-          .Bind(5, sub.recipe_name);
-      XV_RETURN_IF_ERROR(st.Run());
-      if (c->Changes() > 0) {
-        SqliteStatement hist;
-        XV_RETURN_IF_ERROR(
-            c->Prepare("INSERT INTO head_history(campaign_id, recipe_id, reason) VALUES (?, ?, "
-                       "'base')",
-                       &hist));
-        hist.Bind(1, c->LastInsertRowId()).Bind(2, base_recipe_id);
-        XV_RETURN_IF_ERROR(hist.Run());
-      }
-      SqliteStatement sel;
-      XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM campaigns WHERE name = ?", &sel));
-      sel.Bind(1, sub.campaign);
-      bool row = false;
-      XV_RETURN_IF_ERROR(sel.Step(&row));
-      if (!row) return Status::Internal("campaign " + sub.campaign + " vanished after insert");
-      result.campaign_id = sel.ColumnInt(0);
-    }
-    {
-      SqliteStatement st;
-      XV_RETURN_IF_ERROR(
-          c->Prepare("INSERT INTO rounds(campaign_id, kind, base_recipe_id, recipe_name, "
-                     "recipe_yaml, submitter, head_config_hash, plan_id, plan_phase, keep_rule) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     &st));
-      st.Bind(1, result.campaign_id)
-          .Bind(2, std::string(ToString(sub.kind)))
-          .Bind(3, base_recipe_id)
-          .Bind(4, sub.recipe_name)
-          .Bind(5, sub.recipe_yaml)
-          .Bind(6, sub.submitter)
-          .Bind(7, sub.base_config_hash);
-      if (sub.plan_id != 0) {
-        st.Bind(8, sub.plan_id).Bind(9, static_cast<int64_t>(sub.plan_phase));
-        // One round per plan phase (unique index): say so instead of a constraint error.
-        SqliteStatement dup;
-        XV_RETURN_IF_ERROR(
-            c->Prepare("SELECT id FROM rounds WHERE plan_id = ? AND plan_phase = ?", &dup));
-        dup.Bind(1, sub.plan_id).Bind(2, static_cast<int64_t>(sub.plan_phase));
-        bool exists = false;
-        XV_RETURN_IF_ERROR(dup.Step(&exists));
-        if (exists) {
-          return Status::AlreadyExists("plan " + std::to_string(sub.plan_id) + " phase " +
-                                       std::to_string(sub.plan_phase) + " already has round " +
-                                       std::to_string(dup.ColumnInt(0)));
-        }
-      } else {
-        st.Bind(8, std::optional<int64_t>()).Bind(9, std::optional<int64_t>());
-      }
-      st.Bind(10, std::string(ToString(sub.keep_rule)));
-      XV_RETURN_IF_ERROR(st.Run());
-      result.round_id = c->LastInsertRowId();
-    }
-    // Recipes of the campaign that have a succeeded run, looked up once: only new rows of those
-    // can reuse a result (rows of this submission are all queued).
-    std::set<int64_t> reusable;
-    {
-      SqliteStatement st;
-      // A superset of what sched::MayReuseResult accepts (it needs a success), narrowed in SQL so
-      // that a large campaign is not read whole; ReuseEarlierResult decides.
-      XV_RETURN_IF_ERROR(
-          c->Prepare("SELECT DISTINCT recipe_id FROM experiments WHERE campaign_id = ? AND state = "
-                     "'succeeded'",
-                     &st));
-      st.Bind(1, result.campaign_id);
-      XV_RETURN_IF_ERROR(
-          ForEachRow(&st, [&](const SqliteStatement& row) { reusable.insert(row.ColumnInt(0)); }));
-    }
-    SqliteStatement ins;
-    XV_RETURN_IF_ERROR(
-        c->Prepare("INSERT INTO experiments(campaign_id, round_id, recipe_id, name, "
-                   "candidate_index, replicate, "
-                   "overrides_json, seed, trainer, device_requirement, priority, time_budget_s, "
-                   "hard_deadline_s, role, config_hash) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   &ins));
-    for (size_t i = 0; i < sub.experiments.size(); ++i) {
-      const NewExperiment& e = sub.experiments[i];
-      const int64_t recipe_id = recipe_ids[i];
-      // Reset re-reports the previous Run's error, which was already returned.
-      (void)ins.Reset();
-      ins.Bind(1, result.campaign_id)
-          .Bind(2, result.round_id)
-          .Bind(3, recipe_id)
-          .Bind(4, e.name)
-          .Bind(5, e.candidate_index)
-          .Bind(6, e.replicate)
-          .Bind(7, e.overrides_json)
-          .Bind(8, e.seed)
-          .Bind(9, sub.trainer)
-          .Bind(10, e.device_requirement)
-          .Bind(11, sub.priority)
-          .Bind(12, e.time_budget_s)
-          .Bind(13, e.hard_deadline_s)
-          .Bind(14, std::string(ToString(e.role)))
-          .Bind(15, e.config_hash);
-      XV_RETURN_IF_ERROR(ins.Run().WithContext("experiment " + e.name + ": "));
-      const int64_t new_id = c->LastInsertRowId();
-      result.experiment_ids.push_back(new_id);
-      if (reusable.count(recipe_id) != 0) {
-        XV_RETURN_IF_ERROR(ReuseEarlierResult(c, result.campaign_id, recipe_id, new_id));
-      }
-    }
-    {
-      // One 'state' event per experiment (queued, or succeeded when reused), in id order: what
-      // InsertStateEvent writes, in one statement.
-      SqliteStatement st;
-      XV_RETURN_IF_ERROR(c->Prepare(
-          "INSERT INTO events(source, experiment_id, attempt, type, json) "
-          "SELECT 'daemon', id, attempt, 'state', json_object('state', state, 'detail', '') "
-          "FROM experiments WHERE round_id = ? ORDER BY id",
-          &st));
-      st.Bind(1, result.round_id);
-      XV_RETURN_IF_ERROR(st.Run());
-    }
-    json audit = {{"campaign", sub.campaign},       {"round_id", result.round_id},
-                  {"recipe_name", sub.recipe_name}, {"submitter", sub.submitter},
-                  {"trainer", sub.trainer},         {"experiments", result.experiment_ids}};
-    SqliteStatement ev;
-    XV_RETURN_IF_ERROR(
-        c->Prepare("INSERT INTO events(source, type, json) VALUES ('audit', 'submit', ?)", &ev));
-    ev.Bind(1, DumpJsonLossless(audit));
-    return ev.Run();
+    XV_RETURN_IF_ERROR(InsertCampaignOnFirstUse(c, sub, base_recipe_id, &result.campaign_id));
+    XV_RETURN_IF_ERROR(InsertRound(c, sub, result.campaign_id, base_recipe_id, &result.round_id));
+    XV_RETURN_IF_ERROR(InsertExperimentRows(c, sub, recipe_ids, &result));
+    return InsertSubmissionEvents(c, sub, result);
   }));
   *ids = std::move(result);
   return Status::Ok();

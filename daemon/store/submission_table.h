@@ -3,6 +3,9 @@
 // Threading contract: as Database; one submission at a time (Database::submissions_mu()).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "common/status.h"
 #include "daemon/store/database.h"
 #include "daemon/store/store_rows.h"
@@ -22,6 +25,12 @@ class SubmissionTable {
   Status InsertSubmission(const NewSubmission& sub, SubmissionIds* ids);
 
  private:
+  // Step 1 of InsertSubmission: the recipe rows in transactions of kSubmissionChunkRows, the
+  // mutex released in between. *recipe_ids[i] is experiment i's row; *added_recipes receives the
+  // rows this call added.
+  Status InsertRecipesInChunks(const NewSubmission& sub, int64_t* base_recipe_id,
+                               std::vector<int64_t>* recipe_ids,
+                               std::vector<int64_t>* added_recipes);
   // InsertSubmission's two steps; *added_recipes receives the recipe rows committed by step 1.
   Status InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids,
                                std::vector<int64_t>* added_recipes);
