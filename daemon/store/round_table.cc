@@ -75,6 +75,46 @@ Status ReadRuns(SqliteStatement* st, std::vector<RoundRun>* out) {
       st, [out](const SqliteStatement& row) { return RowToRun(row, &out->emplace_back()); });
 }
 
+// The kept candidate becomes the campaign's head: its recipe, a head_history row and a 'head'
+// daemon event. InvalidArgument when the kept experiment is not of this round.
+Status MoveHeadToKept(SqliteConnection* c, int64_t campaign_id, const RoundDecisionRecord& rec) {
+  bool row = false;
+  SqliteStatement kept;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("SELECT recipe_id, campaign_id, round_id FROM experiments WHERE id = ?", &kept));
+  kept.Bind(1, rec.kept_experiment_id);
+  XV_RETURN_IF_ERROR(kept.Step(&row));
+  if (!row || kept.ColumnInt(1) != campaign_id || kept.ColumnInt(2) != rec.round_id) {
+    return Status::InvalidArgument("keep_experiment_id: " + std::to_string(rec.kept_experiment_id) +
+                                   " is not an experiment of round " +
+                                   std::to_string(rec.round_id));
+  }
+  const int64_t recipe_id = kept.ColumnInt(0);
+  SqliteStatement head;
+  XV_RETURN_IF_ERROR(c->Prepare("UPDATE campaigns SET head_recipe_id = ? WHERE id = ?", &head));
+  head.Bind(1, recipe_id).Bind(2, campaign_id);
+  XV_RETURN_IF_ERROR(head.Run());
+  SqliteStatement hist;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "INSERT INTO head_history(campaign_id, recipe_id, round_id, experiment_id, candidate, "
+      "reason) VALUES (?, ?, ?, ?, ?, ?)",
+      &hist));
+  hist.Bind(1, campaign_id)
+      .Bind(2, recipe_id)
+      .Bind(3, rec.round_id)
+      .Bind(4, rec.kept_experiment_id)
+      .Bind(5, rec.kept_candidate)
+      .Bind(6, rec.head_reason);
+  XV_RETURN_IF_ERROR(hist.Run());
+  return InsertDaemonEvent(
+      c, 0, 0, "head",
+      DumpJsonLossless(nlohmann::json{{"campaign_id", campaign_id},
+                                      {"round_id", rec.round_id},
+                                      {"candidate", rec.kept_candidate},
+                                      {"experiment_id", rec.kept_experiment_id},
+                                      {"reason", rec.head_reason}}));
+}
+
 }  // namespace
 
 Status RoundTable::ListRoundsToDecide(std::vector<RoundToDecide>* out) {
@@ -200,40 +240,7 @@ Status RoundTable::StoreRoundDecision(const RoundDecisionRecord& rec) {
       XV_RETURN_IF_ERROR(dec.Run());
     }
     if (rec.kept_experiment_id == 0) return Status::Ok();
-    SqliteStatement kept;
-    XV_RETURN_IF_ERROR(
-        c->Prepare("SELECT recipe_id, campaign_id, round_id FROM experiments WHERE id = ?", &kept));
-    kept.Bind(1, rec.kept_experiment_id);
-    XV_RETURN_IF_ERROR(kept.Step(&row));
-    if (!row || kept.ColumnInt(1) != campaign_id || kept.ColumnInt(2) != rec.round_id) {
-      return Status::InvalidArgument(
-          "keep_experiment_id: " + std::to_string(rec.kept_experiment_id) +
-          " is not an experiment of round " + std::to_string(rec.round_id));
-    }
-    const int64_t recipe_id = kept.ColumnInt(0);
-    SqliteStatement head;
-    XV_RETURN_IF_ERROR(c->Prepare("UPDATE campaigns SET head_recipe_id = ? WHERE id = ?", &head));
-    head.Bind(1, recipe_id).Bind(2, campaign_id);
-    XV_RETURN_IF_ERROR(head.Run());
-    SqliteStatement hist;
-    XV_RETURN_IF_ERROR(c->Prepare(
-        "INSERT INTO head_history(campaign_id, recipe_id, round_id, experiment_id, candidate, "
-        "reason) VALUES (?, ?, ?, ?, ?, ?)",
-        &hist));
-    hist.Bind(1, campaign_id)
-        .Bind(2, recipe_id)
-        .Bind(3, rec.round_id)
-        .Bind(4, rec.kept_experiment_id)
-        .Bind(5, rec.kept_candidate)
-        .Bind(6, rec.head_reason);
-    XV_RETURN_IF_ERROR(hist.Run());
-    return InsertDaemonEvent(
-        c, 0, 0, "head",
-        DumpJsonLossless(nlohmann::json{{"campaign_id", campaign_id},
-                                        {"round_id", rec.round_id},
-                                        {"candidate", rec.kept_candidate},
-                                        {"experiment_id", rec.kept_experiment_id},
-                                        {"reason", rec.head_reason}}));
+    return MoveHeadToKept(c, campaign_id, rec);
   });
 }
 

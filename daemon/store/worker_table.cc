@@ -20,6 +20,78 @@ using nlohmann::json;
 // A worker offline this long that never held an attempt is forgotten (UpsertWorker).
 constexpr int kIdleWorkerHorizonHours = 24;
 
+// The device a worker registered with, as workers.device_json.
+json DeviceJson(const xv::v1::Register& reg) {
+  const xv::v1::Device& d = reg.device();
+  json device = {{"name", d.name()},
+                 {"vendor", d.vendor()},
+                 {"backend", d.backend()},
+                 {"index", d.index()},
+                 {"memory_bytes", d.memory_bytes()},
+                 {"driver", d.driver()},
+                 {"runtime", d.runtime()},
+                 {"torch_version", d.torch_version()},
+                 {"os", d.os()},
+                 {"hostname", d.hostname()},
+                 {"peak_flops", d.peak_flops()},
+                 {"peak_flops_source", d.peak_flops_source()}};
+  json env = json::object();
+  for (const auto& [k, v] : d.env_knobs()) env[k] = v;
+  device["env_knobs"] = env;
+  return device;
+}
+
+// What a worker can run, as workers.capabilities_json.
+json CapabilitiesJson(const xv::v1::Register& reg) {
+  const xv::v1::Capabilities& cap = reg.capabilities();
+  return {{"trainers", std::vector<std::string>(cap.trainers().begin(), cap.trainers().end())},
+          {"attention_backends", std::vector<std::string>(cap.attention_backends().begin(),
+                                                          cap.attention_backends().end())},
+          {"sliding_window", cap.sliding_window()},
+          {"dtypes", std::vector<std::string>(cap.dtypes().begin(), cap.dtypes().end())},
+          {"max_concurrent", cap.max_concurrent()}};
+}
+
+// Worker rows do not pile up (issue 11: 300 made-up names lived forever): a worker offline for
+// kIdleWorkerHorizonHours that never held an attempt is forgotten; registering again makes it
+// anew. Workers that ran something stay, their rows are referenced by experiments and attempts.
+Status ForgetIdleWorkers(SqliteConnection* c) {
+  SqliteStatement prune;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "DELETE FROM workers WHERE state = 'offline' AND COALESCE(last_heartbeat, registered_at) < "
+      "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?) "
+      "AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.worker_id = workers.id) "
+      "AND NOT EXISTS (SELECT 1 FROM experiments e WHERE e.worker_id = workers.id)",
+      &prune));
+  prune.Bind(1, "-" + std::to_string(kIdleWorkerHorizonHours) + " hours");
+  XV_RETURN_IF_ERROR(prune.Run());
+  if (c->Changes() > 0) {
+    spdlog::info("forgot {} worker(s) offline for over {} h that never ran an attempt",
+                 c->Changes(), kIdleWorkerHorizonHours);
+  }
+  return Status::Ok();
+}
+
+// The device probe (issue 3). A worker registering without one (--no-probe, probe failed) keeps
+// the one stored before.
+Status StoreProbe(SqliteConnection* c, const xv::v1::Register& reg) {
+  if (reg.probe_json().empty()) return Status::Ok();
+  ProbeFigures pf;
+  const bool parsed = ParseProbeFigures(reg.probe_json(), &pf);
+  SqliteStatement probe;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "UPDATE workers SET probe_json = ?, probe_matmul_tflops = ?, probe_bandwidth_gbs = ?, "
+      "probed_at = " XV_NOW " WHERE name = ?",
+      &probe));
+  probe.Bind(1, reg.probe_json())
+      .Bind(2,
+            parsed && pf.matmul_tflops > 0 ? std::optional<double>(pf.matmul_tflops) : std::nullopt)
+      .Bind(3, parsed && pf.bandwidth_gb_per_s > 0 ? std::optional<double>(pf.bandwidth_gb_per_s)
+                                                   : std::nullopt)
+      .Bind(4, reg.worker_name());
+  return probe.Run();
+}
+
 }  // namespace
 
 Status WorkerTable::ListWorkers(std::vector<xv::v1::WorkerInfo>* out) {
@@ -61,47 +133,12 @@ Status WorkerTable::ListWorkers(std::vector<xv::v1::WorkerInfo>* out) {
 Status WorkerTable::UpsertWorker(const xv::v1::Register& reg, int64_t* worker_id) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   const xv::v1::Device& d = reg.device();
-  json device = {{"name", d.name()},
-                 {"vendor", d.vendor()},
-                 {"backend", d.backend()},
-                 {"index", d.index()},
-                 {"memory_bytes", d.memory_bytes()},
-                 {"driver", d.driver()},
-                 {"runtime", d.runtime()},
-                 {"torch_version", d.torch_version()},
-                 {"os", d.os()},
-                 {"hostname", d.hostname()},
-                 {"peak_flops", d.peak_flops()},
-                 {"peak_flops_source", d.peak_flops_source()}};
-  json env = json::object();
-  for (const auto& [k, v] : d.env_knobs()) env[k] = v;
-  device["env_knobs"] = env;
-  const xv::v1::Capabilities& cap = reg.capabilities();
-  json caps = {{"trainers", std::vector<std::string>(cap.trainers().begin(), cap.trainers().end())},
-               {"attention_backends", std::vector<std::string>(cap.attention_backends().begin(),
-                                                               cap.attention_backends().end())},
-               {"sliding_window", cap.sliding_window()},
-               {"dtypes", std::vector<std::string>(cap.dtypes().begin(), cap.dtypes().end())},
-               {"max_concurrent", cap.max_concurrent()}};
+  const std::string device = DumpJsonLossless(DeviceJson(reg));
+  const std::string caps = DumpJsonLossless(CapabilitiesJson(reg));
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();
   return InWriteTransaction(c, [&]() -> Status {
-    // Worker rows do not pile up (issue 11: 300 made-up names lived forever): a worker offline
-    // for kIdleWorkerHorizon that never held an attempt is forgotten; registering again makes it
-    // anew. Workers that ran something stay, their rows are referenced by experiments and attempts.
-    SqliteStatement prune;
-    XV_RETURN_IF_ERROR(c->Prepare(
-        "DELETE FROM workers WHERE state = 'offline' AND COALESCE(last_heartbeat, registered_at) < "
-        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?) "
-        "AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.worker_id = workers.id) "
-        "AND NOT EXISTS (SELECT 1 FROM experiments e WHERE e.worker_id = workers.id)",
-        &prune));
-    prune.Bind(1, "-" + std::to_string(kIdleWorkerHorizonHours) + " hours");
-    XV_RETURN_IF_ERROR(prune.Run());
-    if (c->Changes() > 0) {
-      spdlog::info("forgot {} worker(s) offline for over {} h that never ran an attempt",
-                   c->Changes(), kIdleWorkerHorizonHours);
-    }
+    XV_RETURN_IF_ERROR(ForgetIdleWorkers(c));
     SqliteStatement st;
     XV_RETURN_IF_ERROR(c->Prepare(
         "INSERT INTO workers(name, device_json, capabilities_json, backend, device_name, state, "
@@ -112,31 +149,13 @@ Status WorkerTable::UpsertWorker(const xv::v1::Register& reg, int64_t* worker_id
         "registered_at = " XV_NOW ", last_heartbeat = excluded.last_heartbeat",
         &st));
     st.Bind(1, reg.worker_name())
-        .Bind(2, DumpJsonLossless(device))
-        .Bind(3, DumpJsonLossless(caps))
+        .Bind(2, device)
+        .Bind(3, caps)
         .Bind(4, d.backend().empty() ? std::string("cpu") : d.backend())
         .Bind(5, d.name())
         .Bind(6, reg.version());
     XV_RETURN_IF_ERROR(st.Run());
-    // The device probe (issue 3). A worker registering without one (--no-probe, probe failed)
-    // keeps the one stored before.
-    if (!reg.probe_json().empty()) {
-      ProbeFigures pf;
-      const bool parsed = ParseProbeFigures(reg.probe_json(), &pf);
-      SqliteStatement probe;
-      XV_RETURN_IF_ERROR(c->Prepare(
-          "UPDATE workers SET probe_json = ?, probe_matmul_tflops = ?, probe_bandwidth_gbs = ?, "
-          "probed_at = " XV_NOW " WHERE name = ?",
-          &probe));
-      probe.Bind(1, reg.probe_json())
-          .Bind(2, parsed && pf.matmul_tflops > 0 ? std::optional<double>(pf.matmul_tflops)
-                                                  : std::nullopt)
-          .Bind(3, parsed && pf.bandwidth_gb_per_s > 0
-                       ? std::optional<double>(pf.bandwidth_gb_per_s)
-                       : std::nullopt)
-          .Bind(4, reg.worker_name());
-      XV_RETURN_IF_ERROR(probe.Run());
-    }
+    XV_RETURN_IF_ERROR(StoreProbe(c, reg));
     SqliteStatement sel;
     XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM workers WHERE name = ?", &sel));
     sel.Bind(1, reg.worker_name());
