@@ -232,6 +232,7 @@ Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
   SqliteConnection* c = db_->conn();
   AppliedEvents result;
   XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
+    db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
     std::vector<std::pair<int64_t, int>> touched;
     for (const xv::v1::TrainerEvent& ev : events) {
       // The worker must hold (or have held) this attempt.

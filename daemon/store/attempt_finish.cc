@@ -224,7 +224,7 @@ Status AttemptLedger::FinishAttempt(int64_t worker_id, const xv::v1::Finished& f
   const int64_t exp = f.experiment_id();
   const int attempt = f.attempt();
   return InWriteTransaction(c, [&]() -> Status {
-    db_->mu()->AssertHeld();
+    db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
     HeldAttempt held;
     XV_RETURN_IF_ERROR(ReadHeldAttempt(c, worker_id, exp, attempt, &held));
     // The acknowledgement ends the worker's resending whether or not the report is applied: a
