@@ -77,4 +77,13 @@ inline xv::v1::TrainerEvent MakeEvent(int64_t exp, int attempt, int64_t seq,
   return ev;
 }
 
+// A trainer's exit report of `attempt` of `exp`, ending in `state` (as the worker sends it).
+inline xv::v1::Finished MakeFinished(int64_t exp, int attempt, const std::string& state) {
+  xv::v1::Finished f;
+  f.set_experiment_id(exp);
+  f.set_attempt(attempt);
+  f.set_state(state);
+  return f;
+}
+
 }  // namespace xv::store::testing
