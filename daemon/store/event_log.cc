@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/store/statement_rows.h"
+
 namespace xv::store {
 
 Status InsertDaemonEvent(SqliteConnection* c, int64_t experiment_id, int attempt,
@@ -32,19 +34,61 @@ Status InsertStateEvent(SqliteConnection* c, int64_t experiment_id, const std::s
   return ev.Run();
 }
 
+namespace {
+
+// Positions in kEventSelect.
+struct EventColumn {
+  enum : int {
+    kId,
+    kCreatedAt,
+    kSource,
+    kExperimentId,
+    kAttempt,
+    kType,
+    kJson,
+    kCampaignId,
+    kCampaign,
+    kRoundId,
+    kName,
+    kCount
+  };
+};
+
+constexpr SelectColumn kEventSelect[] = {
+    {EventColumn::kId, "e.id"},
+    {EventColumn::kCreatedAt, "e.created_at"},
+    {EventColumn::kSource, "e.source"},
+    {EventColumn::kExperimentId, "COALESCE(e.experiment_id, 0)"},
+    {EventColumn::kAttempt, "COALESCE(e.attempt, 0)"},
+    {EventColumn::kType, "e.type"},
+    {EventColumn::kJson, "e.json"},
+    {EventColumn::kCampaignId, "COALESCE(c.id, 0)"},
+    {EventColumn::kCampaign, "COALESCE(c.name, '')"},
+    {EventColumn::kRoundId,
+     "COALESCE(x.round_id, CASE WHEN json_valid(e.json) THEN json_extract(e.json, '$.round_id') "
+     "END, 0)"},
+    {EventColumn::kName, "COALESCE(x.name, '')"},
+};
+static_assert(ColumnsInOrder(kEventSelect, EventColumn::kCount),
+              "kEventSelect lists EventColumn in order");
+
+const std::string& EventSelectSql() {
+  static const std::string kSql = SelectList(kEventSelect);
+  return kSql;
+}
+
+}  // namespace
+
 Status EventLog::ListEventsAfter(int64_t after_id, int64_t up_to_id, int limit,
                                  std::vector<StoredEvent>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
-      "SELECT e.id, e.created_at, e.source, COALESCE(e.experiment_id, 0), COALESCE(e.attempt, 0), "
-      "e.type, e.json, COALESCE(c.id, 0), COALESCE(c.name, ''), "
-      "COALESCE(x.round_id, CASE WHEN json_valid(e.json) THEN json_extract(e.json, '$.round_id') "
-      "END, 0), COALESCE(x.name, '') "
-      "FROM events e LEFT JOIN experiments x ON x.id = e.experiment_id "
-      "LEFT JOIN campaigns c ON c.id = COALESCE(x.campaign_id, CASE WHEN json_valid(e.json) THEN "
-      "json_extract(e.json, '$.campaign_id') END) "
-      "WHERE e.id > ? AND (? = 0 OR e.id <= ?) ORDER BY e.id LIMIT ?",
+      EventSelectSql() + "FROM events e LEFT JOIN experiments x ON x.id = e.experiment_id "
+                         "LEFT JOIN campaigns c ON c.id = COALESCE(x.campaign_id, CASE WHEN "
+                         "json_valid(e.json) THEN "
+                         "json_extract(e.json, '$.campaign_id') END) "
+                         "WHERE e.id > ? AND (? = 0 OR e.id <= ?) ORDER BY e.id LIMIT ?",
       &st));
   st.Bind(1, after_id).Bind(2, up_to_id).Bind(3, up_to_id).Bind(4, limit);
   bool row = false;
@@ -52,17 +96,17 @@ Status EventLog::ListEventsAfter(int64_t after_id, int64_t up_to_id, int limit,
     XV_RETURN_IF_ERROR(st.Step(&row));
     if (!row) return Status::Ok();
     StoredEvent e;
-    e.id = st.ColumnInt(0);
-    e.created_at = st.ColumnText(1);
-    e.source = st.ColumnText(2);
-    e.experiment_id = st.ColumnInt(3);
-    e.attempt = static_cast<int>(st.ColumnInt(4));
-    e.type = st.ColumnText(5);
-    e.json = st.ColumnText(6);
-    e.campaign_id = st.ColumnInt(7);
-    e.campaign = st.ColumnText(8);
-    e.round_id = st.ColumnInt(9);
-    e.name = st.ColumnText(10);
+    e.id = st.ColumnInt(EventColumn::kId);
+    e.created_at = st.ColumnText(EventColumn::kCreatedAt);
+    e.source = st.ColumnText(EventColumn::kSource);
+    e.experiment_id = st.ColumnInt(EventColumn::kExperimentId);
+    e.attempt = static_cast<int>(st.ColumnInt(EventColumn::kAttempt));
+    e.type = st.ColumnText(EventColumn::kType);
+    e.json = st.ColumnText(EventColumn::kJson);
+    e.campaign_id = st.ColumnInt(EventColumn::kCampaignId);
+    e.campaign = st.ColumnText(EventColumn::kCampaign);
+    e.round_id = st.ColumnInt(EventColumn::kRoundId);
+    e.name = st.ColumnText(EventColumn::kName);
     out->push_back(std::move(e));
   }
 }

@@ -258,6 +258,41 @@ void CountEndedRun(ExperimentState state, bool nan, xv::v1::KnobFailure* k) {
   if (nan) k->set_nan_runs(k->nan_runs() + 1);
 }
 
+// Positions in kQueuedSelect.
+struct QueuedColumn {
+  enum : int {
+    kId,
+    kPriority,
+    kTrainer,
+    kDeviceRequirement,
+    kRoundId,
+    kCandidate,
+    kDeviceFilter,
+    kCampaignId,
+    kBudgetJson,
+    kCount
+  };
+};
+
+constexpr SelectColumn kQueuedSelect[] = {
+    {QueuedColumn::kId, "e.id"},
+    {QueuedColumn::kPriority, "e.priority"},
+    {QueuedColumn::kTrainer, "e.trainer"},
+    {QueuedColumn::kDeviceRequirement, "e.device_requirement"},
+    {QueuedColumn::kRoundId, "e.round_id"},
+    {QueuedColumn::kCandidate, "e.name"},
+    {QueuedColumn::kDeviceFilter, "c.device_filter"},
+    {QueuedColumn::kCampaignId, "c.id"},
+    {QueuedColumn::kBudgetJson, "c.budget_json"},
+};
+static_assert(ColumnsInOrder(kQueuedSelect, QueuedColumn::kCount),
+              "kQueuedSelect lists QueuedColumn in order");
+
+const std::string& QueuedSelectSql() {
+  static const std::string kSql = SelectList(kQueuedSelect);
+  return kSql;
+}
+
 }  // namespace
 
 Status ExperimentQueries::ListExperiments(const xv::v1::ListExperimentsRequest& req,
@@ -355,25 +390,24 @@ Status ExperimentQueries::ListQueued(std::vector<QueuedExperiment>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
-      "SELECT e.id, e.priority, e.trainer, e.device_requirement, e.round_id, e.name, "
-      "c.device_filter, c.id, c.budget_json "
-      "FROM experiments e JOIN campaigns c ON c.id = e.campaign_id "
-      "WHERE e.state = 'queued' AND c.state = 'active' ORDER BY e.priority DESC, e.id",
+      QueuedSelectSql() +
+          "FROM experiments e JOIN campaigns c ON c.id = e.campaign_id "
+          "WHERE e.state = 'queued' AND c.state = 'active' ORDER BY e.priority DESC, e.id",
       &st));
   bool row = false;
   while (true) {
     XV_RETURN_IF_ERROR(st.Step(&row));
     if (!row) break;
     QueuedExperiment q;
-    q.id = st.ColumnInt(0);
-    q.priority = static_cast<int>(st.ColumnInt(1));
-    q.trainer = st.ColumnText(2);
-    q.device_requirement = st.ColumnText(3);
-    q.round_id = st.ColumnInt(4);
-    q.candidate = st.ColumnText(5);
-    q.device_filter = st.ColumnText(6);
-    q.campaign_id = st.ColumnInt(7);
-    q.campaign_budget_json = st.ColumnText(8);
+    q.id = st.ColumnInt(QueuedColumn::kId);
+    q.priority = static_cast<int>(st.ColumnInt(QueuedColumn::kPriority));
+    q.trainer = st.ColumnText(QueuedColumn::kTrainer);
+    q.device_requirement = st.ColumnText(QueuedColumn::kDeviceRequirement);
+    q.round_id = st.ColumnInt(QueuedColumn::kRoundId);
+    q.candidate = st.ColumnText(QueuedColumn::kCandidate);
+    q.device_filter = st.ColumnText(QueuedColumn::kDeviceFilter);
+    q.campaign_id = st.ColumnInt(QueuedColumn::kCampaignId);
+    q.campaign_budget_json = st.ColumnText(QueuedColumn::kBudgetJson);
     out->push_back(std::move(q));
   }
   return Status::Ok();
