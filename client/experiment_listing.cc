@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "client/numeric_ref.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/results_reader.h"
 
 namespace xv::client {
 namespace {
@@ -91,8 +91,8 @@ Status ListFromDaemon(DaemonClient* client, const ExperimentFilter& filter,
 
 Status ListFromDatabase(const std::string& db_path, const ExperimentFilter& filter,
                         std::vector<v1::Experiment>* out) {
-  std::unique_ptr<store::ExperimentStore> st;
-  XV_RETURN_IF_ERROR(store::ExperimentStore::OpenReadOnly(db_path, &st));
+  std::unique_ptr<store::ResultsReader> st;
+  XV_RETURN_IF_ERROR(store::ResultsReader::Open(db_path, &st));
   return ListPaged(
       filter,
       [&st](const v1::ListExperimentsRequest& req, std::vector<v1::Experiment>* page) {

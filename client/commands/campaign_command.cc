@@ -17,7 +17,7 @@
 #include "common/bounded_json.h"
 #include "common/bounded_json_or_discarded.h"
 #include "common/untrusted_text.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/results_reader.h"
 
 namespace xv::client {
 namespace {
@@ -92,7 +92,7 @@ int RunCreate(const CampaignArgs& a, const ClientOptions& options) {
 // says so on stderr). Otherwise returns `st` unchanged.
 Status OpenDatabaseInstead(const Status& st, const DaemonClient& client,
                            const ClientOptions& options,
-                           std::unique_ptr<store::ExperimentStore>* store) {
+                           std::unique_ptr<store::ResultsReader>* store) {
   if (st.code() != Status::Code::kUnavailable) return st;
   const std::string db = options.StateDir() + "/xv.db";
   if (!std::filesystem::exists(db)) {
@@ -101,7 +101,7 @@ Status OpenDatabaseInstead(const Status& st, const DaemonClient& client,
   }
   std::cerr << "xvctl: no xvd answers at " << client.address() << "; reading " << db << " read-only"
             << std::endl;
-  return store::ExperimentStore::OpenReadOnly(db, store);
+  return store::ResultsReader::Open(db, store);
 }
 
 int RunShow(const CampaignArgs& a, const ClientOptions& options) {
@@ -109,7 +109,7 @@ int RunShow(const CampaignArgs& a, const ClientOptions& options) {
   v1::Campaign c;
   Status st = client.GetCampaign(a.name, &c);
   if (st.code() == Status::Code::kUnavailable) {
-    std::unique_ptr<store::ExperimentStore> db;
+    std::unique_ptr<store::ResultsReader> db;
     st = OpenDatabaseInstead(st, client, options, &db);
     if (st.ok()) {
       int64_t id = 0;
@@ -132,7 +132,7 @@ int RunList(const CampaignArgs& a, const ClientOptions& options) {
   Status st = client.ListCampaigns(&resp);
   std::vector<v1::Campaign> list(resp.campaigns().begin(), resp.campaigns().end());
   if (st.code() == Status::Code::kUnavailable) {
-    std::unique_ptr<store::ExperimentStore> db;
+    std::unique_ptr<store::ResultsReader> db;
     st = OpenDatabaseInstead(st, client, options, &db);
     if (st.ok()) st = db->ListCampaigns(&list);
   }

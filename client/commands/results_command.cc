@@ -14,7 +14,7 @@
 #include "client/views/experiment_view.h"
 #include "client/views/failure_summary_view.h"
 #include "common/bounded_json.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/results_reader.h"
 
 namespace xv::client {
 namespace {
@@ -47,8 +47,8 @@ int RunFailures(const ResultsArgs& a, const ClientOptions& options) {
     }
     std::cerr << "xvctl: no xvd answers at " << client.address() << "; reading " << db
               << " read-only" << std::endl;
-    std::unique_ptr<store::ExperimentStore> store;
-    st = store::ExperimentStore::OpenReadOnly(db, &store);
+    std::unique_ptr<store::ResultsReader> store;
+    st = store::ResultsReader::Open(db, &store);
     if (st.ok()) st = store->FailureSummary(req.campaign_id(), req.campaign(), &knobs);
   }
   if (!st.ok()) return ReportError(st);

@@ -14,8 +14,8 @@
 
 namespace xv::daemon {
 
-CampaignsService::CampaignsService(store::ExperimentStore* store, Dispatcher* dispatcher,
-                                   RoundCloser* closer, SubmissionLimits limits)
+CampaignsService::CampaignsService(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer,
+                                   SubmissionLimits limits)
     : store_(store), dispatcher_(dispatcher), closer_(closer), limits_(limits) {}
 
 grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext* ctx,
@@ -75,24 +75,24 @@ grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext* ctx,
   nc.base_recipe_json = RecipeToJson(base).dump();
   nc.base_resolved_json = ResolvedConfigJson(base, sizes).dump();
   int64_t id = 0;
-  s = store_->CreateCampaign(nc, &id);
+  s = store_->campaigns().CreateCampaign(nc, &id);
   if (!s.ok()) return ToGrpcStatus(s);
   spdlog::info("campaign '{}' created (id {})", nc.name, id);
-  return ToGrpcStatus(store_->GetCampaign(id, "", true, resp));
+  return ToGrpcStatus(store_->campaigns().GetCampaign(id, "", true, resp));
 }
 
 grpc::Status CampaignsService::GetCampaign(grpc::ServerContext*,
                                            const xv::v1::GetCampaignRequest* req,
                                            xv::v1::Campaign* resp) {
   if (Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
-  return ToGrpcStatus(store_->GetCampaign(req->id(), req->name(), true, resp));
+  return ToGrpcStatus(store_->campaigns().GetCampaign(req->id(), req->name(), true, resp));
 }
 
 grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext*,
                                              const xv::v1::ListCampaignsRequest*,
                                              xv::v1::ListCampaignsResponse* resp) {
   std::vector<xv::v1::Campaign> found;
-  Status s = store_->ListCampaigns(&found);
+  Status s = store_->campaigns().ListCampaigns(&found);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& c : found) *resp->add_campaigns() = std::move(c);
   return grpc::Status::OK;
@@ -102,10 +102,10 @@ grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req, C
                                         xv::v1::Campaign* resp) {
   Status s = CheckRequestLimits(req);
   if (!s.ok()) return ToGrpcStatus(s);
-  s = store_->SetCampaignState(req.id(), req.name(), std::string(ToString(state)));
+  s = store_->campaigns().SetCampaignState(req.id(), req.name(), state);
   if (!s.ok()) return ToGrpcStatus(s);
   if (state == CampaignState::kActive) dispatcher_->Schedule();
-  return ToGrpcStatus(store_->GetCampaign(req.id(), req.name(), false, resp));
+  return ToGrpcStatus(store_->campaigns().GetCampaign(req.id(), req.name(), false, resp));
 }
 
 grpc::Status CampaignsService::PauseCampaign(grpc::ServerContext* ctx,
@@ -136,12 +136,12 @@ grpc::Status CampaignsService::Decide(grpc::ServerContext* ctx, const xv::v1::De
   s = closer_->DecideManually(req->round_id(), req->keep_experiment_id(), req->reason());
   if (!s.ok()) return ToGrpcStatus(s);
   store::RoundToDecide round;
-  std::string state;
+  RoundState state = RoundState::kOpen;
   int unfinished = 0;
-  s = store_->GetRoundState(req->round_id(), &round, &state, &unfinished);
+  s = store_->rounds().GetRoundState(req->round_id(), &round, &state, &unfinished);
   if (!s.ok()) return ToGrpcStatus(s);
   xv::v1::Campaign campaign;
-  s = store_->GetCampaign(round.campaign_id, "", true, &campaign);
+  s = store_->campaigns().GetCampaign(round.campaign_id, "", true, &campaign);
   if (!s.ok()) return ToGrpcStatus(s);
   for (const auto& r : campaign.rounds()) {
     if (r.id() == req->round_id()) *resp = r;
@@ -155,7 +155,7 @@ grpc::Status CampaignsService::FailureSummary(grpc::ServerContext*,
   Status s = CheckRequestLimits(*req);
   if (!s.ok()) return ToGrpcStatus(s);
   std::vector<xv::v1::KnobFailure> knobs;
-  s = store_->FailureSummary(req->campaign_id(), req->campaign(), &knobs);
+  s = store_->experiments().FailureSummary(req->campaign_id(), req->campaign(), &knobs);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& k : knobs) *resp->add_knobs() = std::move(k);
   return grpc::Status::OK;

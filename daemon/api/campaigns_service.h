@@ -8,7 +8,7 @@
 #include "daemon/engine/dispatcher.h"
 #include "daemon/engine/round_closer.h"
 #include "daemon/engine/submission_builder.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.grpc.pb.h"
 
 namespace xv::daemon {
@@ -16,7 +16,7 @@ namespace xv::daemon {
 class CampaignsService final : public xv::v1::Campaigns::Service {
  public:
   // `store`, `dispatcher` and `closer` must outlive the service.
-  CampaignsService(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
+  CampaignsService(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer,
                    SubmissionLimits limits);
 
   grpc::Status CreateCampaign(grpc::ServerContext* ctx, const xv::v1::CreateCampaignRequest* req,
@@ -43,7 +43,7 @@ class CampaignsService final : public xv::v1::Campaigns::Service {
   grpc::Status SetState(const xv::v1::GetCampaignRequest& req, CampaignState state,
                         xv::v1::Campaign* resp);
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   Dispatcher* const dispatcher_;
   RoundCloser* const closer_;
   const SubmissionLimits limits_;

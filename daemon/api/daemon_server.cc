@@ -74,11 +74,11 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
 
 Status DaemonServer::OpenStore(const DaemonOptions& options) {
   const std::string db_path = DatabasePath(options);
-  XV_RETURN_IF_ERROR(store::ExperimentStore::Open(db_path, &store_));
+  XV_RETURN_IF_ERROR(store::Store::Open(db_path, &store_));
   XV_RETURN_IF_ERROR(RestrictDatabaseFilePermissions(db_path));
-  spdlog::info("database {} (schema version {})", db_path, store_->schema_version());
+  spdlog::info("database {} (schema version {})", db_path, store_->database().schema_version());
   // No worker is connected to a daemon that just started.
-  return store_->MarkAllWorkersOffline();
+  return store_->workers().MarkAllWorkersOffline();
 }
 
 Status DaemonServer::StartWatchHub(const DaemonOptions& options) {
@@ -87,7 +87,7 @@ Status DaemonServer::StartWatchHub(const DaemonOptions& options) {
   hub_options.max_streams = static_cast<size_t>(std::max(0, options.max_watch_streams));
   watch_hub_ = std::make_unique<WatchHub>(store_.get(), hub_options);
   WatchHub* hub = watch_hub_.get();
-  store_->SetCommitListener([hub] { hub->Notify(); }, options.wal_checkpoint_pages);
+  store_->database().SetCommitListener([hub] { hub->Notify(); }, options.wal_checkpoint_pages);
   return watch_hub_->Start();
 }
 
@@ -177,9 +177,9 @@ Status DaemonServer::StartGrpcServer(const DaemonOptions& options, const ListenA
 Status DaemonServer::StartDashboard(const DaemonOptions& options, const ListenAddress& http) {
   // Read-only connections of its own: a page never holds the writer's connection.
   XV_RETURN_IF_ERROR(web::DashboardReader::Open(DatabasePath(options), &dashboard_reader_));
-  store::ExperimentStore* st = store_.get();
-  dashboard_router_ = std::make_unique<web::DashboardRouter>(dashboard_reader_.get(),
-                                                             [st] { return st->WriteFault(); });
+  store::Store* st = store_.get();
+  dashboard_router_ = std::make_unique<web::DashboardRouter>(
+      dashboard_reader_.get(), [st] { return st->database().WriteFault(); });
   Status hs = web::DashboardServer::Start(http.host, http.port, /*threads=*/2,
                                           dashboard_router_.get(), &dashboard_);
   if (!hs.ok()) {

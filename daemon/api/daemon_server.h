@@ -24,7 +24,7 @@
 #include "daemon/engine/plan_runner.h"
 #include "daemon/engine/round_closer.h"
 #include "daemon/engine/submission_builder.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "daemon/web/dashboard_reader.h"
 #include "daemon/web/dashboard_router.h"
 #include "daemon/web/dashboard_server.h"
@@ -75,7 +75,7 @@ class DaemonServer {
   const std::string& socket_path() const { return socket_path_; }
   int tcp_port() const { return tcp_port_; }    // 0 when TCP is off
   int http_port() const { return http_port_; }  // 0 when the dashboard is off
-  store::ExperimentStore* store() { return store_.get(); }
+  store::Store* store() { return store_.get(); }
   Dispatcher* dispatcher() { return dispatcher_.get(); }
   WatchHub* watch_hub() { return watch_hub_.get(); }
 
@@ -98,7 +98,7 @@ class DaemonServer {
 
   std::unique_ptr<WatchHub> watch_hub_;  // outlives store_ (its commit listener signals the hub)
   std::unique_ptr<CallerRateLimiter> rate_limiter_;  // outlives the services
-  std::unique_ptr<store::ExperimentStore> store_;
+  std::unique_ptr<store::Store> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<RoundCloser> closer_;
   std::unique_ptr<ExperimentsService> experiments_;

@@ -37,7 +37,7 @@ std::string ShownWorkerState(const Dispatcher* dispatcher, const xv::v1::WorkerI
 
 }  // namespace
 
-ExperimentsService::ExperimentsService(store::ExperimentStore* store, Dispatcher* dispatcher,
+ExperimentsService::ExperimentsService(store::Store* store, Dispatcher* dispatcher,
                                        SubmissionLimits limits, std::string version,
                                        RoundCloser* closer)
     : store_(store),
@@ -65,10 +65,11 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
   }
   if (sub.submitter.empty()) sub.submitter = ctx->peer();
   store::SubmissionIds ids;
-  s = store_->InsertSubmission(sub, &ids);
+  s = store_->submissions().InsertSubmission(sub, &ids);
   if (!s.ok()) {
     spdlog::error("submit: {}", BoundedStatusMessage(s.ToString()));
-    if (s.code() != xv::Status::Code::kFailedPrecondition && !store_->WriteFault().empty()) {
+    if (s.code() != xv::Status::Code::kFailedPrecondition &&
+        !store_->database().WriteFault().empty()) {
       s = xv::Status::FailedPrecondition("the daemon is in read-only mode: " + s.message());
     }
     return ToGrpcStatus(s);
@@ -94,7 +95,7 @@ grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext*,
   xv::Status s = CheckRequestLimits(*req);
   if (!s.ok()) return ToGrpcStatus(s);
   std::vector<xv::v1::Experiment> found;
-  s = store_->ListExperiments(*req, &found);
+  s = store_->experiments().ListExperiments(*req, &found);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& e : found) *resp->add_experiments() = std::move(e);
   return grpc::Status::OK;
@@ -103,16 +104,16 @@ grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext*,
 grpc::Status ExperimentsService::GetExperiment(grpc::ServerContext*,
                                                const xv::v1::GetExperimentRequest* req,
                                                xv::v1::Experiment* resp) {
-  return ToGrpcStatus(store_->GetExperiment(req->id(), resp));
+  return ToGrpcStatus(store_->experiments().GetExperiment(req->id(), resp));
 }
 
 grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::StatusRequest*,
                                         xv::v1::StatusResponse* resp) {
   std::map<std::string, int64_t> counts;
-  xv::Status s = store_->CountByState(&counts);
+  xv::Status s = store_->experiments().CountByState(&counts);
   if (!s.ok()) return ToGrpcStatus(s);
   resp->set_version(version_);
-  resp->set_database(store_->path());
+  resp->set_database(store_->database().path());
   int64_t queued = 0, running = 0, finished = 0;
   for (const auto& [name, n] : counts) {
     ExperimentState state = ExperimentState::kQueued;
@@ -128,10 +129,11 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   resp->set_running(running);
   resp->set_finished(finished);
   std::vector<xv::v1::WorkerInfo> workers;
-  s = store_->ListWorkers(&workers);
+  s = store_->workers().ListWorkers(&workers);
   if (!s.ok()) return ToGrpcStatus(s);
-  const std::string fault = store_->WriteFault();
-  if (!fault.empty()) resp->set_write_mode("read-only: " + fault + " (" + store_->path() + ")");
+  const std::string fault = store_->database().WriteFault();
+  if (!fault.empty())
+    resp->set_write_mode("read-only: " + fault + " (" + store_->database().path() + ")");
   std::set<std::string> offered;  // trainers of the connected workers
   for (auto& w : workers) {
     w.set_state(ShownWorkerState(dispatcher_, w));
@@ -144,7 +146,7 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
   if (counts["queued"] > 0) {
     // Queued experiments wait for a worker offering their trainer; say which trainers none offers.
     std::map<std::string, int64_t> queued_by_trainer;
-    s = store_->CountQueuedByTrainer(&queued_by_trainer);
+    s = store_->experiments().CountQueuedByTrainer(&queued_by_trainer);
     if (!s.ok()) return ToGrpcStatus(s);
     for (const auto& [trainer, n] : queued_by_trainer) {
       if (offered.count(trainer) != 0) continue;
@@ -158,7 +160,7 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
     req.set_state(std::string(ToString(state)));
     req.set_limit(1000);
     std::vector<xv::v1::Experiment> active;
-    s = store_->ListExperiments(req, &active);
+    s = store_->experiments().ListExperiments(req, &active);
     if (!s.ok()) return ToGrpcStatus(s);
     for (auto& e : active) *resp->add_active() = std::move(e);
   }
@@ -170,15 +172,16 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "Cancel"); !limited.ok()) {
     return limited;
   }
-  std::string state;
+  ExperimentState state = ExperimentState::kQueued;
   int64_t worker_id = 0;
   int attempt = 0;
-  xv::Status s = store_->CancelExperiment(req->experiment_id(), &state, &worker_id, &attempt);
+  xv::Status s =
+      store_->attempts().CancelExperiment(req->experiment_id(), &state, &worker_id, &attempt);
   if (!s.ok()) return ToGrpcStatus(s);
   if (worker_id != 0) {
     dispatcher_->SendCancel(worker_id, req->experiment_id(), attempt, "cancelled by request");
   }
-  resp->set_state(state);
+  resp->set_state(std::string(ToString(state)));
   return grpc::Status::OK;
 }
 
@@ -204,7 +207,7 @@ grpc::Status ExperimentsService::DrainWorker(grpc::ServerContext* ctx,
   if (!s.ok()) return ToGrpcStatus(s);
   spdlog::info("drain ({}): {} worker(s)", ctx->peer(), told.size());
   std::vector<xv::v1::WorkerInfo> workers;
-  s = store_->ListWorkers(&workers);
+  s = store_->workers().ListWorkers(&workers);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& w : workers) {
     if (std::find(told.begin(), told.end(), w.id()) == told.end()) continue;

@@ -13,7 +13,7 @@
 #include "daemon/engine/dispatcher.h"
 #include "daemon/engine/round_closer.h"
 #include "daemon/engine/submission_builder.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.grpc.pb.h"
 
 namespace xv::daemon {
@@ -24,7 +24,7 @@ class ExperimentsService final
  public:
   // `store`, `dispatcher` and `closer` (may be null: no decisions at submit) must outlive the
   // service.
-  ExperimentsService(store::ExperimentStore* store, Dispatcher* dispatcher, SubmissionLimits limits,
+  ExperimentsService(store::Store* store, Dispatcher* dispatcher, SubmissionLimits limits,
                      std::string version, RoundCloser* closer = nullptr);
 
   grpc::Status Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,
@@ -55,7 +55,7 @@ class ExperimentsService final
   // the campaign has a policy, its replicates and head controls.
   xv::Status BuildCampaignSubmission(const xv::v1::SubmitRequest& req, store::NewSubmission* sub);
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   Dispatcher* const dispatcher_;
   RoundCloser* const closer_;
   const SubmissionLimits limits_;

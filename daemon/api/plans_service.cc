@@ -42,8 +42,8 @@ Status CheckPhasesAgainstHead(const sched::PlanSpec& spec, const Recipe& head) {
 
 }  // namespace
 
-PlansService::PlansService(store::ExperimentStore* store, Dispatcher* dispatcher,
-                           CampaignsService* campaigns, PlanRunner* runner)
+PlansService::PlansService(store::Store* store, Dispatcher* dispatcher, CampaignsService* campaigns,
+                           PlanRunner* runner)
     : store_(store), dispatcher_(dispatcher), campaigns_(campaigns), runner_(runner) {}
 
 grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
@@ -60,7 +60,7 @@ grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
   }
   bool found = false;
   store::CampaignHead head;
-  s = store_->FindCampaignHead(spec.campaign, &found, &head);
+  s = store_->campaigns().FindCampaignHead(spec.campaign, &found, &head);
   if (!s.ok()) return ToGrpcStatus(s);
   Recipe head_recipe;
   if (found) {
@@ -93,7 +93,7 @@ grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
     if (!gs.ok()) {
       return grpc::Status(gs.error_code(), "create: " + gs.error_message());
     }
-    s = store_->FindCampaignHead(spec.campaign, &found, &head);
+    s = store_->campaigns().FindCampaignHead(spec.campaign, &found, &head);
     if (!s.ok()) return ToGrpcStatus(s);
   }
   CampaignPolicy policy;
@@ -111,13 +111,13 @@ grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
   plan.yaml = req->yaml();
   plan.submitter = req->submitter().empty() ? ctx->peer() : req->submitter();
   int64_t id = 0;
-  s = store_->InsertPlan(plan, &id);
+  s = store_->plans().InsertPlan(plan, &id);
   if (!s.ok()) return ToGrpcStatus(s);
   spdlog::info("plan '{}' (id {}) submitted for campaign '{}': {} phase(s)", spec.name, id,
                spec.campaign, spec.phases.size());
   s = runner_->Advance(id);
   if (!s.ok()) spdlog::error("plan {}: {}", id, s.ToString());
-  s = store_->GetPlan(id, "", &plan);
+  s = store_->plans().GetPlan(id, "", &plan);
   if (s.ok()) s = runner_->Describe(plan, true, resp);
   return ToGrpcStatus(s);
 }
@@ -129,7 +129,7 @@ grpc::Status PlansService::GetPlan(grpc::ServerContext*, const xv::v1::GetPlanRe
     return ToGrpcStatus(Status::InvalidArgument("id/name: give a plan id or name"));
   }
   store::StoredPlan plan;
-  Status s = store_->GetPlan(req->id(), req->name(), &plan);
+  Status s = store_->plans().GetPlan(req->id(), req->name(), &plan);
   if (s.ok()) s = runner_->Describe(plan, true, resp);
   return ToGrpcStatus(s);
 }
@@ -138,7 +138,7 @@ grpc::Status PlansService::ListPlans(grpc::ServerContext*, const xv::v1::ListPla
                                      xv::v1::ListPlansResponse* resp) {
   std::vector<store::StoredPlan> plans;
   Status s = CheckRequestLimits(*req);
-  if (s.ok()) s = store_->ListPlans(req->state(), &plans);
+  if (s.ok()) s = store_->plans().ListPlans(req->state(), &plans);
   for (size_t i = 0; s.ok() && i < plans.size(); ++i) {
     s = runner_->Describe(plans[i], false, resp->add_plans());
   }
@@ -155,7 +155,7 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::Ge
     return ToGrpcStatus(Status::InvalidArgument("id/name: give a plan id or name"));
   }
   store::StoredPlan plan;
-  Status s = store_->GetPlan(req->id(), req->name(), &plan);
+  Status s = store_->plans().GetPlan(req->id(), req->name(), &plan);
   if (!s.ok()) return ToGrpcStatus(s);
   // Under the runner's lock: a plan step in between would otherwise have its phase and outcomes
   // overwritten by the ones read here.
@@ -163,25 +163,22 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::Ge
   if (!s.ok()) return ToGrpcStatus(s);
   // The current phase's unfinished experiments would only spend device time now.
   std::vector<store::PlanRound> rounds;
-  s = store_->ListPlanRounds(plan.id, &rounds);
+  s = store_->plans().ListPlanRounds(plan.id, &rounds);
   for (const auto& r : rounds) {
-    RoundState round_state = RoundState::kCancelled;
-    if (!s.ok() || !ParseRoundState(r.state, &round_state) || round_state != RoundState::kOpen) {
-      continue;
-    }
+    if (!s.ok() || r.state != RoundState::kOpen) continue;
     xv::v1::ListExperimentsRequest lr;
     lr.set_round_id(r.round_id);
     lr.set_limit(1000);
     std::vector<xv::v1::Experiment> exps;
-    s = store_->ListExperiments(lr, &exps);
+    s = store_->experiments().ListExperiments(lr, &exps);
     for (const auto& e : exps) {
       if (!s.ok()) break;
       ExperimentState state = ExperimentState::kCancelled;
       if (!ParseExperimentState(e.state(), &state) || IsTerminal(state)) continue;
-      std::string previous_state;
+      ExperimentState previous_state = ExperimentState::kCancelled;
       int64_t worker_id = 0;
       int attempt = 0;
-      s = store_->CancelExperiment(e.id(), &previous_state, &worker_id, &attempt);
+      s = store_->attempts().CancelExperiment(e.id(), &previous_state, &worker_id, &attempt);
       if (s.ok() && worker_id != 0 && dispatcher_ != nullptr) {
         dispatcher_->SendCancel(worker_id, e.id(), attempt, "plan cancelled");
       }
@@ -189,7 +186,7 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::Ge
   }
   if (!s.ok()) return ToGrpcStatus(s);
   spdlog::info("plan {} ({}) cancelled", plan.id, plan.name);
-  s = store_->GetPlan(plan.id, "", &plan);
+  s = store_->plans().GetPlan(plan.id, "", &plan);
   if (s.ok()) s = runner_->Describe(plan, true, resp);
   return ToGrpcStatus(s);
 }
@@ -217,9 +214,9 @@ grpc::Status PlansService::SetPaused(const xv::v1::GetPlanRequest& req, bool pau
     return ToGrpcStatus(Status::InvalidArgument("id/name: give a plan id or name"));
   }
   store::StoredPlan plan;
-  Status s = store_->GetPlan(req.id(), req.name(), &plan);
+  Status s = store_->plans().GetPlan(req.id(), req.name(), &plan);
   if (s.ok()) s = pause ? runner_->Pause(plan.id) : runner_->Resume(plan.id);
-  if (s.ok()) s = store_->GetPlan(plan.id, "", &plan);
+  if (s.ok()) s = store_->plans().GetPlan(plan.id, "", &plan);
   if (s.ok()) s = runner_->Describe(plan, true, resp);
   return ToGrpcStatus(s);
 }

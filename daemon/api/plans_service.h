@@ -8,7 +8,7 @@
 #include "daemon/api/campaigns_service.h"
 #include "daemon/engine/dispatcher.h"
 #include "daemon/engine/plan_runner.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.grpc.pb.h"
 
 namespace xv::daemon {
@@ -16,7 +16,7 @@ namespace xv::daemon {
 class PlansService final : public xv::v1::Plans::Service {
  public:
   // Every pointer must outlive the service.
-  PlansService(store::ExperimentStore* store, Dispatcher* dispatcher, CampaignsService* campaigns,
+  PlansService(store::Store* store, Dispatcher* dispatcher, CampaignsService* campaigns,
                PlanRunner* runner);
 
   // Validates the YAML (errors name the YAML path), checks every candidate of every phase against
@@ -46,7 +46,7 @@ class PlansService final : public xv::v1::Plans::Service {
   // Pause (true) or resume (false) the plan of `req`, then describe it into `resp`.
   grpc::Status SetPaused(const xv::v1::GetPlanRequest& req, bool pause, xv::v1::Plan* resp);
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   Dispatcher* const dispatcher_;
   CampaignsService* const campaigns_;
   PlanRunner* const runner_;

@@ -172,14 +172,14 @@ int64_t WatchSubscription::dropped_total() const {
   return dropped_total_;
 }
 
-WatchHub::WatchHub(store::ExperimentStore* store, WatchHubOptions options)
+WatchHub::WatchHub(store::Store* store, WatchHubOptions options)
     : store_(store), options_(options) {}
 
 WatchHub::~WatchHub() { Stop(); }
 
 Status WatchHub::Start() {
   int64_t newest = 0;
-  XV_RETURN_IF_ERROR(store_->MaxEventId(&newest));
+  XV_RETURN_IF_ERROR(store_->events().MaxEventId(&newest));
   {
     MutexLock lock(&mu_);
     last_ = newest;
@@ -279,7 +279,7 @@ bool WatchHub::PublishNew() {
       after = last_;
     }
     std::vector<store::StoredEvent> rows;
-    Status s = store_->ListEventsAfter(after, 0, options_.batch, &rows);
+    Status s = store_->events().ListEventsAfter(after, 0, options_.batch, &rows);
     if (!s.ok()) {
       spdlog::warn("watch: reading events after {}: {}", after, s.ToString());
       return false;

@@ -31,7 +31,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.pb.h"
 
 namespace xv::daemon {
@@ -101,7 +101,7 @@ struct WatchHubOptions {
 
 class WatchHub {
  public:
-  WatchHub(store::ExperimentStore* store, WatchHubOptions options = {});
+  WatchHub(store::Store* store, WatchHubOptions options = {});
   ~WatchHub();  // Stop()s
 
   // Starts the feed at the newest stored event (older ones are replayed per watcher, from the
@@ -134,7 +134,7 @@ class WatchHub {
   // Calls every subscription's listener, without holding mu_.
   void WakeAll();
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   const WatchHubOptions options_;
 
   mutable Mutex mu_;

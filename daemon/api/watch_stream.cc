@@ -24,8 +24,7 @@ const std::set<std::string>& KnownKinds() {
 }
 
 // The request's filter, checked against the store (the campaign and experiment must exist).
-Status MakeFilter(store::ExperimentStore* store, const xv::v1::WatchRequest& req,
-                  WatchFilter* filter) {
+Status MakeFilter(store::Store* store, const xv::v1::WatchRequest& req, WatchFilter* filter) {
   XV_RETURN_IF_ERROR(CheckRequestLimits(req));
   if (req.experiment_id() < 0) return Status::InvalidArgument("experiment_id: must be >= 0");
   if (req.has_since() && req.since() < 0) {
@@ -42,21 +41,23 @@ Status MakeFilter(store::ExperimentStore* store, const xv::v1::WatchRequest& req
   }
   if (!req.campaign().empty()) {
     xv::v1::Campaign c;
-    XV_RETURN_IF_ERROR(
-        store->GetCampaign(0, req.campaign(), /*detail=*/false, &c).WithContext("campaign: "));
+    XV_RETURN_IF_ERROR(store->campaigns()
+                           .GetCampaign(0, req.campaign(), /*detail=*/false, &c)
+                           .WithContext("campaign: "));
     filter->campaign_id = c.id();
   }
   if (filter->experiment_id != 0) {
     xv::v1::Experiment e;
-    XV_RETURN_IF_ERROR(
-        store->GetExperiment(filter->experiment_id, &e).WithContext("experiment_id: "));
+    XV_RETURN_IF_ERROR(store->experiments()
+                           .GetExperiment(filter->experiment_id, &e)
+                           .WithContext("experiment_id: "));
   }
   return Status::Ok();
 }
 
 class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
  public:
-  WatchReactor(store::ExperimentStore* store, WatchHub* hub, const xv::v1::WatchRequest& req)
+  WatchReactor(store::Store* store, WatchHub* hub, const xv::v1::WatchRequest& req)
       : store_(store), hub_(hub), req_(req) {}
 
   // Runs in the method handler: validates, subscribes and starts the replay (or finishes).
@@ -161,7 +162,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
         replay_up_to_ = hub_->published();
       }
       std::vector<store::StoredEvent> rows;
-      Status s = store_->ListEventsAfter(cursor_, replay_up_to_, kReplayBatch, &rows);
+      Status s = store_->events().ListEventsAfter(cursor_, replay_up_to_, kReplayBatch, &rows);
       if (!s.ok()) {
         *error = ToGrpcStatus(s);
         return false;
@@ -197,14 +198,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
     if (now < next_idle_check_) return;
     next_idle_check_ = now + kIdleCheck;
     bool idle = false;
-    Status s = store_->ScopeIdle(filter_.campaign_id, &idle);
+    Status s = store_->events().ScopeIdle(filter_.campaign_id, &idle);
     if (!s.ok()) {
       FinishLocked(ToGrpcStatus(s));
       return;
     }
     if (!idle) return;
     // Idle first, then the newest id: whatever led to idleness is stored at or before it.
-    s = store_->MaxEventId(&idle_target_);
+    s = store_->events().MaxEventId(&idle_target_);
     if (!s.ok()) {
       FinishLocked(ToGrpcStatus(s));
       return;
@@ -224,7 +225,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
     Finish(status);
   }
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   WatchHub* const hub_;
   const xv::v1::WatchRequest req_;
 
@@ -246,8 +247,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
 
 }  // namespace
 
-grpc::ServerWriteReactor<xv::v1::WatchEvent>* StartWatch(store::ExperimentStore* store,
-                                                         WatchHub* hub,
+grpc::ServerWriteReactor<xv::v1::WatchEvent>* StartWatch(store::Store* store, WatchHub* hub,
                                                          grpc::CallbackServerContext*,
                                                          const xv::v1::WatchRequest& req) {
   auto* reactor = new WatchReactor(store, hub, req);

@@ -17,15 +17,14 @@
 #include <grpcpp/support/server_callback.h>
 
 #include "daemon/api/watch_hub.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.pb.h"
 
 namespace xv::daemon {
 
 // A reactor serving one Watch call (hub null: UNAVAILABLE). gRPC deletes nothing: the reactor
 // deletes itself when the call is done.
-grpc::ServerWriteReactor<xv::v1::WatchEvent>* StartWatch(store::ExperimentStore* store,
-                                                         WatchHub* hub,
+grpc::ServerWriteReactor<xv::v1::WatchEvent>* StartWatch(store::Store* store, WatchHub* hub,
                                                          grpc::CallbackServerContext* ctx,
                                                          const xv::v1::WatchRequest& req);
 

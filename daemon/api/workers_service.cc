@@ -64,7 +64,7 @@ xv::v1::WorkerMessage StandInForUnreadable(const UnreadableWorkerMessage& u, con
 
 }  // namespace
 
-WorkersService::WorkersService(store::ExperimentStore* store, Dispatcher* dispatcher)
+WorkersService::WorkersService(store::Store* store, Dispatcher* dispatcher)
     : store_(store), dispatcher_(dispatcher) {
   AddMethod(new grpc::internal::RpcServiceMethod(
       "/xv.v1.Workers/Session", grpc::internal::RpcMethod::BIDI_STREAMING,
@@ -126,7 +126,7 @@ grpc::Status WorkersService::RegisterWorker(grpc::ServerContext* ctx, Stream* st
   for (const std::string& note : notes) {
     spdlog::warn("worker {}: {}", QuoteExcerpt(reg->worker_name()), note);
   }
-  s = store_->UpsertWorker(*reg, worker_id);
+  s = store_->workers().UpsertWorker(*reg, worker_id);
   if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
   return grpc::Status::OK;
 }
@@ -163,7 +163,7 @@ grpc::Status WorkersService::ReconcileReportedAttempts(
   for (const auto& ra : reg.running()) {
     reported.insert({ra.experiment_id(), ra.attempt()});
     int64_t seq = 0;
-    Status rs = store_->HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
+    Status rs = store_->attempts().HighestContiguousSeq(ra.experiment_id(), ra.attempt(), &seq);
     if (!rs.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
     // The worker replays from its spool whatever is newer than this.
     xv::v1::DaemonMessage ack;
@@ -179,14 +179,14 @@ grpc::Status WorkersService::ReconcileReportedAttempts(
   }
   // Attempts the store gives this worker that it does not report are gone with its old process.
   std::vector<store::ActiveAttempt> active;
-  Status rs = store_->ListActive(&active);
+  Status rs = store_->experiments().ListActive(&active);
   if (!rs.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, rs.ToString());
   for (const auto& a : active) {
     if (a.worker_id != worker_id || reported.count({a.experiment_id, a.attempt})) continue;
     bool requeued = false;
-    rs = store_->MarkAttemptLost(a.experiment_id, a.attempt,
-                                 "worker " + reg.worker_name() + " re-registered without it",
-                                 dispatcher_->options().max_attempts, &requeued);
+    rs = store_->attempts().MarkAttemptLost(
+        a.experiment_id, a.attempt, "worker " + reg.worker_name() + " re-registered without it",
+        dispatcher_->options().max_attempts, &requeued);
     if (!rs.ok()) spdlog::error("reconcile: {}", rs.ToString());
   }
   return grpc::Status::OK;
@@ -266,7 +266,7 @@ std::string WorkersService::HandleHeartbeat(const xv::v1::Register& reg, int64_t
     return "heartbeat.running: " + std::to_string(heartbeat.running_size()) +
            " entries, over the limit of " + std::to_string(kMaxRunningAttempts);
   }
-  Status s = store_->TouchWorker(worker_id);
+  Status s = store_->workers().TouchWorker(worker_id);
   if (!s.ok()) spdlog::warn("worker {}: heartbeat: {}", reg.worker_name(), s.ToString());
   dispatcher_->ReconcileHeartbeat(worker_id, heartbeat);
   return "";
@@ -281,7 +281,7 @@ void WorkersService::HandleFinished(const xv::v1::Register& reg,
   }
   if (!batcher->Flush()) return;  // unacknowledged: the worker sends it again
   xv::v1::DaemonMessage ack;
-  Status s = store_->FinishAttempt(session->worker_id(), *finished, ack.mutable_ack());
+  Status s = store_->attempts().FinishAttempt(session->worker_id(), *finished, ack.mutable_ack());
   if (!s.ok()) {
     spdlog::warn("worker {}: finished {}/{}: {}", reg.worker_name(), finished->experiment_id(),
                  finished->attempt(), s.ToString());
@@ -301,7 +301,7 @@ void WorkersService::HandleFinished(const xv::v1::Register& reg,
 grpc::Status WorkersService::EndSession(const xv::v1::Register& reg, int64_t worker_id,
                                         const std::string& protocol_error) {
   if (!dispatcher_->IsConnected(worker_id)) {
-    Status s = store_->SetWorkerState(worker_id, std::string(ToString(WorkerState::kOffline)));
+    Status s = store_->workers().SetWorkerState(worker_id, WorkerState::kOffline);
     if (!s.ok()) spdlog::warn("worker {}: {}", reg.worker_name(), s.ToString());
   }
   if (!protocol_error.empty()) {

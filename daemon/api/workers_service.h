@@ -20,7 +20,7 @@
 #include "daemon/engine/connected_worker.h"
 #include "daemon/engine/dispatcher.h"
 #include "daemon/engine/event_batcher.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/workers.grpc.pb.h"
 
 namespace xv::daemon {
@@ -35,7 +35,7 @@ namespace xv::daemon {
 class WorkersService final : public grpc::Service {
  public:
   // `store` and `dispatcher` must outlive the service.
-  WorkersService(store::ExperimentStore* store, Dispatcher* dispatcher);
+  WorkersService(store::Store* store, Dispatcher* dispatcher);
 
   using Stream = grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>;
 
@@ -74,7 +74,7 @@ class WorkersService final : public grpc::Service {
   grpc::Status EndSession(const xv::v1::Register& reg, int64_t worker_id,
                           const std::string& protocol_error);
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   Dispatcher* const dispatcher_;
 };
 

@@ -4,7 +4,7 @@
 
 namespace xv::daemon {
 
-DaemonLoop::DaemonLoop(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
+DaemonLoop::DaemonLoop(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer,
                        PlanRunner* plans, DaemonLoopOptions options)
     : store_(store), dispatcher_(dispatcher), closer_(closer), plans_(plans), options_(options) {}
 
@@ -69,12 +69,12 @@ void DaemonLoop::AdvancePlans() {
 }
 
 std::string DaemonLoop::RetryWritesWhileReadOnly() {
-  std::string fault = store_->WriteFault();
+  std::string fault = store_->database().WriteFault();
   const auto now = std::chrono::steady_clock::now();
   if (fault.empty() || now < next_write_retry_) return fault;
   next_write_retry_ = now + std::chrono::milliseconds(options_.write_retry_ms);
   bool writable = false;
-  Status s = store_->RetryWrites(&writable);
+  Status s = store_->database().RetryWrites(&writable);
   // A retry that fails leaves the database read-only; the next one is write_retry_ms away.
   if (!s.ok()) spdlog::debug("retrying writes: {}", s.ToString());
   if (writable) fault.clear();
@@ -86,16 +86,16 @@ void DaemonLoop::ReportWriteFaultChange(const std::string& fault) {
   if (!fault.empty()) {
     spdlog::error(
         "read-only mode: {} cannot take writes ({}); refusing new work, retrying every {} ms",
-        store_->path(), fault, options_.write_retry_ms);
+        store_->database().path(), fault, options_.write_retry_ms);
   } else {
-    spdlog::info("read-only mode over: {} takes writes again", store_->path());
+    spdlog::info("read-only mode over: {} takes writes again", store_->database().path());
   }
   fault_seen_ = fault;
 }
 
 void DaemonLoop::MaintainWal() {
-  Status s = store_->MaintainWal(std::chrono::milliseconds(options_.wal_checkpoint_ms),
-                                 std::chrono::milliseconds(options_.wal_idle_ms));
+  Status s = store_->database().MaintainWal(std::chrono::milliseconds(options_.wal_checkpoint_ms),
+                                            std::chrono::milliseconds(options_.wal_idle_ms));
   if (!s.ok()) spdlog::warn("WAL checkpoint: {}", s.ToString());
 }
 

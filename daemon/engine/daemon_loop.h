@@ -19,7 +19,7 @@
 #include "daemon/engine/dispatcher.h"
 #include "daemon/engine/plan_runner.h"
 #include "daemon/engine/round_closer.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 
 namespace xv::daemon {
 
@@ -34,8 +34,8 @@ struct DaemonLoopOptions {
 
 class DaemonLoop {
  public:
-  DaemonLoop(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
-             PlanRunner* plans, DaemonLoopOptions options);
+  DaemonLoop(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer, PlanRunner* plans,
+             DaemonLoopOptions options);
   ~DaemonLoop();  // Stop()s
 
   // Starts the thread that runs Tick() every tick_ms. Call at most once.
@@ -63,7 +63,7 @@ class DaemonLoop {
   void ReportWriteFaultChange(const std::string& fault) EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
   void MaintainWal();
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   Dispatcher* const dispatcher_;
   RoundCloser* const closer_;
   PlanRunner* const plans_;

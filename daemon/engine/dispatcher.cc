@@ -39,7 +39,7 @@ std::map<int64_t, int> CampaignFreeSlots(const std::vector<store::QueuedExperime
 
 }  // namespace
 
-Dispatcher::Dispatcher(store::ExperimentStore* store, DispatcherOptions options)
+Dispatcher::Dispatcher(store::Store* store, DispatcherOptions options)
     : store_(store),
       options_(options),
       leases_(std::chrono::milliseconds(options.lease_ms), sched::LeaseTable::Clock::now()) {}
@@ -112,7 +112,7 @@ Status Dispatcher::Drain(const std::string& worker, bool all, const std::string&
   if (targets.empty()) {
     if (all) return Status::FailedPrecondition("no worker is connected");
     std::vector<xv::v1::WorkerInfo> known;
-    XV_RETURN_IF_ERROR(store_->ListWorkers(&known));
+    XV_RETURN_IF_ERROR(store_->workers().ListWorkers(&known));
     for (const auto& w : known) {
       if (w.name() == worker || std::to_string(w.id()) == worker) {
         return Status::FailedPrecondition("worker '" + worker +
@@ -122,8 +122,7 @@ Status Dispatcher::Drain(const std::string& worker, bool all, const std::string&
     return Status::NotFound("worker '" + worker + "': no such worker (see xvctl status)");
   }
   for (const auto& s : targets) {
-    Status st =
-        store_->SetWorkerState(s->worker_id(), std::string(ToString(WorkerState::kDraining)));
+    Status st = store_->workers().SetWorkerState(s->worker_id(), WorkerState::kDraining);
     if (!st.ok()) spdlog::warn("drain: worker {}: {}", s->name(), st.ToString());
     xv::v1::DaemonMessage msg;
     msg.mutable_drain()->set_reason(reason);
@@ -201,9 +200,9 @@ void Dispatcher::Schedule() {
   }
   if (sessions.empty()) return;
   // Read-only mode (the database refuses writes): no new assignments until writes work again.
-  if (!store_->WriteFault().empty()) return;
+  if (!store_->database().WriteFault().empty()) return;
   std::vector<store::QueuedExperiment> queued;
-  Status s = store_->ListQueued(&queued);
+  Status s = store_->experiments().ListQueued(&queued);
   if (!s.ok()) {
     spdlog::error("scheduling: {}", s.ToString());
     return;
@@ -211,8 +210,8 @@ void Dispatcher::Schedule() {
   if (queued.empty()) return;
   std::vector<store::ActiveAttempt> active;
   std::vector<store::CandidateWorkerCount> history;
-  s = store_->ListActive(&active);
-  if (s.ok()) s = store_->CountCandidateAttempts(&history);
+  s = store_->experiments().ListActive(&active);
+  if (s.ok()) s = store_->experiments().CountCandidateAttempts(&history);
   if (!s.ok()) {
     spdlog::error("scheduling: {}", s.ToString());
     return;
@@ -234,8 +233,8 @@ void Dispatcher::Schedule() {
   for (const sched::Placement& p :
        sched::PlanPlacements(queued, slots, history, CampaignFreeSlots(queued, active))) {
     xv::v1::DaemonMessage msg;
-    s = store_->AssignExperiment(p.experiment_id, p.worker_id,
-                                 msg.mutable_assign()->mutable_spec());
+    s = store_->attempts().AssignExperiment(p.experiment_id, p.worker_id,
+                                            msg.mutable_assign()->mutable_spec());
     if (!s.ok()) {
       spdlog::warn("assign experiment {}: {}", p.experiment_id, s.ToString());
       continue;
@@ -263,7 +262,7 @@ void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
   std::vector<store::ActiveAttempt> active;
   {
     MutexLock pass(&schedule_mu_);
-    Status s = store_->ListActive(&active);
+    Status s = store_->experiments().ListActive(&active);
     if (!s.ok()) {
       spdlog::error("lease check: {}", s.ToString());
       return;
@@ -273,8 +272,8 @@ void Dispatcher::CheckLeases(sched::LeaseTable::Clock::time_point now) {
       bool requeued = false;
       std::string detail = "no contact from worker " + std::to_string(a.worker_id) + " within " +
                            std::to_string(options_.lease_ms) + " ms";
-      s = store_->MarkAttemptLost(a.experiment_id, a.attempt, detail, options_.max_attempts,
-                                  &requeued);
+      s = store_->attempts().MarkAttemptLost(a.experiment_id, a.attempt, detail,
+                                             options_.max_attempts, &requeued);
       if (!s.ok()) {
         spdlog::error("lease check: experiment {}: {}", a.experiment_id, s.ToString());
         continue;
@@ -292,11 +291,13 @@ void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<ConnectedWorker>& s
                                        int64_t experiment_id, int attempt) {
   // The common case (a reconnect while the attempt is still held) is a read, not a transaction.
   bool active = false;
-  Status s = store_->IsActiveAttemptOf(session->worker_id(), experiment_id, attempt, &active);
+  Status s =
+      store_->attempts().IsActiveAttemptOf(session->worker_id(), experiment_id, attempt, &active);
   if (s.ok() && active) return;
   store::ReclaimDecision decision;
   if (s.ok()) {
-    s = store_->ReclaimLostAttempt(session->worker_id(), experiment_id, attempt, &decision);
+    s = store_->attempts().ReclaimLostAttempt(session->worker_id(), experiment_id, attempt,
+                                              &decision);
   }
   if (!s.ok()) {
     spdlog::error("worker {}: experiment {} attempt {}: reclaim: {}", session->name(),
@@ -308,7 +309,7 @@ void Dispatcher::ReclaimRunningAttempt(const std::shared_ptr<ConnectedWorker>& s
       return;
     case store::ReclaimDecision::Outcome::kReclaimed:
       spdlog::warn("experiment {} attempt {} reclaimed ({}): {}", experiment_id, attempt,
-                   decision.state, decision.reason);
+                   ToString(decision.state), decision.reason);
       return;
     case store::ReclaimDecision::Outcome::kRefused: {
       spdlog::info("worker {}: cancelling experiment {} attempt {}: {}", session->name(),
@@ -336,7 +337,7 @@ void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& 
     }
   } end_return{this, worker_id};
   std::vector<store::ActiveAttempt> active;
-  Status s = store_->ListActive(&active);
+  Status s = store_->experiments().ListActive(&active);
   if (!s.ok()) {
     spdlog::error("heartbeat reconcile: {}", s.ToString());
     return;
@@ -362,8 +363,8 @@ void Dispatcher::ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& 
     bool requeued = false;
     const std::string detail =
         "worker " + std::to_string(worker_id) + " does not report it in its heartbeats";
-    s = store_->MarkAttemptLost(a.experiment_id, a.attempt, detail, options_.max_attempts,
-                                &requeued);
+    s = store_->attempts().MarkAttemptLost(a.experiment_id, a.attempt, detail,
+                                           options_.max_attempts, &requeued);
     if (!s.ok()) {
       spdlog::error("heartbeat reconcile: experiment {}: {}", a.experiment_id, s.ToString());
       continue;

@@ -22,7 +22,7 @@
 #include "common/thread_annotations.h"
 #include "daemon/engine/connected_worker.h"
 #include "daemon/sched/lease_table.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 
 namespace xv::daemon {
 
@@ -36,7 +36,7 @@ struct DispatcherOptions {
 
 class Dispatcher {
  public:
-  Dispatcher(store::ExperimentStore* store, DispatcherOptions options);
+  Dispatcher(store::Store* store, DispatcherOptions options);
   ~Dispatcher();  // Stop()s
 
   const DispatcherOptions& options() const { return options_; }
@@ -75,7 +75,7 @@ class Dispatcher {
   // ReclaimRunningAttempt.
   void ReconcileHeartbeat(int64_t worker_id, const xv::v1::Heartbeat& heartbeat);
   // The worker `session` reports that it still runs (experiment, attempt) and the store does not
-  // give it to that worker as active: ExperimentStore::ReclaimLostAttempt decides; a reclaimed
+  // give it to that worker as active: Store::ReclaimLostAttempt decides; a reclaimed
   // attempt is logged, a refused one is cancelled on the worker. Call with no scheduling pass in
   // flight (under Attach's reconcile, or from ReconcileHeartbeat) so that the requeue cannot be
   // assigned in between. A store error is logged and leaves the trainer running (the next
@@ -103,7 +103,7 @@ class Dispatcher {
  private:
   std::shared_ptr<ConnectedWorker> SessionOf(int64_t worker_id) const;
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   const DispatcherOptions options_;
   sched::LeaseTable leases_;
 

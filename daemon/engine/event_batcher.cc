@@ -6,7 +6,7 @@
 
 namespace xv::daemon {
 
-EventBatcher::EventBatcher(store::ExperimentStore* store, std::shared_ptr<ConnectedWorker> session)
+EventBatcher::EventBatcher(store::Store* store, std::shared_ptr<ConnectedWorker> session)
     : store_(store), session_(std::move(session)) {}
 
 void EventBatcher::Add(xv::v1::TrainerEvent event) {
@@ -23,7 +23,7 @@ bool EventBatcher::Flush() {
   MutexLock lock(&mu_);
   if (pending_.empty()) return true;
   store::AppliedEvents applied;
-  Status s = store_->ApplyTrainerEvents(session_->worker_id(), pending_, &applied);
+  Status s = store_->attempts().ApplyTrainerEvents(session_->worker_id(), pending_, &applied);
   pending_.clear();
   if (!s.ok()) {
     spdlog::error("worker {}: storing events: {}", session_->name(), s.ToString());

@@ -10,7 +10,7 @@
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
 #include "daemon/engine/connected_worker.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 
 namespace xv::daemon {
 
@@ -18,7 +18,7 @@ class EventBatcher {
  public:
   static constexpr size_t kMaxBatch = 64;
 
-  EventBatcher(store::ExperimentStore* store, std::shared_ptr<ConnectedWorker> session);
+  EventBatcher(store::Store* store, std::shared_ptr<ConnectedWorker> session);
 
   // Queues one event; flushes when the batch is full.
   void Add(xv::v1::TrainerEvent event);
@@ -27,7 +27,7 @@ class EventBatcher {
   bool Flush();
 
  private:
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   const std::shared_ptr<ConnectedWorker> session_;
   Mutex mu_;
   std::vector<xv::v1::TrainerEvent> pending_ GUARDED_BY(mu_);

@@ -42,12 +42,12 @@ Status LoadRecipe(const std::string& recipe_json, const std::string& what, Recip
 }
 
 // Builds the phase's round; *skip receives a reason instead when there is nothing to run.
-Status BuildPhaseRound(store::ExperimentStore* store, const SubmissionLimits& limits,
+Status BuildPhaseRound(store::Store* store, const SubmissionLimits& limits,
                        const store::StoredPlan& plan, const PlanPhase& phase, int index,
                        store::NewSubmission* sub, std::string* skip) {
   bool found = false;
   store::CampaignHead head;
-  XV_RETURN_IF_ERROR(store->FindCampaignHead(plan.campaign, &found, &head));
+  XV_RETURN_IF_ERROR(store->campaigns().FindCampaignHead(plan.campaign, &found, &head));
   if (!found) return Status::NotFound("campaign '" + plan.campaign + "': no such campaign");
   Recipe head_recipe;
   XV_RETURN_IF_ERROR(LoadRecipe(head.head_recipe_json, "head recipe", &head_recipe));
@@ -105,20 +105,17 @@ Status BuildPhaseRound(store::ExperimentStore* store, const SubmissionLimits& li
 }
 
 // A failure map's outcome: where the runs, in ascending knob order, start to fail.
-Status FailureBoundary(store::ExperimentStore* store, const PlanPhase& phase, int64_t round_id,
+Status FailureBoundary(store::Store* store, const PlanPhase& phase, int64_t round_id,
                        std::string* line, json* detail) {
   std::vector<store::RoundRun> runs;
-  XV_RETURN_IF_ERROR(store->ListRoundRuns(round_id, &runs));
+  XV_RETURN_IF_ERROR(store->rounds().ListRoundRuns(round_id, &runs));
   std::map<std::string, std::string> by_value;  // value text -> how it ended
   for (const auto& r : runs) {
-    RunRole role = RunRole::kControl;
-    if (!ParseRunRole(r.role, &role) || role != RunRole::kCandidate) continue;
+    if (r.role != RunRole::kCandidate) continue;
     const auto eq = r.name.find('=');
     const std::string value = eq == std::string::npos ? r.name : r.name.substr(eq + 1);
-    std::string how = r.state;
-    ExperimentState state = ExperimentState::kQueued;
-    const bool succeeded =
-        ParseExperimentState(r.state, &state) && state == ExperimentState::kSucceeded;
+    std::string how(ToString(r.state));
+    const bool succeeded = r.state == ExperimentState::kSucceeded;
     if (succeeded && (!r.has_val_bpb || !std::isfinite(r.val_bpb))) how = "nan";
     by_value[value] = how;
   }
@@ -154,18 +151,11 @@ Status FailureBoundary(store::ExperimentStore* store, const PlanPhase& phase, in
   return Status::Ok();
 }
 
-// Store rows carry states as text: these read and write them.
 std::string Name(PlanState state) { return std::string(ToString(state)); }
 
-bool PlanIs(const store::StoredPlan& plan, PlanState state) {
-  PlanState stored = PlanState::kCancelled;
-  return ParsePlanState(plan.state, &stored) && stored == state;
-}
+bool PlanIs(const store::StoredPlan& plan, PlanState state) { return plan.state == state; }
 
-bool RoundIs(const store::PlanRound& round, RoundState state) {
-  RoundState stored = RoundState::kCancelled;
-  return ParseRoundState(round.state, &stored) && stored == state;
-}
+bool RoundIs(const store::PlanRound& round, RoundState state) { return round.state == state; }
 
 }  // namespace
 
@@ -185,13 +175,13 @@ struct PlanRunner::PlanProgress {
   }
 };
 
-PlanRunner::PlanRunner(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
+PlanRunner::PlanRunner(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer,
                        SubmissionLimits limits)
     : store_(store), dispatcher_(dispatcher), closer_(closer), limits_(limits) {}
 
 Status PlanRunner::AdvanceAll() {
   std::vector<store::StoredPlan> running;
-  XV_RETURN_IF_ERROR(store_->ListPlans(Name(PlanState::kRunning), &running));
+  XV_RETURN_IF_ERROR(store_->plans().ListPlans(Name(PlanState::kRunning), &running));
   for (const auto& p : running) {
     Status s = Advance(p.id);
     if (!s.ok()) spdlog::error("plan {} ({}): {}", p.id, p.name, s.ToString());
@@ -218,16 +208,16 @@ Status PlanRunner::Resume(int64_t plan_id) {
 Status PlanRunner::Cancel(int64_t plan_id) {
   MutexLock lock(&mu_);
   store::StoredPlan plan;
-  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
+  XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
   bool updated = false;
   if (PlanIs(plan, PlanState::kRunning) || PlanIs(plan, PlanState::kPaused)) {
-    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, plan.state, Name(PlanState::kCancelled),
-                                          plan.current_phase, plan.outcomes_json,
-                                          "cancelled by request", &updated));
+    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, plan.state, PlanState::kCancelled,
+                                                  plan.current_phase, plan.outcomes_json,
+                                                  "cancelled by request", &updated));
   }
   if (!updated) {
     return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
-                                      ") has already ended: " + plan.state);
+                                      ") has already ended: " + std::string(ToString(plan.state)));
   }
   return Status::Ok();
 }
@@ -235,15 +225,15 @@ Status PlanRunner::Cancel(int64_t plan_id) {
 Status PlanRunner::SetStateLocked(int64_t plan_id, PlanState from, PlanState to,
                                   const std::string& reason) {
   store::StoredPlan plan;
-  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &plan));
+  XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &plan));
   bool updated = false;
   if (PlanIs(plan, from)) {
-    XV_RETURN_IF_ERROR(store_->UpdatePlan(plan.id, Name(from), Name(to), plan.current_phase,
-                                          plan.outcomes_json, reason, &updated));
+    XV_RETURN_IF_ERROR(store_->plans().UpdatePlan(plan.id, from, to, plan.current_phase,
+                                                  plan.outcomes_json, reason, &updated));
   }
   if (!updated) {
     return Status::FailedPrecondition("plan " + std::to_string(plan.id) + " (" + plan.name +
-                                      ") is " + plan.state + ", not " + Name(from));
+                                      ") is " + Name(plan.state) + ", not " + Name(from));
   }
   spdlog::info("plan {} ({}): {}", plan.id, plan.name,
                to == PlanState::kPaused ? "paused" : "resumed");
@@ -252,7 +242,7 @@ Status PlanRunner::SetStateLocked(int64_t plan_id, PlanState from, PlanState to,
 
 Status PlanRunner::AdvanceLocked(int64_t plan_id) {
   PlanProgress p;
-  XV_RETURN_IF_ERROR(store_->GetPlan(plan_id, "", &p.plan));
+  XV_RETURN_IF_ERROR(store_->plans().GetPlan(plan_id, "", &p.plan));
   if (!PlanIs(p.plan, PlanState::kRunning)) return Status::Ok();
   p.outcomes = ParseBoundedJsonOrDiscarded(p.plan.outcomes_json);
   if (!p.outcomes.is_array()) p.outcomes = json::array();
@@ -274,15 +264,15 @@ Status PlanRunner::AdvanceLocked(int64_t plan_id) {
 
 Status PlanRunner::SavePlan(const PlanProgress& p, PlanState state, const std::string& reason,
                             bool* updated) {
-  return store_->UpdatePlan(p.plan.id, Name(PlanState::kRunning), Name(state), p.phase,
-                            DumpJsonLossless(p.outcomes), reason, updated);
+  return store_->plans().UpdatePlan(p.plan.id, PlanState::kRunning, state, p.phase,
+                                    DumpJsonLossless(p.outcomes), reason, updated);
 }
 
 Status PlanRunner::AdvancePhaseLocked(PlanProgress* p, bool* moved_on) {
   *moved_on = false;
   if (p->phase >= static_cast<int>(p->spec.phases.size())) return FinishPlanLocked(p);
   std::vector<store::PlanRound> rounds;
-  XV_RETURN_IF_ERROR(store_->ListPlanRounds(p->plan.id, &rounds));
+  XV_RETURN_IF_ERROR(store_->plans().ListPlanRounds(p->plan.id, &rounds));
   const store::PlanRound* round = nullptr;
   for (const auto& r : rounds) {
     if (r.phase == p->phase) round = &r;
@@ -325,7 +315,7 @@ Status PlanRunner::StartPhaseRoundLocked(PlanProgress* p, bool* moved_on) {
     return Status::Ok();
   }
   store::SubmissionIds ids;
-  s = store_->InsertSubmission(sub, &ids);
+  s = store_->submissions().InsertSubmission(sub, &ids);
   if (s.code() == Status::Code::kAlreadyExists) {  // built meanwhile: look again
     *moved_on = true;
     return Status::Ok();
@@ -393,7 +383,7 @@ Status PlanRunner::Describe(const store::StoredPlan& plan, bool with_yaml, xv::v
   out->set_id(plan.id);
   out->set_name(plan.name);
   out->set_campaign(plan.campaign);
-  out->set_state(plan.state);
+  out->set_state(std::string(ToString(plan.state)));
   out->set_current_phase(plan.current_phase);
   out->set_reason(plan.reason);
   out->set_created_at(plan.created_at);
@@ -401,7 +391,7 @@ Status PlanRunner::Describe(const store::StoredPlan& plan, bool with_yaml, xv::v
   if (with_yaml) out->set_yaml(plan.yaml);
   const json outcomes = ParseBoundedJsonOrDiscarded(plan.outcomes_json);
   std::vector<store::PlanRound> rounds;
-  XV_RETURN_IF_ERROR(store_->ListPlanRounds(plan.id, &rounds));
+  XV_RETURN_IF_ERROR(store_->plans().ListPlanRounds(plan.id, &rounds));
   sched::PlanSpec spec;
   if (!sched::ParsePlanYaml(plan.yaml, &spec).ok()) return Status::Ok();
   for (size_t i = 0; i < spec.phases.size(); ++i) {

@@ -30,7 +30,7 @@
 #include "daemon/engine/dispatcher.h"
 #include "daemon/engine/round_closer.h"
 #include "daemon/engine/submission_builder.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.pb.h"
 
 namespace xv::daemon {
@@ -38,7 +38,7 @@ namespace xv::daemon {
 class PlanRunner {
  public:
   // `store`, `dispatcher` and `closer` must outlive the runner; dispatcher may be null (tests).
-  PlanRunner(store::ExperimentStore* store, Dispatcher* dispatcher, RoundCloser* closer,
+  PlanRunner(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer,
              SubmissionLimits limits);
 
   // Moves every running plan as far as it can go now.
@@ -84,7 +84,7 @@ class PlanRunner {
   Status SetStateLocked(int64_t plan_id, PlanState from, PlanState to, const std::string& reason)
       EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
   Dispatcher* const dispatcher_;
   RoundCloser* const closer_;
   const SubmissionLimits limits_;

@@ -18,15 +18,13 @@ namespace {
 bool ToRunOutcome(const store::RoundRun& run, sched::RunOutcome* out) {
   out->experiment_id = run.experiment_id;
   out->device_class = run.device_name;
-  ExperimentState state = ExperimentState::kQueued;
-  if (!ParseExperimentState(run.state, &state)) return false;
-  if (state == ExperimentState::kSucceeded) {
+  if (run.state == ExperimentState::kSucceeded) {
     // A val_bpb that cannot be true (stored before results were judged) counts as non-finite.
     out->val_bpb =
         run.has_val_bpb && run.val_bpb > 0 ? run.val_bpb : std::numeric_limits<double>::quiet_NaN();
     return true;
   }
-  if (state == ExperimentState::kDiverged) {
+  if (run.state == ExperimentState::kDiverged) {
     out->diverged = true;
     if (run.has_val_bpb) out->val_bpb = run.val_bpb;
     return true;
@@ -34,15 +32,9 @@ bool ToRunOutcome(const store::RoundRun& run, sched::RunOutcome* out) {
   return false;
 }
 
-bool IsControl(const store::RoundRun& run) {
-  RunRole role = RunRole::kCandidate;
-  return ParseRunRole(run.role, &role) && role == RunRole::kControl;
-}
+bool IsControl(const store::RoundRun& run) { return run.role == RunRole::kControl; }
 
-bool IsCandidate(const store::RoundRun& run) {
-  RunRole role = RunRole::kControl;
-  return ParseRunRole(run.role, &role) && role == RunRole::kCandidate;
-}
+bool IsCandidate(const store::RoundRun& run) { return run.role == RunRole::kCandidate; }
 
 // The run a row stands for: reuse rows count as the run they copy.
 int64_t OriginalRun(const store::RoundRun& run) {
@@ -51,11 +43,11 @@ int64_t OriginalRun(const store::RoundRun& run) {
 
 // "round 7 is decided" / "round 7 has 2 unfinished experiment(s)" unless the round is open and
 // finished.
-Status CheckOpenAndFinished(int64_t round_id, const std::string& state_name, int unfinished,
+Status CheckOpenAndFinished(int64_t round_id, RoundState state, int unfinished,
                             const std::string& is) {
-  RoundState state = RoundState::kCancelled;
-  if (!ParseRoundState(state_name, &state) || state != RoundState::kOpen) {
-    return Status::FailedPrecondition("round " + std::to_string(round_id) + is + state_name);
+  if (state != RoundState::kOpen) {
+    return Status::FailedPrecondition("round " + std::to_string(round_id) + is +
+                                      std::string(ToString(state)));
   }
   if (unfinished > 0) {
     return Status::FailedPrecondition("round " + std::to_string(round_id) + " has " +
@@ -68,7 +60,7 @@ Status CheckOpenAndFinished(int64_t round_id, const std::string& state_name, int
 
 Status RoundCloser::DecideReadyRounds(int* decided) {
   std::vector<store::RoundToDecide> ready;
-  XV_RETURN_IF_ERROR(store_->ListRoundsToDecide(&ready));
+  XV_RETURN_IF_ERROR(store_->rounds().ListRoundsToDecide(&ready));
   int n = 0;
   for (const auto& round : ready) {
     CampaignPolicy policy;
@@ -87,9 +79,9 @@ Status RoundCloser::DecideReadyRounds(int* decided) {
 
 Status RoundCloser::DecideRound(int64_t round_id) {
   store::RoundToDecide round;
-  std::string state;
+  RoundState state = RoundState::kOpen;
   int unfinished = 0;
-  XV_RETURN_IF_ERROR(store_->GetRoundState(round_id, &round, &state, &unfinished));
+  XV_RETURN_IF_ERROR(store_->rounds().GetRoundState(round_id, &round, &state, &unfinished));
   XV_RETURN_IF_ERROR(CheckOpenAndFinished(round_id, state, unfinished, " is "));
   return Decide(round);
 }
@@ -114,16 +106,10 @@ Status RoundCloser::LoadRound(const store::RoundToDecide& round, const CampaignP
                               LoadedRound* out) {
   sched::RoundInput& input = out->input;
   input.policy = policy.acceptance;
-  if (!ParseRoundKind(round.kind, &input.kind)) {
-    return Status::Internal("round " + std::to_string(round.round_id) + ": stored kind '" +
-                            round.kind + "' is not a round kind");
-  }
-  if (!ParseKeepRule(round.keep_rule, &input.keep_rule)) {
-    return Status::Internal("round " + std::to_string(round.round_id) + ": stored keep_rule '" +
-                            round.keep_rule + "' is not a keep rule");
-  }
+  input.kind = round.kind;
+  input.keep_rule = round.keep_rule;
   std::vector<store::RoundRun> runs;
-  XV_RETURN_IF_ERROR(store_->ListRoundRuns(round.round_id, &runs));
+  XV_RETURN_IF_ERROR(store_->rounds().ListRoundRuns(round.round_id, &runs));
 
   std::set<int64_t> counted;  // original runs already among the head runs
   std::map<std::string, size_t> candidate_index;
@@ -148,8 +134,8 @@ Status RoundCloser::LoadRound(const store::RoundToDecide& round, const CampaignP
   }
   if (policy.pool_head_runs && !round.head_config_hash.empty()) {
     std::vector<store::RoundRun> earlier;
-    XV_RETURN_IF_ERROR(store_->ListEarlierConfigRuns(round.campaign_id, round.head_config_hash,
-                                                     round.round_id, &earlier));
+    XV_RETURN_IF_ERROR(store_->rounds().ListEarlierConfigRuns(
+        round.campaign_id, round.head_config_hash, round.round_id, &earlier));
     for (const auto& run : earlier) {
       sched::RunOutcome outcome;
       if (ToRunOutcome(run, &outcome) && counted.insert(OriginalRun(run)).second) {
@@ -167,22 +153,22 @@ Status RoundCloser::StoreVerdict(int64_t round_id, const sched::RoundVerdict& ve
   record.summary = verdict.summary;
   record.decision_json = DumpJsonLossless(verdict.json);
   for (const auto& [name, v] : verdict.candidates) {
-    record.candidates[name] = {std::string(ToString(v.decision)), v.reason};
+    record.candidates[name] = {v.decision, v.reason};
   }
   if (verdict.kept) {
     record.kept_candidate = *verdict.kept;
     record.kept_experiment_id = first_experiment.at(*verdict.kept);
     record.head_reason = "kept";
   }
-  return store_->StoreRoundDecision(record);
+  return store_->rounds().StoreRoundDecision(record);
 }
 
 Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
                                    const std::string& reason) {
   store::RoundToDecide round;
-  std::string state;
+  RoundState state = RoundState::kOpen;
   int unfinished = 0;
-  XV_RETURN_IF_ERROR(store_->GetRoundState(round_id, &round, &state, &unfinished));
+  XV_RETURN_IF_ERROR(store_->rounds().GetRoundState(round_id, &round, &state, &unfinished));
   CampaignPolicy policy;
   XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(round.policy_json, &policy));
   if (policy.set && !policy.manual) {
@@ -193,7 +179,7 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
   XV_RETURN_IF_ERROR(CheckOpenAndFinished(round_id, state, unfinished, " is already "));
   if (reason.size() > 2000) return Status::InvalidArgument("reason: longer than 2000 bytes");
   std::vector<store::RoundRun> runs;
-  XV_RETURN_IF_ERROR(store_->ListRoundRuns(round_id, &runs));
+  XV_RETURN_IF_ERROR(store_->rounds().ListRoundRuns(round_id, &runs));
   std::string kept_name;
   if (keep_experiment_id != 0) {
     for (const auto& run : runs) {
@@ -202,11 +188,9 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
         return Status::InvalidArgument("keep_experiment_id: " + std::to_string(keep_experiment_id) +
                                        " is a head control, not a candidate");
       }
-      ExperimentState run_state = ExperimentState::kQueued;
-      if (!ParseExperimentState(run.state, &run_state) ||
-          run_state != ExperimentState::kSucceeded) {
+      if (run.state != ExperimentState::kSucceeded) {
         return Status::InvalidArgument("keep_experiment_id: " + std::to_string(keep_experiment_id) +
-                                       " ended " + run.state +
+                                       " ended " + std::string(ToString(run.state)) +
                                        "; only a succeeded run can be kept");
       }
       kept_name = run.name;
@@ -229,16 +213,15 @@ Status RoundCloser::DecideManually(int64_t round_id, int64_t keep_experiment_id,
   for (const auto& run : runs) {
     if (!IsCandidate(run)) continue;
     const bool keep = run.name == kept_name;
-    record.candidates[run.name] = {
-        std::string(ToString(keep ? Decision::kKeep : Decision::kDiscard)),
-        std::string(keep ? "manual_keep: " : "manual_discard: ") + why};
+    record.candidates[run.name] = {keep ? Decision::kKeep : Decision::kDiscard,
+                                   std::string(keep ? "manual_keep: " : "manual_discard: ") + why};
   }
   if (!kept_name.empty()) {
     record.kept_candidate = kept_name;
     record.kept_experiment_id = keep_experiment_id;
     record.head_reason = "manual: " + why;
   }
-  return store_->StoreRoundDecision(record);
+  return store_->rounds().StoreRoundDecision(record);
 }
 
 }  // namespace xv::daemon

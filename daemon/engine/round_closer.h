@@ -22,14 +22,14 @@
 #include "common/status.h"
 #include "daemon/engine/campaign_policy.h"
 #include "daemon/sched/round_verdict.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 
 namespace xv::daemon {
 
 class RoundCloser {
  public:
   // `store` must outlive the closer.
-  explicit RoundCloser(store::ExperimentStore* store) : store_(store) {}
+  explicit RoundCloser(store::Store* store) : store_(store) {}
 
   // Decides every ready round of a campaign whose policy says decide: auto. *decided (may be
   // null) receives how many rounds were decided.
@@ -59,7 +59,7 @@ class RoundCloser {
   Status StoreVerdict(int64_t round_id, const sched::RoundVerdict& verdict,
                       const std::map<std::string, int64_t>& first_experiment);
 
-  store::ExperimentStore* const store_;
+  store::Store* const store_;
 };
 
 }  // namespace xv::daemon

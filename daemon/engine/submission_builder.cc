@@ -112,7 +112,7 @@ store::NewSubmission SubmissionOf(const xv::v1::SubmitRequest& req, const Recipe
   sub.base_recipe_json = RecipeToJson(base).dump();
   sub.base_resolved_json = ResolvedConfigJson(base, base_sizes).dump();
   sub.base_config_hash = ConfigHashWithoutSeed(base);
-  sub.kind = std::string(ToString(kind));
+  sub.kind = kind;
   return sub;
 }
 
@@ -199,7 +199,7 @@ Status AddHeadControls(const Recipe& base, const RoundPlan& plan, store::NewSubm
     e.name = "head";
     e.candidate_index = -1;
     e.replicate = rep;
-    e.role = std::string(ToString(RunRole::kControl));
+    e.role = RunRole::kControl;
     sub->experiments.push_back(std::move(e));
   }
   return Status::Ok();
@@ -295,10 +295,10 @@ namespace {
 
 // The campaign named `name` (*found false when there is none), its policy and what its budget and
 // policy add to a round.
-Status LoadCampaignRoundPlan(store::ExperimentStore* store, const std::string& name,
+Status LoadCampaignRoundPlan(store::Store* store, const std::string& name,
                              const xv::v1::SubmitRequest& req, bool* found,
                              store::CampaignHead* head, CampaignPolicy* policy, RoundPlan* plan) {
-  XV_RETURN_IF_ERROR(store->FindCampaignHead(name, found, head));
+  XV_RETURN_IF_ERROR(store->campaigns().FindCampaignHead(name, found, head));
   if (!*found) return Status::Ok();
   XV_RETURN_IF_ERROR(ParseStoredCampaignPolicy(head->policy_json, policy));
   XV_RETURN_IF_ERROR(ParseBudgetContract(head->budget_json, &plan->budget)
@@ -370,7 +370,7 @@ Status AddAblationCandidates(const xv::v1::SubmitRequest& req, const std::string
 
 // A confirm round: k fresh seeds (beyond any the campaign has run) for the head and each
 // candidate.
-Status PlanConfirmRound(store::ExperimentStore* store, const xv::v1::SubmitRequest& req,
+Status PlanConfirmRound(store::Store* store, const xv::v1::SubmitRequest& req,
                         const store::CampaignHead& head, const Recipe& base, RoundPlan* plan) {
   if (req.replicates() < 1) {
     return Status::InvalidArgument(
@@ -382,14 +382,14 @@ Status PlanConfirmRound(store::ExperimentStore* store, const xv::v1::SubmitReque
   plan->controls_only = req.candidates_size() == 0;
   bool any = false;
   int64_t max_seed = 0;
-  XV_RETURN_IF_ERROR(store->MaxCampaignSeed(head.id, &any, &max_seed));
+  XV_RETURN_IF_ERROR(store->campaigns().MaxCampaignSeed(head.id, &any, &max_seed));
   if (any && max_seed >= base.seed) plan->seed_offset = max_seed + 1 - base.seed;
   return Status::Ok();
 }
 
 }  // namespace
 
-Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitRequest& req,
+Status BuildCampaignRound(store::Store* store, const xv::v1::SubmitRequest& req,
                           const SubmissionLimits& limits, const CampaignRoundOptions& options,
                           store::NewSubmission* sub) {
   const std::string name = req.campaign().empty() ? "default" : req.campaign();
@@ -426,7 +426,7 @@ Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitReq
   sub->campaign = name;
   sub->plan_id = options.plan_id;
   sub->plan_phase = options.plan_phase;
-  if (options.failure_map) sub->keep_rule = std::string(ToString(KeepRule::kNone));
+  if (options.failure_map) sub->keep_rule = KeepRule::kNone;
   return Status::Ok();
 }
 

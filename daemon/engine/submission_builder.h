@@ -22,7 +22,7 @@
 #include "common/recipe.h"
 #include "common/status.h"
 #include "daemon/engine/budget_contract.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.pb.h"
 
 namespace xv::daemon {
@@ -34,7 +34,7 @@ struct SubmissionLimits {
   int max_overrides = 64;
   // Runs (experiment rows) of one submission: candidates x replicates + head controls. 4096 is
   // e.g. 256 candidates x 16 replicates; the rows are made visible in one transaction
-  // (ExperimentStore::InsertSubmission), so this also bounds how long that holds the store.
+  // (Store::InsertSubmission), so this also bounds how long that holds the store.
   int max_runs = 4096;
 };
 
@@ -66,7 +66,7 @@ struct CampaignRoundOptions {
 //    is stored but not decided.
 // Used by ExperimentsService::Submit and by plans (PlanRunner), so both validate, reuse results
 // and refuse no-ops the same way. `store` is read only.
-Status BuildCampaignRound(store::ExperimentStore* store, const xv::v1::SubmitRequest& req,
+Status BuildCampaignRound(store::Store* store, const xv::v1::SubmitRequest& req,
                           const SubmissionLimits& limits, const CampaignRoundOptions& options,
                           store::NewSubmission* out);
 

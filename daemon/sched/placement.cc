@@ -26,7 +26,7 @@ bool DeviceFilterAccepts(const std::string& filter, const std::string& device_te
   return !any_term;
 }
 
-bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& experiment) {
+bool WorkerCanRun(const WorkerSlot& worker, const QueuedExperiment& experiment) {
   const std::string trainer = experiment.trainer.empty() ? "libtorch" : experiment.trainer;
   bool trainer_ok = worker.trainers.empty()
                         ? trainer == "libtorch"
@@ -38,16 +38,16 @@ bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& exper
   return true;
 }
 
-std::vector<Placement> PlanPlacements(const std::vector<store::QueuedExperiment>& queued,
+std::vector<Placement> PlanPlacements(const std::vector<QueuedExperiment>& queued,
                                       std::vector<WorkerSlot> workers,
-                                      const std::vector<store::CandidateWorkerCount>& history,
+                                      const std::vector<CandidateWorkerCount>& history,
                                       std::map<int64_t, int> campaign_free_slots) {
   using Key = std::tuple<int64_t, std::string, int64_t>;  // round, candidate, worker
   std::map<Key, int> counts;
   for (const auto& h : history) counts[{h.round_id, h.candidate, h.worker_id}] += h.count;
 
   std::vector<Placement> out;
-  for (const store::QueuedExperiment& e : queued) {
+  for (const QueuedExperiment& e : queued) {
     auto limit = campaign_free_slots.find(e.campaign_id);
     if (limit != campaign_free_slots.end() && limit->second <= 0) continue;
     WorkerSlot* best = nullptr;

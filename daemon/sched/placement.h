@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/store/experiment_store.h"
+#include "daemon/sched/placement_inputs.h"
 
 namespace xv::sched {
 
@@ -48,15 +48,15 @@ struct Placement {
 bool DeviceFilterAccepts(const std::string& filter, const std::string& device_text);
 
 // True when `worker` may run `experiment` (trainer and device rules above).
-bool WorkerCanRun(const WorkerSlot& worker, const store::QueuedExperiment& experiment);
+bool WorkerCanRun(const WorkerSlot& worker, const QueuedExperiment& experiment);
 
 // Plans assignments for `queued` over `workers`; `history` counts earlier attempts per candidate
 // and worker. Each worker receives at most its free_slots experiments. `campaign_free_slots` maps
 // a limited campaign's id to how many more of its experiments may be assigned now (<= 0: none);
 // a campaign absent from it has no limit.
-std::vector<Placement> PlanPlacements(const std::vector<store::QueuedExperiment>& queued,
+std::vector<Placement> PlanPlacements(const std::vector<QueuedExperiment>& queued,
                                       std::vector<WorkerSlot> workers,
-                                      const std::vector<store::CandidateWorkerCount>& history,
+                                      const std::vector<CandidateWorkerCount>& history,
                                       std::map<int64_t, int> campaign_free_slots = {});
 
 }  // namespace xv::sched

@@ -13,7 +13,7 @@
 // quoting more than a number: "val_bpb: a number (-3.5), not a positive finite number". The daemon
 // then stores none of the event's figures and ends the attempt `invalid` (failure kind
 // implausible_result, this message as its detail), so it is never kept (daemon/store
-// experiment_store.cc, FinishAttempt).
+// attempt_finish.cc, FinishAttempt).
 // Also the one place a double becomes an int64 in the daemon's event handling (DoubleToInt64):
 // converting NaN, an infinity or a value outside int64 is undefined behaviour in C++.
 // Thread-safety: pure functions.

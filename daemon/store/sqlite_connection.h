@@ -2,7 +2,7 @@
 // returns. Only bound parameters reach SQL; nothing here formats values into statement text.
 //
 // Thread-safety: a SqliteConnection and its statements are NOT thread-safe; the owner serialises
-// all use (ExperimentStore holds one mutex around its connection).
+// all use (Database holds one mutex around its connection).
 #pragma once
 
 #include <cstdint>

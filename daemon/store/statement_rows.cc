@@ -21,4 +21,12 @@ Status SelectOneByIdOrName(SqliteConnection* conn, const std::string& select,
                                   : what + " '" + name + "': no such " + what);
 }
 
+Status LookupCampaignId(SqliteConnection* c, int64_t id, const std::string& name, int64_t* out) {
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      SelectOneByIdOrName(c, "SELECT id FROM campaigns ", "id", "name", "campaign", id, name, &st));
+  *out = st.ColumnInt(0);
+  return Status::Ok();
+}
+
 }  // namespace xv::store

@@ -45,7 +45,7 @@ std::optional<double> SecondsSince(const std::string& utc_stamp) {
 Status DashboardReader::Open(const std::string& db_path, std::unique_ptr<DashboardReader>* out) {
   std::unique_ptr<DashboardReader> r(new DashboardReader());
   r->db_path_ = db_path;
-  XV_RETURN_IF_ERROR(store::ExperimentStore::OpenReadOnly(db_path, &r->store_));
+  XV_RETURN_IF_ERROR(store::Store::OpenReadOnly(db_path, &r->store_));
   XV_RETURN_IF_ERROR(store::SqliteConnection::Open(
       db_path, store::SqliteConnection::Mode::kReadOnly, &r->curve_conn_));
   *out = std::move(r);
@@ -56,11 +56,11 @@ Status DashboardReader::ReadOverview(OverviewData* out) {
   *out = OverviewData();
   for (const char* s : kExperimentStates) out->experiments_by_state[s] = 0;
   std::map<std::string, int64_t> counts;
-  XV_RETURN_IF_ERROR(store_->CountByState(&counts));
+  XV_RETURN_IF_ERROR(store_->experiments().CountByState(&counts));
   for (const auto& [state, n] : counts) out->experiments_by_state[state] = n;
 
   std::vector<xv::v1::WorkerInfo> workers;
-  XV_RETURN_IF_ERROR(store_->ListWorkers(&workers));
+  XV_RETURN_IF_ERROR(store_->workers().ListWorkers(&workers));
   for (auto& w : workers) {
     WorkerView v;
     v.heartbeat_age_s = SecondsSince(w.last_heartbeat());
@@ -69,11 +69,11 @@ Status DashboardReader::ReadOverview(OverviewData* out) {
   }
 
   std::vector<xv::v1::Campaign> campaigns;
-  XV_RETURN_IF_ERROR(store_->ListCampaigns(&campaigns));
+  XV_RETURN_IF_ERROR(store_->campaigns().ListCampaigns(&campaigns));
   for (const auto& listed : campaigns) {
     CampaignSummary c;
     // With detail: the rounds and the head history (the head's candidate and run).
-    Status s = store_->GetCampaign(listed.id(), "", /*detail=*/true, &c.campaign);
+    Status s = store_->campaigns().GetCampaign(listed.id(), "", /*detail=*/true, &c.campaign);
     if (s.code() == Status::Code::kNotFound) continue;
     XV_RETURN_IF_ERROR(s);
     c.rounds = c.campaign.rounds_size();
@@ -85,7 +85,7 @@ Status DashboardReader::ReadOverview(OverviewData* out) {
       c.head_changed_at = last.created_at();
       if (last.experiment_id() != 0) {
         xv::v1::Experiment e;
-        if (store_->GetExperiment(last.experiment_id(), &e).ok() && e.has_result() &&
+        if (store_->experiments().GetExperiment(last.experiment_id(), &e).ok() && e.has_result() &&
             e.state() == "succeeded") {
           c.head_val_bpb = e.result().val_bpb();
         }
@@ -99,13 +99,13 @@ Status DashboardReader::ReadOverview(OverviewData* out) {
   xv::v1::ListExperimentsRequest req;
   req.set_limit(kRecentExperiments);
   req.set_descending(true);
-  XV_RETURN_IF_ERROR(store_->ListExperiments(req, &out->recent));
+  XV_RETURN_IF_ERROR(store_->experiments().ListExperiments(req, &out->recent));
   return Status::Ok();
 }
 
 Status DashboardReader::ReadCampaign(int64_t campaign_id, CampaignPageData* out) {
   *out = CampaignPageData();
-  Status s = store_->GetCampaign(campaign_id, "", /*detail=*/true, &out->campaign);
+  Status s = store_->campaigns().GetCampaign(campaign_id, "", /*detail=*/true, &out->campaign);
   if (s.code() == Status::Code::kNotFound) {
     return Status::NotFound("campaign " + std::to_string(campaign_id) + ": not found");
   }
@@ -113,7 +113,7 @@ Status DashboardReader::ReadCampaign(int64_t campaign_id, CampaignPageData* out)
   xv::v1::ListExperimentsRequest req;
   req.set_campaign_id(campaign_id);
   req.set_limit(kMaxCampaignExperiments + 1);
-  XV_RETURN_IF_ERROR(store_->ListExperiments(req, &out->experiments));
+  XV_RETURN_IF_ERROR(store_->experiments().ListExperiments(req, &out->experiments));
   if (out->experiments.size() > static_cast<size_t>(kMaxCampaignExperiments)) {
     out->experiments.resize(kMaxCampaignExperiments);
     out->experiments_truncated = true;
@@ -123,7 +123,7 @@ Status DashboardReader::ReadCampaign(int64_t campaign_id, CampaignPageData* out)
 
 Status DashboardReader::ReadExperiment(int64_t experiment_id, ExperimentPageData* out) {
   *out = ExperimentPageData();
-  Status s = store_->GetExperiment(experiment_id, &out->experiment);
+  Status s = store_->experiments().GetExperiment(experiment_id, &out->experiment);
   if (s.code() == Status::Code::kNotFound) {
     return Status::NotFound("experiment " + std::to_string(experiment_id) + ": not found");
   }

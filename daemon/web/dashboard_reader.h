@@ -1,5 +1,5 @@
 // DashboardReader: what the dashboard and /metrics show, read from xvd's database through
-// read-only connections of its own (ExperimentStore::OpenReadOnly plus one SqliteConnection for the
+// read-only connections of its own (Store::OpenReadOnly plus one SqliteConnection for the
 // metrics table), so a page never waits on, or holds, the daemon's writer connection. WAL mode
 // lets these readers run beside the writer.
 //
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "daemon/store/experiment_store.h"
 #include "daemon/store/sqlite_connection.h"
+#include "daemon/store/store.h"
 #include "xv/v1/experiments.pb.h"
 
 namespace xv::daemon::web {
@@ -92,7 +92,7 @@ class DashboardReader {
   Status ReadCurve(int64_t experiment_id, int attempt, ExperimentPageData* out);
 
   std::string db_path_;
-  std::unique_ptr<store::ExperimentStore> store_;  // read-only; thread-safe
+  std::unique_ptr<store::Store> store_;  // read-only; thread-safe
   std::mutex curve_mu_;
   std::unique_ptr<store::SqliteConnection> curve_conn_;  // read-only; guarded by curve_mu_
 };

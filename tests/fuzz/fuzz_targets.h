@@ -51,7 +51,7 @@ int FuzzSafetensors(const uint8_t* data, size_t size);
 // accepted contract's stored form reads back as the same contract.
 int FuzzBudgetContract(const uint8_t* data, size_t size);
 
-// The bytes as trainer events applied by the store (daemon/store/experiment_store.h) to a live
+// The bytes as trainer events applied by the store (daemon/store/store.h) to a live
 // attempt in a real SQLite database: byte 0 picks the first event's declared type, each line after
 // it is one event's JSON. ApplyTrainerEvents succeeds, acknowledges the batch's last seq, and the
 // experiment still reads back; every 50 inputs the attempt finishes and another starts.

@@ -1,4 +1,4 @@
-// Fuzz target: trainer events applied by the daemon's store (daemon/store/experiment_store.h)
+// Fuzz target: trainer events applied by the daemon's store (daemon/store/store.h)
 // through its real path, ApplyTrainerEvents, against a real SQLite database in a scratch directory.
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
 
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "fuzz_driver.h"
 #include "fuzz_targets.h"
 
@@ -40,13 +40,13 @@ class ScratchStore {
         fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
     dir_ = (base / ("xv-fuzz-store-" + std::to_string(::getpid()))).string();
     fs::create_directories(dir_);
-    Check(store::ExperimentStore::Open(dir_ + "/xv.db", &store_), "open");
+    Check(store::Store::Open(dir_ + "/xv.db", &store_), "open");
     xv::v1::Register reg;
     reg.set_worker_name("fuzz:cpu");
     reg.mutable_device()->set_name("cpu: fuzz");
     reg.mutable_device()->set_backend("cpu");
     reg.mutable_capabilities()->add_trainers("libtorch");
-    Check(store_->UpsertWorker(reg, &worker_), "register");
+    Check(store_->workers().UpsertWorker(reg, &worker_), "register");
     NextExperiment();
   }
   ~ScratchStore() {
@@ -55,7 +55,7 @@ class ScratchStore {
     fs::remove_all(dir_, ec);
   }
 
-  store::ExperimentStore* store() { return store_.get(); }
+  store::Store* store() { return store_.get(); }
   int64_t worker() const { return worker_; }
   int64_t experiment() const { return experiment_; }
   int64_t NextSeq() { return ++seq_; }
@@ -69,7 +69,7 @@ class ScratchStore {
     f.set_state(state);
     f.set_last_seq(seq_);
     xv::v1::EventAck ack;
-    const Status st = store_->FinishAttempt(worker_, f, &ack);
+    const Status st = store_->attempts().FinishAttempt(worker_, f, &ack);
     XV_FUZZ_CHECK(st.ok(), "FinishAttempt: " + st.ToString());
     NextExperiment();
   }
@@ -100,15 +100,15 @@ class ScratchStore {
     e.hard_deadline_s = 340;
     sub.experiments.push_back(e);
     store::SubmissionIds ids;
-    Check(store_->InsertSubmission(sub, &ids), "submit");
+    Check(store_->submissions().InsertSubmission(sub, &ids), "submit");
     experiment_ = ids.experiment_ids.at(0);
     xv::v1::ExperimentSpec spec;
-    Check(store_->AssignExperiment(experiment_, worker_, &spec), "assign");
+    Check(store_->attempts().AssignExperiment(experiment_, worker_, &spec), "assign");
     seq_ = 0;
   }
 
   std::string dir_;
-  std::unique_ptr<store::ExperimentStore> store_;
+  std::unique_ptr<store::Store> store_;
   int64_t worker_ = 0;
   int64_t experiment_ = 0;
   int64_t seq_ = 0;
@@ -146,7 +146,7 @@ int FuzzStoreEvents(const uint8_t* data, size_t size) {
     start = nl + 1;
   }
   store::AppliedEvents applied;
-  const Status st = s.store()->ApplyTrainerEvents(s.worker(), events, &applied);
+  const Status st = s.store()->attempts().ApplyTrainerEvents(s.worker(), events, &applied);
   XV_FUZZ_CHECK(st.ok(), "ApplyTrainerEvents: " + st.ToString());
   XV_FUZZ_CHECK(applied.rejected == 0 && applied.duplicates == 0,
                 "events of the worker's own attempt were rejected or seen as duplicates");
@@ -154,7 +154,7 @@ int FuzzStoreEvents(const uint8_t* data, size_t size) {
                 "the acknowledgement is not the last event's seq");
   // What the store then serves for the experiment reads back.
   xv::v1::Experiment e;
-  const Status got = s.store()->GetExperiment(s.experiment(), &e);
+  const Status got = s.store()->experiments().GetExperiment(s.experiment(), &e);
   XV_FUZZ_CHECK(got.ok(), "GetExperiment: " + got.ToString());
   s.Rotate(data[0] % 2 == 0 ? "succeeded" : "failed");
   return 0;

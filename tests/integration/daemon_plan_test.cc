@@ -171,7 +171,7 @@ TEST_F(DaemonPlan, ThreePhasePlanRunsToDoneAcrossARestart) {
     dup.plan_id = plan.id();
     dup.plan_phase = 0;
     store::SubmissionIds ids;
-    Status s = server_->store()->InsertSubmission(dup, &ids);
+    Status s = server_->store()->submissions().InsertSubmission(dup, &ids);
     EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
   }
   xv::v1::Plan after = GetPlan(plan.id());

@@ -37,11 +37,11 @@ std::string CpuTinyYaml() {
 class DaemonLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(store::ExperimentStore::Open(dir_.file("xv.db"), &store_).ok());
+    ASSERT_TRUE(store::Store::Open(dir_.file("xv.db"), &store_).ok());
     xv::v1::Register reg;
     reg.set_worker_name("silent");
     reg.mutable_capabilities()->add_trainers("libtorch");
-    ASSERT_TRUE(store_->UpsertWorker(reg, &worker_id_).ok());
+    ASSERT_TRUE(store_->workers().UpsertWorker(reg, &worker_id_).ok());
   }
 
   // The engine as DaemonServer builds it, with a lease of `lease_ms`.
@@ -66,18 +66,18 @@ class DaemonLoopTest : public ::testing::Test {
     ev.set_type("summary");
     ev.set_json(json{{"type", "summary"}, {"val_bpb", val_bpb}}.dump());
     store::AppliedEvents applied;
-    ASSERT_TRUE(store_->ApplyTrainerEvents(worker_id_, {ev}, &applied).ok());
+    ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_id_, {ev}, &applied).ok());
     xv::v1::Finished fin;
     fin.set_experiment_id(id);
     fin.set_attempt(attempt);
     fin.set_state("succeeded");
     fin.set_last_seq(1);
     xv::v1::EventAck ack;
-    ASSERT_TRUE(store_->FinishAttempt(worker_id_, fin, &ack).ok());
+    ASSERT_TRUE(store_->attempts().FinishAttempt(worker_id_, fin, &ack).ok());
   }
 
   store::testing::TempDir dir_;
-  std::unique_ptr<store::ExperimentStore> store_;
+  std::unique_ptr<store::Store> store_;
   int64_t worker_id_ = 0;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<RoundCloser> closer_;
@@ -87,26 +87,26 @@ class DaemonLoopTest : public ::testing::Test {
 
 TEST_F(DaemonLoopTest, TickLosesAndRequeuesTheAttemptOfAWorkerPastItsLease) {
   store::SubmissionIds ids;
-  ASSERT_TRUE(store_->InsertSubmission(store::testing::MakeSubmission(1), &ids).ok());
+  ASSERT_TRUE(store_->submissions().InsertSubmission(store::testing::MakeSubmission(1), &ids).ok());
   ASSERT_EQ(ids.experiment_ids.size(), 1u);
   xv::v1::ExperimentSpec spec;
-  ASSERT_TRUE(store_->AssignExperiment(ids.experiment_ids[0], worker_id_, &spec).ok());
+  ASSERT_TRUE(store_->attempts().AssignExperiment(ids.experiment_ids[0], worker_id_, &spec).ok());
   BuildEngine(/*lease_ms=*/20);
 
   // Within the lease nothing happens.
   loop_->Tick();
   std::vector<store::ActiveAttempt> active;
-  ASSERT_TRUE(store_->ListActive(&active).ok());
+  ASSERT_TRUE(store_->experiments().ListActive(&active).ok());
   ASSERT_EQ(active.size(), 1u);
   EXPECT_EQ(active[0].worker_id, worker_id_);
 
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
   loop_->Tick();
   active.clear();  // ListActive appends
-  ASSERT_TRUE(store_->ListActive(&active).ok());
+  ASSERT_TRUE(store_->experiments().ListActive(&active).ok());
   EXPECT_TRUE(active.empty());
   std::vector<store::QueuedExperiment> queued;
-  ASSERT_TRUE(store_->ListQueued(&queued).ok());
+  ASSERT_TRUE(store_->experiments().ListQueued(&queued).ok());
   ASSERT_EQ(queued.size(), 1u);
   EXPECT_EQ(queued[0].id, ids.experiment_ids[0]);
   EXPECT_EQ(loop_->reported_write_fault(), "");
@@ -127,7 +127,7 @@ TEST_F(DaemonLoopTest, TickDecidesARoundWhoseRunsAllFinished) {
   nc.base_recipe_json = RecipeToJson(base).dump();
   nc.base_resolved_json = ResolvedConfigJson(base, sizes).dump();
   int64_t campaign_id = 0;
-  ASSERT_TRUE(store_->CreateCampaign(nc, &campaign_id).ok());
+  ASSERT_TRUE(store_->campaigns().CreateCampaign(nc, &campaign_id).ok());
   xv::v1::SubmitRequest req;
   req.set_campaign("loop");
   auto* o = req.add_candidates()->add_overrides();
@@ -138,13 +138,13 @@ TEST_F(DaemonLoopTest, TickDecidesARoundWhoseRunsAllFinished) {
   ASSERT_TRUE(BuildSubmissionFromBase(req, base, plan, SubmissionLimits(), &sub).ok());
   sub.campaign = "loop";
   store::SubmissionIds ids;
-  ASSERT_TRUE(store_->InsertSubmission(sub, &ids).ok());
+  ASSERT_TRUE(store_->submissions().InsertSubmission(sub, &ids).ok());
   ASSERT_EQ(ids.experiment_ids.size(), 8u);  // 4 controls + 4 replicates (welch defaults)
   // The candidate is clearly better: 1.90 against the head's 2.00 (small spread each).
   int k = 0;
   for (int64_t id : ids.experiment_ids) {
     xv::v1::ExperimentSpec spec;
-    ASSERT_TRUE(store_->AssignExperiment(id, worker_id_, &spec).ok());
+    ASSERT_TRUE(store_->attempts().AssignExperiment(id, worker_id_, &spec).ok());
     const bool candidate =
         std::abs(json::parse(spec.recipe_json()).at("matrix_lr").get<double>() - 0.05) < 1e-12;
     Succeed(id, spec.attempt(), (candidate ? 1.90 : 2.00) + 0.001 * (k++ % 3));
@@ -153,7 +153,7 @@ TEST_F(DaemonLoopTest, TickDecidesARoundWhoseRunsAllFinished) {
 
   loop_->Tick();
   xv::v1::Campaign c;
-  ASSERT_TRUE(store_->GetCampaign(campaign_id, "", true, &c).ok());
+  ASSERT_TRUE(store_->campaigns().GetCampaign(campaign_id, "", true, &c).ok());
   ASSERT_EQ(c.rounds_size(), 1);
   EXPECT_EQ(c.rounds(0).state(), "decided");
   EXPECT_NE(c.rounds(0).kept_experiment_id(), 0);
@@ -161,15 +161,15 @@ TEST_F(DaemonLoopTest, TickDecidesARoundWhoseRunsAllFinished) {
   // A second tick finds nothing more to decide.
   loop_->Tick();
   xv::v1::Campaign again;  // GetCampaign appends to what it is given
-  ASSERT_TRUE(store_->GetCampaign(campaign_id, "", true, &again).ok());
+  ASSERT_TRUE(store_->campaigns().GetCampaign(campaign_id, "", true, &again).ok());
   EXPECT_EQ(again.head_history_size(), 2);
 }
 
 TEST_F(DaemonLoopTest, StartRunsTicksUntilStop) {
   store::SubmissionIds ids;
-  ASSERT_TRUE(store_->InsertSubmission(store::testing::MakeSubmission(1), &ids).ok());
+  ASSERT_TRUE(store_->submissions().InsertSubmission(store::testing::MakeSubmission(1), &ids).ok());
   xv::v1::ExperimentSpec spec;
-  ASSERT_TRUE(store_->AssignExperiment(ids.experiment_ids[0], worker_id_, &spec).ok());
+  ASSERT_TRUE(store_->attempts().AssignExperiment(ids.experiment_ids[0], worker_id_, &spec).ok());
   DispatcherOptions dispatcher_options;
   dispatcher_options.lease_ms = 20;
   dispatcher_ = std::make_unique<Dispatcher>(store_.get(), dispatcher_options);
@@ -186,7 +186,7 @@ TEST_F(DaemonLoopTest, StartRunsTicksUntilStop) {
   for (int i = 0; i < 500 && !active.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     active.clear();  // ListActive appends
-    ASSERT_TRUE(store_->ListActive(&active).ok());
+    ASSERT_TRUE(store_->experiments().ListActive(&active).ok());
   }
   EXPECT_TRUE(active.empty());
   loop_->Stop();

@@ -87,11 +87,11 @@ class ScriptedRounds : public ::testing::Test {
       setenv("TMPDIR", "/dev/shm", 1);
     }
     dir_ = std::make_unique<store::testing::TempDir>();
-    ASSERT_TRUE(store::ExperimentStore::Open(dir_->file("xv.db"), &store_).ok());
+    ASSERT_TRUE(store::Store::Open(dir_->file("xv.db"), &store_).ok());
     xv::v1::Register reg;
     reg.set_worker_name("scripted");
     reg.mutable_capabilities()->add_trainers("libtorch");
-    ASSERT_TRUE(store_->UpsertWorker(reg, &worker_id_).ok());
+    ASSERT_TRUE(store_->workers().UpsertWorker(reg, &worker_id_).ok());
     ASSERT_TRUE(ParseRecipeYaml(CpuTinyYaml(), &base_).ok());
   }
 
@@ -112,7 +112,7 @@ class ScriptedRounds : public ::testing::Test {
     nc.base_recipe_json = RecipeToJson(base_).dump();
     nc.base_resolved_json = ResolvedConfigJson(base_, sizes).dump();
     int64_t campaign_id = 0;
-    EXPECT_TRUE(store_->CreateCampaign(nc, &campaign_id).ok());
+    EXPECT_TRUE(store_->campaigns().CreateCampaign(nc, &campaign_id).ok());
 
     xv::v1::SubmitRequest req;
     req.set_campaign(name);
@@ -125,13 +125,13 @@ class ScriptedRounds : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.ToString();
     sub.campaign = name;
     store::SubmissionIds ids;
-    EXPECT_TRUE(store_->InsertSubmission(sub, &ids).ok());
+    EXPECT_TRUE(store_->submissions().InsertSubmission(sub, &ids).ok());
     EXPECT_EQ(ids.experiment_ids.size(), 8u);  // 4 + 4 (welch defaults)
 
     std::normal_distribution<double> noise(0.0, sigma);
     for (int64_t id : ids.experiment_ids) {
       xv::v1::ExperimentSpec spec;
-      EXPECT_TRUE(store_->AssignExperiment(id, worker_id_, &spec).ok());
+      EXPECT_TRUE(store_->attempts().AssignExperiment(id, worker_id_, &spec).ok());
       const json recipe = json::parse(spec.recipe_json());
       const bool candidate = std::abs(recipe.at("matrix_lr").get<double>() - 0.05) < 1e-12;
       const double val = 2.0 + (candidate ? effect : 0.0) + noise(*rng);
@@ -142,20 +142,20 @@ class ScriptedRounds : public ::testing::Test {
       ev.set_type("summary");
       ev.set_json(json{{"type", "summary"}, {"val_bpb", val}}.dump());
       store::AppliedEvents applied;
-      EXPECT_TRUE(store_->ApplyTrainerEvents(worker_id_, {ev}, &applied).ok());
+      EXPECT_TRUE(store_->attempts().ApplyTrainerEvents(worker_id_, {ev}, &applied).ok());
       xv::v1::Finished fin;
       fin.set_experiment_id(id);
       fin.set_attempt(spec.attempt());
       fin.set_state("succeeded");
       fin.set_last_seq(1);
       xv::v1::EventAck ack;
-      EXPECT_TRUE(store_->FinishAttempt(worker_id_, fin, &ack).ok());
+      EXPECT_TRUE(store_->attempts().FinishAttempt(worker_id_, fin, &ack).ok());
     }
     int decided = 0;
     EXPECT_TRUE(RoundCloser(store_.get()).DecideReadyRounds(&decided).ok());
     EXPECT_EQ(decided, 1);
     xv::v1::Campaign c;
-    EXPECT_TRUE(store_->GetCampaign(campaign_id, "", true, &c).ok());
+    EXPECT_TRUE(store_->campaigns().GetCampaign(campaign_id, "", true, &c).ok());
     EXPECT_EQ(c.rounds_size(), 1);
     const bool kept = c.rounds(0).kept_experiment_id() != 0;
     // The head moves exactly when a candidate is kept.
@@ -165,7 +165,7 @@ class ScriptedRounds : public ::testing::Test {
   }
 
   std::unique_ptr<store::testing::TempDir> dir_;
-  std::unique_ptr<store::ExperimentStore> store_;
+  std::unique_ptr<store::Store> store_;
   int64_t worker_id_ = 0;
   Recipe base_;
 };

@@ -8,10 +8,10 @@
 namespace xv::sched {
 namespace {
 
-store::QueuedExperiment Q(int64_t id, std::string candidate = "c", int64_t round = 1,
+sched::QueuedExperiment Q(int64_t id, std::string candidate = "c", int64_t round = 1,
                           std::string trainer = "libtorch", std::string device = "any",
                           int priority = 0) {
-  store::QueuedExperiment q;
+  sched::QueuedExperiment q;
   q.id = id;
   q.candidate = std::move(candidate);
   q.round_id = round;
@@ -71,7 +71,7 @@ TEST(Placement, TrainerMustBeConfiguredOnTheWorker) {
 
 TEST(Placement, ReplicatesSpreadOverWorkersThatHaveNotRunTheCandidate) {
   // Worker 10 already ran candidate "lr" of round 7 twice, worker 11 once, worker 12 never.
-  std::vector<store::CandidateWorkerCount> history = {{7, "lr", 10, 2}, {7, "lr", 11, 1}};
+  std::vector<sched::CandidateWorkerCount> history = {{7, "lr", 10, 2}, {7, "lr", 11, 1}};
   auto ps = PlanPlacements({Q(1, "lr", 7)}, {W(10), W(11), W(12)}, history);
   ASSERT_EQ(ps.size(), 1u);
   EXPECT_EQ(ps[0].worker_id, 12);
@@ -88,7 +88,7 @@ TEST(Placement, ReplicatesSpreadOverWorkersThatHaveNotRunTheCandidate) {
 TEST(Placement, CampaignAtItsConcurrencyLimitIsSkippedWithoutBlockingOthers) {
   // Campaign 1 (limit: 1 more slot) has experiments 1..4 first in the queue; campaign 2 (no
   // limit) has 5 and 6 behind them. Three idle workers: one goes to campaign 1, two to 2.
-  std::vector<store::QueuedExperiment> queued;
+  std::vector<sched::QueuedExperiment> queued;
   for (int64_t id = 1; id <= 6; ++id) {
     queued.push_back(Q(id, "c" + std::to_string(id)));
     queued.back().campaign_id = id <= 4 ? 1 : 2;
@@ -142,11 +142,11 @@ TEST(DeviceFilter, TermsMatchCaseInsensitiveSubstringsOfTheWorkerDevice) {
 }
 
 TEST(DeviceFilter, PlacementSkipsWorkersOutsideTheCampaignFilter) {
-  store::QueuedExperiment gpu_only;
+  sched::QueuedExperiment gpu_only;
   gpu_only.id = 1;
   gpu_only.candidate = "c";
   gpu_only.device_filter = "mi300";
-  store::QueuedExperiment any;
+  sched::QueuedExperiment any;
   any.id = 2;
   any.candidate = "d";
   WorkerSlot cpu;

@@ -1,4 +1,4 @@
-// ExperimentStore::ReclaimLostAttempt on a real SQLite file: when a worker that lost an attempt
+// Store::ReclaimLostAttempt on a real SQLite file: when a worker that lost an attempt
 // (its lease lapsed) reports the trainer still running, one transaction decides whether the
 // attempt is reclaimed or the worker must cancel it (docs/reliability.md § Reclaiming a lost
 // attempt).
@@ -30,9 +30,9 @@ using testing::TempDir;
 class AttemptReclaimTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(ExperimentStore::Open(dir_.file("xv.db"), &store_).ok());
-    ASSERT_TRUE(store_->UpsertWorker(MakeRegister("w1"), &w1_).ok());
-    ASSERT_TRUE(store_->UpsertWorker(MakeRegister("w2"), &w2_).ok());
+    ASSERT_TRUE(Store::Open(dir_.file("xv.db"), &store_).ok());
+    ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("w1"), &w1_).ok());
+    ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("w2"), &w2_).ok());
   }
 
   // A campaign with `max_attempts` and one experiment; returns the experiment id.
@@ -44,9 +44,9 @@ class AttemptReclaimTest : public ::testing::Test {
     nc.base_resolved_json = R"({"depth":2,"model_dim":128})";
     nc.max_attempts = max_attempts;
     int64_t cid = 0;
-    EXPECT_TRUE(store_->CreateCampaign(nc, &cid).ok());
+    EXPECT_TRUE(store_->campaigns().CreateCampaign(nc, &cid).ok());
     SubmissionIds ids;
-    EXPECT_TRUE(store_->InsertSubmission(MakeSubmission(1, "reclaim"), &ids).ok());
+    EXPECT_TRUE(store_->submissions().InsertSubmission(MakeSubmission(1, "reclaim"), &ids).ok());
     round_id_ = ids.round_id;
     return ids.experiment_ids.at(0);
   }
@@ -55,7 +55,7 @@ class AttemptReclaimTest : public ::testing::Test {
   // events with progress steps/10.
   void AssignAndRun(int64_t exp, int64_t worker, int attempt, int steps) {
     xv::v1::ExperimentSpec spec;
-    ASSERT_TRUE(store_->AssignExperiment(exp, worker, &spec).ok());
+    ASSERT_TRUE(store_->attempts().AssignExperiment(exp, worker, &spec).ok());
     ASSERT_EQ(spec.attempt(), attempt);
     std::vector<xv::v1::TrainerEvent> events = {
         MakeEvent(exp, attempt, 1, "start", R"({"type":"start","device":{"name":"cpu"}})")};
@@ -66,34 +66,35 @@ class AttemptReclaimTest : public ::testing::Test {
                                      "}"));
     }
     AppliedEvents applied;
-    ASSERT_TRUE(store_->ApplyTrainerEvents(worker, events, &applied).ok());
+    ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker, events, &applied).ok());
     ASSERT_EQ(applied.rejected, 0);
   }
 
   bool Lose(int64_t exp, int attempt) {
     bool requeued = false;
-    EXPECT_TRUE(
-        store_->MarkAttemptLost(exp, attempt, "no contact within 1500 ms", 0, &requeued).ok());
+    EXPECT_TRUE(store_->attempts()
+                    .MarkAttemptLost(exp, attempt, "no contact within 1500 ms", 0, &requeued)
+                    .ok());
     return requeued;
   }
 
   ReclaimDecision Reclaim(int64_t worker, int64_t exp, int attempt) {
     ReclaimDecision d;
-    Status s = store_->ReclaimLostAttempt(worker, exp, attempt, &d);
+    Status s = store_->attempts().ReclaimLostAttempt(worker, exp, attempt, &d);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return d;
   }
 
   xv::v1::Experiment Get(int64_t exp) {
     xv::v1::Experiment e;
-    EXPECT_TRUE(store_->GetExperiment(exp, &e).ok());
+    EXPECT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
     return e;
   }
 
   // The daemon's events of `exp`, oldest first, as "type:attempt".
   std::vector<std::string> DaemonEvents(int64_t exp) {
     std::vector<StoredEvent> rows;
-    EXPECT_TRUE(store_->ListEventsAfter(0, 0, 10000, &rows).ok());
+    EXPECT_TRUE(store_->events().ListEventsAfter(0, 0, 10000, &rows).ok());
     std::vector<std::string> out;
     for (const StoredEvent& r : rows) {
       if (r.experiment_id == exp && r.source == "daemon" && r.type != "state") {
@@ -120,7 +121,7 @@ class AttemptReclaimTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<ExperimentStore> store_;
+  std::unique_ptr<Store> store_;
   int64_t w1_ = 0, w2_ = 0;
   int64_t round_id_ = 0;
 };
@@ -135,7 +136,7 @@ TEST_F(AttemptReclaimTest, ReclaimsWhileTheRequeueIsQueued) {
 
   ReclaimDecision d = Reclaim(w1_, exp, 1);
   ASSERT_EQ(d.outcome, Outcome::kReclaimed) << d.reason;
-  EXPECT_EQ(d.state, "running");
+  EXPECT_EQ(d.state, ExperimentState::kRunning);
   EXPECT_NE(d.reason.find("w1"), std::string::npos) << d.reason;
   xv::v1::Experiment e = Get(exp);
   EXPECT_EQ(e.state(), "running");
@@ -146,12 +147,13 @@ TEST_F(AttemptReclaimTest, ReclaimsWhileTheRequeueIsQueued) {
   EXPECT_EQ(AttemptState(exp, 1), "running");
   // The requeue is withdrawn: nothing to schedule, and it cannot be assigned any more.
   std::vector<QueuedExperiment> queued;
-  ASSERT_TRUE(store_->ListQueued(&queued).ok());
+  ASSERT_TRUE(store_->experiments().ListQueued(&queued).ok());
   EXPECT_TRUE(queued.empty());
   xv::v1::ExperimentSpec spec;
-  EXPECT_EQ(store_->AssignExperiment(exp, w2_, &spec).code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(store_->attempts().AssignExperiment(exp, w2_, &spec).code(),
+            Status::Code::kFailedPrecondition);
   std::vector<ActiveAttempt> active;
-  ASSERT_TRUE(store_->ListActive(&active).ok());
+  ASSERT_TRUE(store_->experiments().ListActive(&active).ok());
   ASSERT_EQ(active.size(), 1u);
   EXPECT_EQ(active[0].worker_id, w1_);
   EXPECT_EQ(active[0].attempt, 1);
@@ -161,7 +163,7 @@ TEST_F(AttemptReclaimTest, ReclaimsWhileTheRequeueIsQueued) {
 
   // Watch shows the reclaim as the experiment's state, naming the attempt.
   std::vector<StoredEvent> rows;
-  ASSERT_TRUE(store_->ListEventsAfter(0, 0, 10000, &rows).ok());
+  ASSERT_TRUE(store_->events().ListEventsAfter(0, 0, 10000, &rows).ok());
   int shown = 0;
   for (const StoredEvent& r : rows) {
     if (r.type != "reclaimed") continue;
@@ -178,8 +180,8 @@ TEST_F(AttemptReclaimTest, ReclaimsWhileTheRequeueIsQueued) {
 
   // The trainer finishes: one result, on attempt 1.
   AppliedEvents applied;
-  ASSERT_TRUE(store_
-                  ->ApplyTrainerEvents(
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
                       w1_,
                       {MakeEvent(exp, 1, 6, "summary", R"({"type":"summary","val_bpb":1.25})")},
                       &applied)
@@ -189,7 +191,7 @@ TEST_F(AttemptReclaimTest, ReclaimsWhileTheRequeueIsQueued) {
   fin.set_attempt(1);
   fin.set_state("succeeded");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(w1_, fin, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(w1_, fin, &ack).ok());
   e = Get(exp);
   EXPECT_EQ(e.state(), "succeeded");
   EXPECT_EQ(e.attempt(), 1);
@@ -219,7 +221,7 @@ TEST_F(AttemptReclaimTest, RefusesWhenTheRequeueWasAssigned) {
   AssignAndRun(exp, w1_, 1, 2);
   ASSERT_TRUE(Lose(exp, 1));
   xv::v1::ExperimentSpec spec;
-  ASSERT_TRUE(store_->AssignExperiment(exp, w2_, &spec).ok());
+  ASSERT_TRUE(store_->attempts().AssignExperiment(exp, w2_, &spec).ok());
   ASSERT_EQ(spec.attempt(), 2);
   ReclaimDecision d = Reclaim(w1_, exp, 1);
   EXPECT_EQ(d.outcome, Outcome::kRefused);
@@ -236,10 +238,10 @@ TEST_F(AttemptReclaimTest, RefusesWhenCancelled) {
   const int64_t exp = SubmitOne();
   AssignAndRun(exp, w1_, 1, 2);
   ASSERT_TRUE(Lose(exp, 1));
-  std::string state;
+  ExperimentState state = ExperimentState::kQueued;
   int64_t worker = 0;
   int attempt = 0;
-  ASSERT_TRUE(store_->CancelExperiment(exp, &state, &worker, &attempt).ok());
+  ASSERT_TRUE(store_->attempts().CancelExperiment(exp, &state, &worker, &attempt).ok());
   ReclaimDecision d = Reclaim(w1_, exp, 1);
   EXPECT_EQ(d.outcome, Outcome::kRefused);
   EXPECT_NE(d.reason.find("cancelled"), std::string::npos) << d.reason;
@@ -254,7 +256,7 @@ TEST_F(AttemptReclaimTest, RefusesWhenTheRoundIsDecided) {
   RoundDecisionRecord rec;
   rec.round_id = round_id_;
   rec.summary = "decided by hand";
-  ASSERT_TRUE(store_->StoreRoundDecision(rec).ok());
+  ASSERT_TRUE(store_->rounds().StoreRoundDecision(rec).ok());
   ReclaimDecision d = Reclaim(w1_, exp, 1);
   EXPECT_EQ(d.outcome, Outcome::kRefused);
   EXPECT_NE(d.reason.find("round " + std::to_string(round_id_) + " is decided"), std::string::npos)
@@ -284,7 +286,7 @@ TEST_F(AttemptReclaimTest, RefusesWhenTheAttemptFinishedOrIsNotItsOwn) {
   fin.set_state("failed");
   fin.set_failure_kind("crashed");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(w1_, fin, &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(w1_, fin, &ack).ok());
   d = Reclaim(w1_, exp, 1);
   EXPECT_EQ(d.outcome, Outcome::kRefused);
   EXPECT_NE(d.reason.find("already ended failed"), std::string::npos) << d.reason;

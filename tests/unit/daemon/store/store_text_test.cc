@@ -9,7 +9,7 @@
 
 #include "common/untrusted_text.h"
 #include "daemon/api/worker_message_edge.h"
-#include "daemon/store/experiment_store.h"
+#include "daemon/store/store.h"
 #include "tests/unit/daemon/fixtures/store_fixture.h"
 #include "xv/v1/experiments.pb.h"
 
@@ -71,10 +71,10 @@ void ExpectSerializable(const xv::v1::Experiment& e) {
 class StoreText : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(ExperimentStore::Open(db(), &store_).ok());
-    ASSERT_TRUE(store_->InsertSubmission(MakeSubmission(2), &ids_).ok());
-    ASSERT_TRUE(store_->UpsertWorker(MakeRegister("host:cpu"), &worker_).ok());
-    ASSERT_TRUE(store_->AssignExperiment(ids_.experiment_ids[0], worker_, &spec_).ok());
+    ASSERT_TRUE(Store::Open(db(), &store_).ok());
+    ASSERT_TRUE(store_->submissions().InsertSubmission(MakeSubmission(2), &ids_).ok());
+    ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("host:cpu"), &worker_).ok());
+    ASSERT_TRUE(store_->attempts().AssignExperiment(ids_.experiment_ids[0], worker_, &spec_).ok());
   }
   std::string db() const { return dir_.file("xv.db"); }
   xv::v1::Finished FailedWith(const std::string& detail, const std::string& tail) {
@@ -89,7 +89,7 @@ class StoreText : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<ExperimentStore> store_;
+  std::unique_ptr<Store> store_;
   SubmissionIds ids_;
   int64_t worker_ = 0;
   xv::v1::ExperimentSpec spec_;
@@ -100,17 +100,18 @@ TEST_F(StoreText, ATailOfTwoByteCharactersIsCutOnACodePointAndEveryListingSerial
   // middle of a character.
   const std::string tail = "x" + Repeat("\xC3\xA9", 9000);
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store_->FinishAttempt(worker_, FailedWith("boom", tail), &ack).ok());
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, FailedWith("boom", tail), &ack).ok());
 
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(ids_.experiment_ids[0], &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(ids_.experiment_ids[0], &e).ok());
   EXPECT_LE(e.stderr_tail().size(), 16u * 1024);
   EXPECT_GE(e.stderr_tail().size(), 16u * 1024 - 1);
   EXPECT_EQ(e.stderr_tail(), Repeat("\xC3\xA9", static_cast<int>(e.stderr_tail().size() / 2)));
   ExpectSerializable(e);
 
   std::vector<xv::v1::Experiment> listed;
-  ASSERT_TRUE(store_->ListExperiments(xv::v1::ListExperimentsRequest(), &listed).ok());
+  ASSERT_TRUE(
+      store_->experiments().ListExperiments(xv::v1::ListExperimentsRequest(), &listed).ok());
   ASSERT_EQ(listed.size(), 2u);
   EXPECT_LE(listed[0].stderr_tail().size(), 2u * 1024);
   EXPECT_GE(listed[0].stderr_tail().size(), 2u * 1024 - 1);
@@ -120,7 +121,8 @@ TEST_F(StoreText, ATailOfTwoByteCharactersIsCutOnACodePointAndEveryListingSerial
 TEST_F(StoreText, InvalidUtf8IsNeverStored) {
   xv::v1::EventAck ack;
   ASSERT_TRUE(
-      store_->FinishAttempt(worker_, FailedWith("bad \xFF\xFE detail", "tail \xFF\xFE end"), &ack)
+      store_->attempts()
+          .FinishAttempt(worker_, FailedWith("bad \xFF\xFE detail", "tail \xFF\xFE end"), &ack)
           .ok());
   const std::string id = std::to_string(ids_.experiment_ids[0]);
   const std::string tail = RawText(db(), "SELECT stderr_tail FROM experiments WHERE id = " + id);
@@ -135,8 +137,9 @@ TEST_F(StoreText, EventJsonOverTheCapIsCutOnACodePoint) {
   // 1 + 2 * 150,000 bytes of text: the 256 KiB cap falls inside a character.
   const std::string json = R"({"type":"log","text":")" + Repeat("\xC3\xA9", 150000) + "\"}";
   AppliedEvents applied;
-  ASSERT_TRUE(
-      store_->ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 1, "log", json)}, &applied).ok());
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 1, "log", json)}, &applied)
+                  .ok());
   const std::string stored =
       RawText(db(), "SELECT json FROM events WHERE source = 'trainer' AND seq = 1");
   EXPECT_LE(stored.size(), 256u * 1024);
@@ -154,21 +157,23 @@ TEST_F(StoreText, RowsPoisonedByAnOlderDaemonHealOnRead) {
           "UPDATE experiments SET stderr_tail = CAST(x'41c3a9c3' AS TEXT), "
           "failure_detail = CAST(x'ff6f6b' AS TEXT) WHERE id = " +
               id);
-  ASSERT_TRUE(ExperimentStore::Open(db(), &store_).ok());
+  ASSERT_TRUE(Store::Open(db(), &store_).ok());
   xv::v1::Experiment e;
-  ASSERT_TRUE(store_->GetExperiment(ids_.experiment_ids[0], &e).ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(ids_.experiment_ids[0], &e).ok());
   EXPECT_EQ(e.stderr_tail(), "A\xC3\xA9\xEF\xBF\xBD");
   EXPECT_EQ(e.failure_detail(), "\xEF\xBF\xBDok");
   ExpectSerializable(e);
   std::vector<xv::v1::Experiment> listed;
-  ASSERT_TRUE(store_->ListExperiments(xv::v1::ListExperimentsRequest(), &listed).ok());
+  ASSERT_TRUE(
+      store_->experiments().ListExperiments(xv::v1::ListExperimentsRequest(), &listed).ok());
   for (const auto& x : listed) ExpectSerializable(x);
 }
 
 TEST_F(StoreText, OfflineWorkersThatNeverRanAnythingAreForgottenAfterTheHorizon) {
   int64_t id = 0;
   for (int i = 0; i < 300; ++i) {
-    ASSERT_TRUE(store_->UpsertWorker(MakeRegister("made-up-" + std::to_string(i)), &id).ok());
+    ASSERT_TRUE(
+        store_->workers().UpsertWorker(MakeRegister("made-up-" + std::to_string(i)), &id).ok());
   }
   // All offline for two days; host:cpu holds an attempt.
   RawExec(db(),
@@ -178,9 +183,9 @@ TEST_F(StoreText, OfflineWorkersThatNeverRanAnythingAreForgottenAfterTheHorizon)
   RawExec(db(),
           "UPDATE workers SET last_heartbeat = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', "
           "'-1 hours') WHERE name = 'made-up-7'");
-  ASSERT_TRUE(store_->UpsertWorker(MakeRegister("host:gpu1"), &id).ok());
+  ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("host:gpu1"), &id).ok());
   std::vector<xv::v1::WorkerInfo> workers;
-  ASSERT_TRUE(store_->ListWorkers(&workers).ok());
+  ASSERT_TRUE(store_->workers().ListWorkers(&workers).ok());
   std::vector<std::string> names;
   for (const auto& w : workers) names.push_back(w.name());
   std::sort(names.begin(), names.end());

@@ -33,17 +33,17 @@ int64_t FileSize(const std::string& path) {
 TEST(StoreUpkeep, WalStaysBoundedAndTruncates) {
   TempDir dir;
   const std::string db = dir.file("xv.db");
-  std::unique_ptr<ExperimentStore> store;
-  ASSERT_TRUE(ExperimentStore::Open(db, &store).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(db, &store).ok());
   std::atomic<int> commits{0};
   constexpr int kCheckpointPages = 100;
-  store->SetCommitListener([&] { ++commits; }, kCheckpointPages);
+  store->database().SetCommitListener([&] { ++commits; }, kCheckpointPages);
   const std::string blob(16 * 1024, 'x');
   int64_t max_wal = 0;
   for (int i = 0; i < 400; ++i) {
-    ASSERT_TRUE(store
-                    ->AppendAudit("upkeep_test",
-                                  "{\"i\":" + std::to_string(i) + ",\"blob\":\"" + blob + "\"}")
+    ASSERT_TRUE(store->events()
+                    .AppendAudit("upkeep_test",
+                                 "{\"i\":" + std::to_string(i) + ",\"blob\":\"" + blob + "\"}")
                     .ok());
     max_wal = std::max(max_wal, FileSize(db + "-wal"));
   }
@@ -58,21 +58,22 @@ TEST(StoreUpkeep, WalStaysBoundedAndTruncates) {
   EXPECT_LT(max_wal, bound);
   EXPECT_LT(max_wal * 5, written);
   // Idle: nothing committed for 0 ms -> TRUNCATE: the -wal file is emptied.
-  ASSERT_TRUE(store->MaintainWal(std::chrono::hours(1), std::chrono::milliseconds(0)).ok());
+  ASSERT_TRUE(
+      store->database().MaintainWal(std::chrono::hours(1), std::chrono::milliseconds(0)).ok());
   EXPECT_EQ(FileSize(db + "-wal"), 0);
   // Everything is still there.
   int64_t newest = 0;
-  ASSERT_TRUE(store->MaxEventId(&newest).ok());
+  ASSERT_TRUE(store->events().MaxEventId(&newest).ok());
   EXPECT_GE(newest, 400);
   std::string integrity;
-  ASSERT_TRUE(store->IntegrityCheck(&integrity).ok());
+  ASSERT_TRUE(store->database().IntegrityCheck(&integrity).ok());
   EXPECT_EQ(integrity, "ok");
 }
 
 TEST(StoreUpkeep, CampaignMaxAttemptsDecidesRequeue) {
   TempDir dir;
-  std::unique_ptr<ExperimentStore> store;
-  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
   NewCampaign nc;
   nc.name = "three";
   nc.base_hash = "base-hash-three";
@@ -80,53 +81,53 @@ TEST(StoreUpkeep, CampaignMaxAttemptsDecidesRequeue) {
   nc.base_resolved_json = R"({"depth":2,"model_dim":128})";
   nc.max_attempts = 3;
   int64_t cid = 0;
-  ASSERT_TRUE(store->CreateCampaign(nc, &cid).ok());
+  ASSERT_TRUE(store->campaigns().CreateCampaign(nc, &cid).ok());
   xv::v1::Campaign shown;
-  ASSERT_TRUE(store->GetCampaign(cid, "", false, &shown).ok());
+  ASSERT_TRUE(store->campaigns().GetCampaign(cid, "", false, &shown).ok());
   EXPECT_EQ(shown.max_attempts(), 3);
   SubmissionIds ids;
-  ASSERT_TRUE(store->InsertSubmission(MakeSubmission(1, "three"), &ids).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(1, "three"), &ids).ok());
   int64_t worker = 0;
-  ASSERT_TRUE(store->UpsertWorker(MakeRegister("w"), &worker).ok());
+  ASSERT_TRUE(store->workers().UpsertWorker(MakeRegister("w"), &worker).ok());
   const int64_t exp = ids.experiment_ids[0];
   for (int attempt = 1; attempt <= 3; ++attempt) {
     xv::v1::ExperimentSpec spec;
-    ASSERT_TRUE(store->AssignExperiment(exp, worker, &spec).ok());
+    ASSERT_TRUE(store->attempts().AssignExperiment(exp, worker, &spec).ok());
     ASSERT_EQ(spec.attempt(), attempt);
     bool requeued = false;
-    ASSERT_TRUE(store->MarkAttemptLost(exp, attempt, "no heartbeat", 0, &requeued).ok());
+    ASSERT_TRUE(store->attempts().MarkAttemptLost(exp, attempt, "no heartbeat", 0, &requeued).ok());
     EXPECT_EQ(requeued, attempt < 3) << "attempt " << attempt;
   }
   xv::v1::Experiment e;
-  ASSERT_TRUE(store->GetExperiment(exp, &e).ok());
+  ASSERT_TRUE(store->experiments().GetExperiment(exp, &e).ok());
   EXPECT_EQ(e.state(), "lost");
   // A campaign created without a limit (and the implicit "default" one) keeps 2.
   SubmissionIds other;
-  ASSERT_TRUE(store->InsertSubmission(MakeSubmission(1), &other).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(1), &other).ok());
   xv::v1::Campaign def;
-  ASSERT_TRUE(store->GetCampaign(0, "default", false, &def).ok());
+  ASSERT_TRUE(store->campaigns().GetCampaign(0, "default", false, &def).ok());
   EXPECT_EQ(def.max_attempts(), 2);
 }
 
 TEST(StoreUpkeep, EventLogHasEveryStateInOrder) {
   TempDir dir;
-  std::unique_ptr<ExperimentStore> store;
-  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
   int64_t before = 0;
-  ASSERT_TRUE(store->MaxEventId(&before).ok());
+  ASSERT_TRUE(store->events().MaxEventId(&before).ok());
   SubmissionIds ids;
-  ASSERT_TRUE(store->InsertSubmission(MakeSubmission(1, "log"), &ids).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(1, "log"), &ids).ok());
   bool idle = true;
-  ASSERT_TRUE(store->ScopeIdle(ids.campaign_id, &idle).ok());
+  ASSERT_TRUE(store->events().ScopeIdle(ids.campaign_id, &idle).ok());
   EXPECT_FALSE(idle);
   int64_t worker = 0;
-  ASSERT_TRUE(store->UpsertWorker(MakeRegister("w"), &worker).ok());
+  ASSERT_TRUE(store->workers().UpsertWorker(MakeRegister("w"), &worker).ok());
   const int64_t exp = ids.experiment_ids[0];
   xv::v1::ExperimentSpec spec;
-  ASSERT_TRUE(store->AssignExperiment(exp, worker, &spec).ok());
+  ASSERT_TRUE(store->attempts().AssignExperiment(exp, worker, &spec).ok());
   AppliedEvents applied;
-  ASSERT_TRUE(store
-                  ->ApplyTrainerEvents(
+  ASSERT_TRUE(store->attempts()
+                  .ApplyTrainerEvents(
                       worker,
                       {MakeEvent(exp, 1, 1, "start", R"({"type":"start"})"),
                        MakeEvent(exp, 1, 2, "step", R"({"type":"step","step":1,"loss":3.5})"),
@@ -141,12 +142,12 @@ TEST(StoreUpkeep, EventLogHasEveryStateInOrder) {
   fin.set_attempt(1);
   fin.set_state("succeeded");
   xv::v1::EventAck ack;
-  ASSERT_TRUE(store->FinishAttempt(worker, fin, &ack).ok());
+  ASSERT_TRUE(store->attempts().FinishAttempt(worker, fin, &ack).ok());
   // A resent Finished: no second state event, only its finished_ignored record (which Watch does
   // not stream).
-  ASSERT_TRUE(store->FinishAttempt(worker, fin, &ack).ok());
+  ASSERT_TRUE(store->attempts().FinishAttempt(worker, fin, &ack).ok());
   std::vector<StoredEvent> rows;
-  ASSERT_TRUE(store->ListEventsAfter(before, 0, 100, &rows).ok());
+  ASSERT_TRUE(store->events().ListEventsAfter(before, 0, 100, &rows).ok());
   std::vector<std::string> seen;
   for (const auto& r : rows) {
     if (r.experiment_id != exp) continue;
@@ -167,9 +168,9 @@ TEST(StoreUpkeep, EventLogHasEveryStateInOrder) {
   for (size_t i = 1; i < rows.size(); ++i) EXPECT_LT(rows[i - 1].id, rows[i].id);
   // up_to_id bounds the replay.
   std::vector<StoredEvent> first_two;
-  ASSERT_TRUE(store->ListEventsAfter(before, rows[1].id, 100, &first_two).ok());
+  ASSERT_TRUE(store->events().ListEventsAfter(before, rows[1].id, 100, &first_two).ok());
   EXPECT_EQ(first_two.size(), 2u);
-  ASSERT_TRUE(store->ScopeIdle(ids.campaign_id, &idle).ok());
+  ASSERT_TRUE(store->events().ScopeIdle(ids.campaign_id, &idle).ok());
   EXPECT_TRUE(idle);
 }
 

@@ -39,20 +39,20 @@ int64_t QueryInt(const std::string& db, const std::string& sql) {
   return row ? st.ColumnInt(0) : -1;
 }
 
-int64_t Count(ExperimentStore* store, const std::string& state) {
+int64_t Count(Store* store, const std::string& state) {
   std::map<std::string, int64_t> counts;
-  EXPECT_TRUE(store->CountByState(&counts).ok());
+  EXPECT_TRUE(store->experiments().CountByState(&counts).ok());
   return counts[state];
 }
 
 TEST(SubmissionInsertTest, ReadersGetThroughABigSubmissionAndSeeAllOrNothing) {
   TempDir dir;
-  std::unique_ptr<ExperimentStore> store;
-  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
   std::mutex mu;
   std::condition_variable cv;
   int commits = 0;
-  store->SetCommitListener([&] {
+  store->database().SetCommitListener([&] {
     std::lock_guard<std::mutex> lock(mu);
     ++commits;
     cv.notify_all();
@@ -62,7 +62,7 @@ TEST(SubmissionInsertTest, ReadersGetThroughABigSubmissionAndSeeAllOrNothing) {
   SubmissionIds ids;
   Status insert_status;
   std::thread writer([&] {
-    insert_status = store->InsertSubmission(MakeSubmission(kBigSubmission), &ids);
+    insert_status = store->submissions().InsertSubmission(MakeSubmission(kBigSubmission), &ids);
     submitted = true;
   });
   {
@@ -91,21 +91,21 @@ TEST(SubmissionInsertTest, AWriterKilledMidSubmissionLeavesNothingQueued) {
   TempDir dir;
   const std::string path = dir.file("xv.db");
   {
-    std::unique_ptr<ExperimentStore> store;
-    ASSERT_TRUE(ExperimentStore::Open(path, &store).ok());
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(path, &store).ok());
   }
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     // The child stores the big submission and dies (no cleanup of any kind) at its third commit.
-    std::unique_ptr<ExperimentStore> store;
-    if (!ExperimentStore::Open(path, &store).ok()) ::_exit(3);
+    std::unique_ptr<Store> store;
+    if (!Store::Open(path, &store).ok()) ::_exit(3);
     int commits = 0;
-    store->SetCommitListener([&] {
+    store->database().SetCommitListener([&] {
       if (++commits == 3) ::raise(SIGKILL);
     });
     SubmissionIds ids;
-    (void)store->InsertSubmission(MakeSubmission(kBigSubmission), &ids);
+    (void)store->submissions().InsertSubmission(MakeSubmission(kBigSubmission), &ids);
     ::_exit(4);  // the submission finished in fewer than three commits
   }
   int wstatus = 0;
@@ -113,45 +113,45 @@ TEST(SubmissionInsertTest, AWriterKilledMidSubmissionLeavesNothingQueued) {
   ASSERT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
       << "the child did not die mid-submission (status " << wstatus << ")";
 
-  std::unique_ptr<ExperimentStore> store;
-  ASSERT_TRUE(ExperimentStore::Open(path, &store).ok());  // integrity_check passes
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(path, &store).ok());  // integrity_check passes
   std::map<std::string, int64_t> counts;
-  ASSERT_TRUE(store->CountByState(&counts).ok());
+  ASSERT_TRUE(store->experiments().CountByState(&counts).ok());
   EXPECT_TRUE(counts.empty()) << "experiments of a killed submission are visible";
   std::vector<QueuedExperiment> queued;
-  ASSERT_TRUE(store->ListQueued(&queued).ok());
+  ASSERT_TRUE(store->experiments().ListQueued(&queued).ok());
   EXPECT_TRUE(queued.empty());
   int64_t max_event = -1;
-  ASSERT_TRUE(store->MaxEventId(&max_event).ok());
+  ASSERT_TRUE(store->events().MaxEventId(&max_event).ok());
   EXPECT_EQ(max_event, 0) << "events of a killed submission were stored";
   std::vector<xv::v1::Campaign> campaigns;
-  ASSERT_TRUE(store->ListCampaigns(&campaigns).ok());
+  ASSERT_TRUE(store->campaigns().ListCampaigns(&campaigns).ok());
   EXPECT_TRUE(campaigns.empty());
 
   // The same submission stores completely afterwards (its recipes already there are reused).
   SubmissionIds ids;
-  ASSERT_TRUE(store->InsertSubmission(MakeSubmission(kBigSubmission), &ids).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(kBigSubmission), &ids).ok());
   EXPECT_EQ(Count(store.get(), "queued"), kBigSubmission);
 }
 
 TEST(SubmissionInsertTest, ASubmissionRefusedAtItsLastStepLeavesNothingQueued) {
   TempDir dir;
-  std::unique_ptr<ExperimentStore> store;
-  ASSERT_TRUE(ExperimentStore::Open(dir.file("xv.db"), &store).ok());
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
   SubmissionIds first;
   NewSubmission sub = MakeSubmission(2, "planned");
-  ASSERT_TRUE(store->InsertSubmission(sub, &first).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(sub, &first).ok());
   StoredPlan plan;
   plan.campaign_id = first.campaign_id;
   plan.name = "p";
   plan.yaml = "phases: []\n";
   int64_t plan_id = 0;
-  ASSERT_TRUE(store->InsertPlan(plan, &plan_id).ok());
+  ASSERT_TRUE(store->plans().InsertPlan(plan, &plan_id).ok());
   NewSubmission phase = MakeSubmission(600, "planned");
   phase.plan_id = plan_id;
   phase.plan_phase = 1;
   SubmissionIds ids;
-  ASSERT_TRUE(store->InsertSubmission(phase, &ids).ok());
+  ASSERT_TRUE(store->submissions().InsertSubmission(phase, &ids).ok());
   const int64_t queued_before = Count(store.get(), "queued");
   const int64_t recipes_before = QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes");
 
@@ -159,14 +159,14 @@ TEST(SubmissionInsertTest, ASubmissionRefusedAtItsLastStepLeavesNothingQueued) {
   NewSubmission again = MakeSubmission(600, "planned-again");
   again.plan_id = plan_id;
   again.plan_phase = 1;
-  Status s = store->InsertSubmission(again, &ids);
+  Status s = store->submissions().InsertSubmission(again, &ids);
   EXPECT_EQ(s.code(), Status::Code::kAlreadyExists) << s.ToString();
   EXPECT_EQ(Count(store.get(), "queued"), queued_before);
   EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes"), recipes_before)
       << "the recipe rows the refused submission added were left behind";
   bool found = true;
   CampaignHead head;
-  ASSERT_TRUE(store->FindCampaignHead("planned-again", &found, &head).ok());
+  ASSERT_TRUE(store->campaigns().FindCampaignHead("planned-again", &found, &head).ok());
   EXPECT_FALSE(found) << "the refused submission created its campaign";
 }
 

@@ -132,16 +132,17 @@ class RouterOverDatabase : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string db = dir_.file("xv.db");
-    ASSERT_TRUE(store::ExperimentStore::Open(db, &writer_).ok());
+    ASSERT_TRUE(store::Store::Open(db, &writer_).ok());
     store::SubmissionIds ids;
-    ASSERT_TRUE(writer_->InsertSubmission(MakeSubmission(2, kHostileCampaign), &ids).ok());
+    ASSERT_TRUE(
+        writer_->submissions().InsertSubmission(MakeSubmission(2, kHostileCampaign), &ids).ok());
     campaign_id_ = ids.campaign_id;
     ok_id_ = ids.experiment_ids[0];
     failed_id_ = ids.experiment_ids[1];
     int64_t worker = 0;
-    ASSERT_TRUE(writer_->UpsertWorker(MakeRegister("host:cpu"), &worker).ok());
+    ASSERT_TRUE(writer_->workers().UpsertWorker(MakeRegister("host:cpu"), &worker).ok());
     xv::v1::ExperimentSpec spec;
-    ASSERT_TRUE(writer_->AssignExperiment(ok_id_, worker, &spec).ok());
+    ASSERT_TRUE(writer_->attempts().AssignExperiment(ok_id_, worker, &spec).ok());
     std::vector<xv::v1::TrainerEvent> events = {MakeEvent(
         ok_id_, 1, 1, "start", R"({"type":"start","t":1,"device":{"name":"cpu: test"}})")};
     for (int step = 1; step <= 4; ++step) {
@@ -159,24 +160,24 @@ class RouterOverDatabase : public ::testing::Test {
         R"("attention_backend":"math","peak_flops":989e12,"peak_flops_source":"datasheet",)"
         R"("flops_per_token":20000000,"num_params":3400001,"total_tokens":499712,"metric_version":"v1"})"));
     store::AppliedEvents applied;
-    ASSERT_TRUE(writer_->ApplyTrainerEvents(worker, events, &applied).ok());
+    ASSERT_TRUE(writer_->attempts().ApplyTrainerEvents(worker, events, &applied).ok());
     xv::v1::Finished f;
     f.set_experiment_id(ok_id_);
     f.set_attempt(1);
     f.set_state("succeeded");
     f.set_last_seq(6);
     xv::v1::EventAck ack;
-    ASSERT_TRUE(writer_->FinishAttempt(worker, f, &ack).ok());
+    ASSERT_TRUE(writer_->attempts().FinishAttempt(worker, f, &ack).ok());
 
-    ASSERT_TRUE(writer_->AssignExperiment(failed_id_, worker, &spec).ok());
-    ASSERT_TRUE(writer_
-                    ->ApplyTrainerEvents(worker,
-                                         {MakeEvent(failed_id_, 1, 1, "error",
-                                                    nlohmann::json({{"type", "error"},
-                                                                    {"kind", "crashed"},
-                                                                    {"message", kHostileFailure}})
-                                                        .dump())},
-                                         &applied)
+    ASSERT_TRUE(writer_->attempts().AssignExperiment(failed_id_, worker, &spec).ok());
+    ASSERT_TRUE(writer_->attempts()
+                    .ApplyTrainerEvents(worker,
+                                        {MakeEvent(failed_id_, 1, 1, "error",
+                                                   nlohmann::json({{"type", "error"},
+                                                                   {"kind", "crashed"},
+                                                                   {"message", kHostileFailure}})
+                                                       .dump())},
+                                        &applied)
                     .ok());
     f.set_experiment_id(failed_id_);
     f.set_state("failed");
@@ -185,8 +186,8 @@ class RouterOverDatabase : public ::testing::Test {
     f.set_exit_code(1);
     f.set_last_seq(1);
     f.set_stderr_tail(std::string("<img src=x onerror=alert(1)>\n"));
-    ASSERT_TRUE(writer_->FinishAttempt(worker, f, &ack).ok());
-    ASSERT_TRUE(writer_->TouchWorker(worker).ok());
+    ASSERT_TRUE(writer_->attempts().FinishAttempt(worker, f, &ack).ok());
+    ASSERT_TRUE(writer_->workers().TouchWorker(worker).ok());
 
     Status s = DashboardReader::Open(db, &reader_);
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -199,7 +200,7 @@ class RouterOverDatabase : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::unique_ptr<store::ExperimentStore> writer_;
+  std::unique_ptr<store::Store> writer_;
   std::unique_ptr<DashboardReader> reader_;
   std::unique_ptr<DashboardRouter> router_;
   std::string fault_;

@@ -1,0 +1,271 @@
+// AttemptLedger: applying trainer events, one named function per event type. See
+// attempt_ledger.h (ApplyTrainerEvents).
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "common/bounded_json_or_discarded.h"
+#include "common/untrusted_text.h"
+#include "daemon/sched/result_plausibility.h"
+#include "daemon/store/attempt_ledger.h"
+#include "daemon/store/stored_text.h"
+
+namespace xv::store {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxEventJson = 256 * 1024;
+
+// A trainer event of this attempt carried an implausible figure (`why` names it): the attempt is
+// marked (its failure kind and detail; the first such event wins) while it is live (assigned,
+// running, or lost and possibly reporting late), and FinishAttempt ends it invalid. The event
+// itself stays stored verbatim; none of its figures are applied.
+Status MarkAttemptImplausible(SqliteConnection* c, const xv::v1::TrainerEvent& ev,
+                              const Status& why) {
+  const std::string detail = SanitizeAndTruncateUtf8(
+      ev.type() + " event " + std::to_string(ev.seq()) + ": " + why.message(), kMaxDetailBytes);
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("UPDATE attempts SET failure_kind = ?, failure_detail = ? WHERE experiment_id = ? "
+                 "AND attempt = ? AND state IN ('assigned', 'running', 'lost') AND failure_kind "
+                 "!= ?",
+                 &st));
+  st.Bind(1, kImplausibleResult)
+      .Bind(2, detail)
+      .Bind(3, ev.experiment_id())
+      .Bind(4, ev.attempt())
+      .Bind(5, kImplausibleResult);
+  return st.Run();
+}
+
+// One stored trainer event being interpreted: its attempt, the event as sent and its JSON.
+struct TrainerEventContext {
+  SqliteConnection* c;
+  const xv::v1::TrainerEvent& ev;
+  const json& j;
+  int64_t exp;
+  int attempt;
+};
+
+// Only the active attempt moves the experiment's live fields.
+constexpr const char* kActiveAttemptOnly =
+    " WHERE id = ? AND attempt = ? AND state IN ('assigned', 'running')";
+
+// start: the experiment runs, on the device the trainer names; the attempt row says running.
+Status ApplyStartEvent(const TrainerEventContext& e) {
+  std::string device_name;
+  if (e.j.contains("device") && e.j["device"].is_object()) {
+    device_name = TextField(e.j["device"], "name");
+  }
+  SqliteStatement up;
+  XV_RETURN_IF_ERROR(e.c->Prepare(std::string("UPDATE experiments SET state = 'running', "
+                                              "started_at = " XV_NOW ", device_name = ?") +
+                                      kActiveAttemptOnly,
+                                  &up));
+  up.Bind(1, device_name).Bind(2, e.exp).Bind(3, e.attempt);
+  XV_RETURN_IF_ERROR(up.Run());
+  SqliteStatement at;
+  XV_RETURN_IF_ERROR(
+      e.c->Prepare("UPDATE attempts SET state = 'running' WHERE experiment_id = ? AND attempt = ? "
+                   "AND state = 'assigned'",
+                   &at));
+  at.Bind(1, e.exp).Bind(2, e.attempt);
+  return at.Run();
+}
+
+// step: a metrics row, and the experiment's progress and last loss (when plausible).
+Status ApplyStepEvent(const TrainerEventContext& e) {
+  sched::StepFigures fig;
+  Status plausible = sched::ReadStepFigures(e.j, &fig);
+  if (!plausible.ok()) return MarkAttemptImplausible(e.c, e.ev, plausible);
+  SqliteStatement m;
+  XV_RETURN_IF_ERROR(e.c->Prepare(
+      "INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
+      "mfu_percent, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      &m));
+  m.Bind(1, e.exp)
+      .Bind(2, e.attempt)
+      .Bind(3, fig.step)
+      .Bind(4, fig.loss)
+      .Bind(5, fig.lrm)
+      .Bind(6, fig.dt_ms)
+      .Bind(7, fig.tok_per_sec)
+      .Bind(8, fig.mfu_percent)
+      .Bind(9, fig.progress);
+  XV_RETURN_IF_ERROR(m.Run());
+  SqliteStatement up;
+  XV_RETURN_IF_ERROR(e.c->Prepare(
+      std::string("UPDATE experiments SET state = 'running', progress = COALESCE(?, progress), "
+                  "last_loss = COALESCE(?, last_loss), started_at = COALESCE(started_at, " XV_NOW
+                  ")") +
+          kActiveAttemptOnly,
+      &up));
+  up.Bind(1, fig.progress).Bind(2, fig.loss).Bind(3, e.exp).Bind(4, e.attempt);
+  return up.Run();
+}
+
+// nan: a nan_events row with the experiment's knobs, for the failure summary.
+Status ApplyNanEvent(const TrainerEventContext& e) {
+  SqliteStatement n;
+  XV_RETURN_IF_ERROR(e.c->Prepare(
+      "INSERT INTO nan_events(experiment_id, attempt, step, micro_step, what, value, knobs_json) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+      "(SELECT overrides_json FROM experiments WHERE id = ?1))",
+      &n));
+  n.Bind(1, e.exp)
+      .Bind(2, e.attempt)
+      .Bind(3, IntField(e.j, "step"))
+      .Bind(4, IntField(e.j, "micro_step"))
+      .Bind(5, TextField(e.j, "what"))
+      .Bind(6, TextField(e.j, "value"));
+  return n.Run();
+}
+
+// summary: the attempt's result row (when plausible).
+Status ApplySummaryEvent(const TrainerEventContext& e) {
+  sched::ResultFigures fig;
+  Status plausible = sched::ReadResultFigures(e.j, &fig);
+  if (!plausible.ok()) return MarkAttemptImplausible(e.c, e.ev, plausible);
+  SqliteStatement r;
+  XV_RETURN_IF_ERROR(e.c->Prepare(
+      "INSERT OR REPLACE INTO results(experiment_id, attempt, val_bpb, training_seconds, "
+      "total_seconds, num_steps, total_tokens, tok_per_sec, mfu_percent, peak_flops, "
+      "peak_flops_source, peak_vram_mb, peak_reserved_mb, num_params, flops_per_token, "
+      "metric_version, attention_backend, depth, summary_json) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      &r));
+  r.Bind(1, e.exp)
+      .Bind(2, e.attempt)
+      .Bind(3, fig.val_bpb)
+      .Bind(4, fig.training_seconds)
+      .Bind(5, fig.total_seconds)
+      .Bind(6, fig.num_steps)
+      .Bind(7, fig.total_tokens)
+      .Bind(8, fig.tok_per_sec)
+      .Bind(9, fig.mfu_percent.value_or(-1.0))  // null: unknown peak
+      .Bind(10, fig.peak_flops.value_or(0.0))
+      .Bind(11, TextField(e.j, "peak_flops_source"))
+      .Bind(12, fig.peak_vram_mb)
+      .Bind(13, fig.peak_reserved_mb)
+      .Bind(14, fig.num_params)
+      .Bind(15, fig.flops_per_token)
+      .Bind(16, TextField(e.j, "metric_version"))
+      .Bind(17, TextField(e.j, "attention_backend"))
+      .Bind(18, fig.depth)
+      .Bind(19, e.ev.json());
+  return r.Run();
+}
+
+// error: the experiment's failure kind and a bounded detail (the whole event stays in the log).
+Status ApplyErrorEvent(const TrainerEventContext& e) {
+  SqliteStatement up;
+  XV_RETURN_IF_ERROR(
+      e.c->Prepare(std::string("UPDATE experiments SET failure_kind = ?, failure_detail = ?") +
+                       kActiveAttemptOnly,
+                   &up));
+  up.Bind(1, SanitizeAndTruncateUtf8(TextField(e.j, "kind"), kMaxKindBytes))
+      .Bind(2, SanitizeAndTruncateUtf8(TextField(e.j, "message"), kMaxDetailBytes))
+      .Bind(3, e.exp)
+      .Bind(4, e.attempt);
+  return up.Run();
+}
+
+using TrainerEventApplier = Status (*)(const TrainerEventContext&);
+
+// The event types the daemon interprets; any other (eval, log, future types) is stored in the
+// event log only.
+TrainerEventApplier ApplierFor(const std::string& type) {
+  static const std::map<std::string, TrainerEventApplier> kAppliers = {
+      {"start", &ApplyStartEvent},
+      {"step", &ApplyStepEvent},
+      {"nan", &ApplyNanEvent},
+      {"summary", &ApplySummaryEvent},
+      {"error", &ApplyErrorEvent}};
+  auto it = kAppliers.find(type);
+  return it == kAppliers.end() ? nullptr : it->second;
+}
+
+// Stores the event once per (experiment, attempt, seq); *duplicate when it was stored before.
+Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev, bool* duplicate) {
+  // Cut on a code-point boundary; the store edge (SqliteStatement::Bind) keeps it valid UTF-8.
+  std::string text(Utf8Prefix(ev.json(), kMaxEventJson));
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms) "
+      "VALUES ('trainer', ?, ?, ?, ?, ?, ?)",
+      &ins));
+  ins.Bind(1, ev.experiment_id())
+      .Bind(2, ev.attempt())
+      .Bind(3, ev.seq())
+      .Bind(4, ev.type())
+      .Bind(5, text)
+      .Bind(6, ev.unix_ms());
+  XV_RETURN_IF_ERROR(ins.Run());
+  *duplicate = c->Changes() == 0;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool* duplicate) {
+  SqliteConnection* c = db_->conn();
+  XV_RETURN_IF_ERROR(StoreTrainerEvent(c, ev, duplicate));
+  if (*duplicate) return Status::Ok();
+  const json j = ParseBoundedJsonOrDiscarded(ev.json());
+  if (!j.is_object()) return Status::Ok();  // stored verbatim; nothing to interpret
+  const std::string type =
+      j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : ev.type();
+  const TrainerEventApplier apply = ApplierFor(type);
+  if (apply == nullptr) return Status::Ok();
+  return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt()});
+}
+
+Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
+                                         const std::vector<xv::v1::TrainerEvent>& events,
+                                         AppliedEvents* applied) {
+  XV_RETURN_IF_ERROR(db_->CheckWritable());
+  MutexLock lock(db_->mu());
+  SqliteConnection* c = db_->conn();
+  AppliedEvents result;
+  XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
+    db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
+    std::vector<std::pair<int64_t, int>> touched;
+    for (const xv::v1::TrainerEvent& ev : events) {
+      // The worker must hold (or have held) this attempt.
+      SqliteStatement own;
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "SELECT 1 FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
+          &own));
+      own.Bind(1, ev.experiment_id()).Bind(2, ev.attempt()).Bind(3, worker_id);
+      bool row = false;
+      XV_RETURN_IF_ERROR(own.Step(&row));
+      if (!row || ev.seq() <= 0) {
+        ++result.rejected;
+        continue;
+      }
+      bool duplicate = false;
+      XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, &duplicate));
+      if (duplicate) ++result.duplicates;
+      std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
+      if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
+    }
+    for (const auto& [exp, attempt] : touched) {
+      xv::v1::EventAck ack;
+      ack.set_experiment_id(exp);
+      ack.set_attempt(attempt);
+      int64_t seq = 0;
+      XV_RETURN_IF_ERROR(HighestContiguousSeqLocked(exp, attempt, &seq));
+      ack.set_seq(seq);
+      result.acks.push_back(ack);
+    }
+    return Status::Ok();
+  }));
+  *applied = std::move(result);
+  return Status::Ok();
+}
+
+}  // namespace xv::store

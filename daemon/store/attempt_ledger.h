@@ -1,0 +1,85 @@
+// AttemptLedger: the life of attempts, the one place experiments change state after submission.
+// Experiment state machine: queued -> assigned -> running -> {succeeded, diverged, failed, invalid,
+// cancelled, timed_out, lost}. An attempt that loses its worker may be requeued (attempt + 1).
+// Trainer events are applied exactly once per (experiment_id, attempt, seq).
+// Threading contract: as Database; each write is one BEGIN IMMEDIATE transaction with its mutex
+// held, so that it is atomic with the other writes of the daemon.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/store/database.h"
+#include "daemon/store/store_rows.h"
+#include "xv/v1/experiments.pb.h"
+#include "xv/v1/workers.pb.h"
+
+namespace xv::store {
+
+class AttemptLedger {
+ public:
+  explicit AttemptLedger(Database* db) : db_(db) {}
+
+  // queued -> assigned: attempt + 1, an attempts row, the spec to send. FailedPrecondition when the
+  // experiment is no longer queued (cancelled meanwhile).
+  Status AssignExperiment(int64_t experiment_id, int64_t worker_id, xv::v1::ExperimentSpec* spec);
+  // An attempt lost its worker (no contact within the lease). max_attempts <= 0: the campaign's
+  // own limit (campaigns.max_attempts, default 2). When attempt < max_attempts the
+  // experiment goes back to the queue (*requeued = true), else it ends in state lost. No-op (ok,
+  // *requeued = false) when the attempt is no longer the active one.
+  Status MarkAttemptLost(int64_t experiment_id, int attempt, const std::string& detail,
+                         int max_attempts, bool* requeued);
+  // Cancels a queued experiment at once, or an assigned/running one (then *worker_id is the worker
+  // to tell, with *attempt). *state receives the state after the call; terminal experiments are
+  // unchanged.
+  Status CancelExperiment(int64_t experiment_id, ExperimentState* state, int64_t* worker_id,
+                          int* attempt);
+  // Applies a batch of events from `worker_id` in one transaction: each new (experiment, attempt,
+  // seq) is stored once and interpreted (start -> running + device, step -> metrics + progress, nan
+  // -> nan_events, summary -> results, error -> failure kind/detail); repeats are counted and
+  // ignored. A step or summary with an implausible figure is stored but not interpreted, and marks
+  // its attempt (failure kind implausible_result, the field in the detail) for FinishAttempt.
+  Status ApplyTrainerEvents(int64_t worker_id, const std::vector<xv::v1::TrainerEvent>& events,
+                            AppliedEvents* applied);
+  // The trainer of an attempt exited: stores the attempt's outcome and moves the experiment to its
+  // terminal state (when the attempt is still the active one). *ack acknowledges it. Only an
+  // attempt still live (assigned, running, or lost) changes: a Finished for one that already
+  // ended is recorded as a finished_ignored event and changes nothing. An attempt whose trainer
+  // reported implausible figures (ApplyTrainerEvents; daemon/sched/result_plausibility.h) ends
+  // invalid (failure kind implausible_result) whatever it reports, unless cancelled, and so does
+  // a success whose summary has no val_bpb.
+  Status FinishAttempt(int64_t worker_id, const xv::v1::Finished& finished, xv::v1::EventAck* ack);
+  // Highest seq such that every event 1..seq of the attempt is stored (0 when none).
+  Status HighestContiguousSeq(int64_t experiment_id, int attempt, int64_t* seq);
+  // Does the attempts table say `worker_id` holds this attempt and it is still active?
+  Status IsActiveAttemptOf(int64_t worker_id, int64_t experiment_id, int attempt, bool* active);
+  // A worker reports (Register or Heartbeat) that it still runs this attempt, its trainer not
+  // finished. One transaction decides (attempt_reclaim.cc), so that it is atomic with
+  // assignment, cancellation and the round decision:
+  //  - kActive when it is this worker's active attempt;
+  //  - kReclaimed when the attempt was this worker's, was marked lost, and the experiment is still
+  //    queued at that attempt number (its requeue not assigned to anyone) in an open round: the
+  //    attempt and the experiment become active again on this worker (assigned, or running once
+  //    the trainer's start event is stored), with the same attempt number, progress from its last
+  //    stored step, and a 'reclaimed' daemon event. The loss costs no attempt: the requeue that
+  //    would have counted was never assigned (max_attempts counts assigned attempts);
+  //  - kRefused otherwise (the requeue was assigned, the experiment cancelled or ended, the round
+  //    decided or cancelled, the attempt finished or never this worker's), *reason saying which.
+  Status ReclaimLostAttempt(int64_t worker_id, int64_t experiment_id, int attempt,
+                            ReclaimDecision* decision);
+
+ private:
+  Status HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq)
+      EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool* duplicate)
+      EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // Ends the worker's resending of a Finished: the worker goes idle, *ack carries the attempt's
+  // contiguous seq with finished set.
+  Status AcknowledgeFinishedLocked(int64_t worker_id, int64_t experiment_id, int attempt,
+                                   xv::v1::EventAck* ack) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  Database* db_;
+};
+
+}  // namespace xv::store

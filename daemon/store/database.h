@@ -1,0 +1,93 @@
+// Database: xvd's SQLite file (DESIGN.md § Data model) as one connection behind one mutex, with
+// what every table of the store shares: opening (integrity check and migrations, or read-only),
+// write transactions, the write fault ("read-only mode"), WAL upkeep and the integrity check. The
+// tables (daemon/store/store.h lists them) each hold a Database* and run their SQL through it.
+//
+// Threading contract: every method may be called from any thread. mu_ serialises all use of the
+// single connection, so the database is its own single writer; each write operation of a table is
+// one BEGIN IMMEDIATE transaction taken with mu_ held. Lock order: submissions_mu_ (held for the
+// whole of one submission) before mu_. A read-only database (xvctl's --state-dir reads) answers
+// reads and fails every write with FailedPrecondition; it can run beside a live xvd because the
+// file is in WAL mode.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "common/thread_annotations.h"
+#include "daemon/store/sqlite_connection.h"
+
+// SQL text of the current UTC time with milliseconds, as every timestamp column stores it.
+#define XV_NOW "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+
+namespace xv::store {
+
+class Database {
+ public:
+  enum class Access { kReadWrite, kReadOnly };
+
+  // kReadWrite: opens (creating) the file, checks its integrity and applies the embedded
+  // migrations; fails when the file is corrupt or newer than this binary. kReadOnly: opens an
+  // existing file; fails when it does not exist, or has no or a newer schema.
+  static Status Open(const std::string& path, Access access, std::unique_ptr<Database>* out);
+
+  bool read_only() const { return read_only_; }
+  int schema_version() const { return schema_version_; }
+  const std::string& path() const { return path_; }
+
+  // The connection's mutex: a table takes it (MutexLock lock(db_->mu())) around each operation.
+  Mutex* mu() LOCK_RETURNED(mu_) { return &mu_; }
+  // Held for the whole of one submission (SubmissionTable), taken before mu().
+  Mutex* submissions_mu() LOCK_RETURNED(submissions_mu_) { return &submissions_mu_; }
+  // The connection, for the SQL of a table operation that holds mu().
+  SqliteConnection* conn() EXCLUSIVE_LOCKS_REQUIRED(mu_) { return conn_.get(); }
+
+  // FailedPrecondition naming the path when the database was opened read-only.
+  Status CheckWritable() const;
+  // New work (submissions, campaigns, assignments) is refused while the connection has a write
+  // fault: FailedPrecondition naming the cause and the path.
+  Status CheckAcceptsNewWorkLocked() const EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // PRAGMA integrity_check; *result is "ok" for a sound file.
+  Status IntegrityCheck(std::string* result) LOCKS_EXCLUDED(mu_);
+  // After every commit `on_commit` runs on the writing thread (it must only signal); the WAL is
+  // checkpointed (PASSIVE) whenever it reaches `checkpoint_pages` pages. Call once, before use.
+  void SetCommitListener(std::function<void()> on_commit, int checkpoint_pages = 1000)
+      LOCKS_EXCLUDED(mu_);
+  // Periodic WAL upkeep, called often (e.g. every scheduling tick): a PASSIVE checkpoint when
+  // `interval` passed since the last one, a TRUNCATE one once nothing was committed for `idle`.
+  Status MaintainWal(std::chrono::milliseconds interval, std::chrono::milliseconds idle)
+      LOCKS_EXCLUDED(mu_);
+  // Checkpoints now; see SqliteConnection::CheckpointWal.
+  Status CheckpointWal(bool truncate, int* wal_pages, int* checkpointed) LOCKS_EXCLUDED(mu_);
+  // "" while the database takes writes; else the cause of the last failed write (disk full,
+  // read-only file, I/O error). While set, new work is refused (CheckAcceptsNewWorkLocked); reads
+  // keep working.
+  std::string WriteFault() LOCKS_EXCLUDED(mu_);
+  // While a write fault is set: tries one small write (a 'writable' daemon event); when it commits
+  // the fault is cleared and *writable = true.
+  Status RetryWrites(bool* writable) LOCKS_EXCLUDED(mu_);
+
+ private:
+  Database(std::unique_ptr<SqliteConnection> conn, bool read_only, int version);
+
+  // Taken (before mu_) for the whole of a submission: no other submission can start to use a
+  // recipe row that a failing one deletes again.
+  Mutex submissions_mu_ ACQUIRED_BEFORE(mu_);
+  Mutex mu_;
+  std::unique_ptr<SqliteConnection> conn_ GUARDED_BY(mu_);
+  const bool read_only_;
+  const int schema_version_;
+  const std::string path_;
+  std::atomic<int64_t> last_commit_ms_{0};      // steady clock, set by the commit listener
+  std::atomic<int64_t> last_checkpoint_ms_{0};  // steady clock of the last periodic checkpoint
+  std::atomic<bool> truncated_since_commit_{true};
+};
+
+}  // namespace xv::store

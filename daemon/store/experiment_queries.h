@@ -1,0 +1,47 @@
+// ExperimentQueries: the reads of experiments: lists and lookups for the API and xvctl, counts for
+// the status line, the queue and active attempts for the scheduler, and the failure summary.
+// Threading contract: as Database; every method holds its mutex for one read.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/store/database.h"
+#include "daemon/store/store_rows.h"
+#include "xv/v1/experiments.pb.h"
+
+namespace xv::store {
+
+class ExperimentQueries {
+ public:
+  explicit ExperimentQueries(Database* db) : db_(db) {}
+
+  // Filters of `req` as documented in experiments.proto; ordered by id.
+  Status ListExperiments(const xv::v1::ListExperimentsRequest& req,
+                         std::vector<xv::v1::Experiment>* out);
+  // NotFound when no experiment has this id.
+  Status GetExperiment(int64_t id, xv::v1::Experiment* out);
+  // Experiments per state ("queued" -> 3, ...).
+  Status CountByState(std::map<std::string, int64_t>* out);
+  // Queued experiments per trainer ("libtorch" -> 3, ...; an empty trainer counts as "libtorch"):
+  // one GROUP BY over the queue, for the status line about trainers no connected worker offers.
+  Status CountQueuedByTrainer(std::map<std::string, int64_t>* out);
+  // Queued experiments, highest priority first, then oldest first.
+  Status ListQueued(std::vector<QueuedExperiment>* out);
+  // Attempts in state assigned or running.
+  Status ListActive(std::vector<ActiveAttempt>* out);
+  // How many attempts each worker ran of each candidate of the rounds that still have queued work.
+  Status CountCandidateAttempts(std::vector<CandidateWorkerCount>* out);
+  // Per knob value of the overrides: runs ending diverged, failed/invalid/lost, timed_out, and
+  // the NaN rate. campaign_id 0 and name "" = every campaign.
+  Status FailureSummary(int64_t campaign_id, const std::string& name,
+                        std::vector<xv::v1::KnobFailure>* out);
+
+ private:
+  Database* db_;
+};
+
+}  // namespace xv::store

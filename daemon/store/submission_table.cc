@@ -1,0 +1,359 @@
+// SubmissionTable: a submission's recipes, campaign, round and experiments. See
+// submission_table.h.
+#include "daemon/store/submission_table.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "common/bounded_json.h"
+#include "common/run_states.h"
+#include "daemon/sched/attempt_outcome.h"
+#include "daemon/store/event_log.h"
+#include "daemon/store/statement_rows.h"
+
+namespace xv::store {
+namespace {
+
+using nlohmann::json;
+
+// Recipe rows stored per transaction by InsertSubmission before the submission becomes visible.
+constexpr size_t kSubmissionChunkRows = 256;
+// Between two of those transactions the mutex is free this long, for the threads waiting on it.
+constexpr std::chrono::microseconds kSubmissionChunkPause(1000);
+
+// Inserts the recipe unless its hash exists; *id receives the row id either way, *inserted (when
+// given) whether this call added the row.
+Status InsertRecipe(SqliteConnection* conn, const std::string& hash, const std::string& recipe_json,
+                    const std::string& resolved_json, const std::string& name, int64_t* id,
+                    bool* inserted = nullptr) {
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(conn->Prepare(
+      "INSERT OR IGNORE INTO recipes(hash, recipe_json, resolved_json, name) VALUES (?, ?, ?, ?)",
+      &ins));
+  ins.Bind(1, hash).Bind(2, recipe_json).Bind(3, resolved_json).Bind(4, name);
+  XV_RETURN_IF_ERROR(ins.Run());
+  if (inserted != nullptr) *inserted = conn->Changes() > 0;
+  SqliteStatement sel;
+  XV_RETURN_IF_ERROR(conn->Prepare("SELECT id FROM recipes WHERE hash = ?", &sel));
+  sel.Bind(1, hash);
+  bool row = false;
+  XV_RETURN_IF_ERROR(sel.Step(&row));
+  if (!row) return Status::Internal("recipe " + hash + " vanished after insert");
+  *id = sel.ColumnInt(0);
+  return Status::Ok();
+}
+
+// Identity and reuse (DESIGN.md § Keep/discard semantics): when the campaign already has a
+// succeeded run of the same recipe row (same resolved config and seed), the new experiment
+// `new_id` takes its result instead of running again: it becomes succeeded, marked with
+// reused_from_id (the original run, never a reuse row), and gets a copy of the result.
+Status ReuseEarlierResult(SqliteConnection* c, int64_t campaign_id, int64_t recipe_id,
+                          int64_t new_id) {
+  // The campaign's earlier runs of this recipe row, oldest first: the first that
+  // sched::MayReuseResult accepts stands in.
+  SqliteStatement find;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("SELECT e.id, e.attempt, e.device_name, e.state, e.reused_from_id IS NOT NULL, "
+                 "res.experiment_id IS NOT NULL FROM experiments e "
+                 "LEFT JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt "
+                 "WHERE e.campaign_id = ? AND e.recipe_id = ? AND e.id <> ? ORDER BY e.id",
+                 &find));
+  find.Bind(1, campaign_id).Bind(2, recipe_id).Bind(3, new_id);
+  bool row = false;
+  while (true) {
+    XV_RETURN_IF_ERROR(find.Step(&row));
+    if (!row) return Status::Ok();
+    sched::EarlierRun earlier;
+    earlier.is_reuse = find.ColumnInt(4) != 0;
+    earlier.has_result = find.ColumnInt(5) != 0;
+    if (ParseExperimentState(find.ColumnText(3), &earlier.state) &&
+        sched::MayReuseResult(earlier)) {
+      break;
+    }
+  }
+  const int64_t from = find.ColumnInt(0);
+  const int64_t attempt = find.ColumnInt(1);
+  SqliteStatement copy;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "INSERT INTO results(experiment_id, attempt, val_bpb, training_seconds, total_seconds, "
+      "num_steps, total_tokens, tok_per_sec, mfu_percent, peak_flops, peak_flops_source, "
+      "peak_vram_mb, peak_reserved_mb, num_params, flops_per_token, metric_version, "
+      "attention_backend, depth, device_json, summary_json, health_source, health_samples, "
+      "avg_power_w, energy_j, peak_temp_c, throttle_events, throttled_seconds, throttled, "
+      "health_json, measured_peak_flops) "
+      "SELECT ?, 0, val_bpb, training_seconds, total_seconds, num_steps, total_tokens, "
+      "tok_per_sec, mfu_percent, peak_flops, peak_flops_source, peak_vram_mb, peak_reserved_mb, "
+      "num_params, flops_per_token, metric_version, attention_backend, depth, device_json, "
+      "summary_json, health_source, health_samples, avg_power_w, energy_j, peak_temp_c, "
+      "throttle_events, throttled_seconds, throttled, health_json, measured_peak_flops "
+      "FROM results WHERE experiment_id = ? AND attempt = ?",
+      &copy));
+  copy.Bind(1, new_id).Bind(2, from).Bind(3, attempt);
+  XV_RETURN_IF_ERROR(copy.Run());
+  SqliteStatement upd;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("UPDATE experiments SET state = 'succeeded', attempt = 0, reused_from_id = ?, "
+                 "device_name = ?, progress = 1, finished_at = " XV_NOW " WHERE id = ?",
+                 &upd));
+  upd.Bind(1, from).Bind(2, find.ColumnText(2)).Bind(3, new_id);
+  return upd.Run();
+}
+
+// Step 2's parts, each inside the one transaction that makes a submission visible.
+
+// The campaign, created on first use (its base recipe is its head, with a 'base' head_history
+// row); *campaign_id receives its id either way.
+Status InsertCampaignOnFirstUse(SqliteConnection* c, const NewSubmission& sub,
+                                int64_t base_recipe_id, int64_t* campaign_id) {
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT OR IGNORE INTO campaigns(name, base_recipe_id, head_recipe_id, "
+                 "trainer, recipe_name) VALUES (?, ?, ?, ?, ?)",
+                 &st));
+  st.Bind(1, sub.campaign)
+      .Bind(2, base_recipe_id)
+      .Bind(3, base_recipe_id)
+      .Bind(4, sub.trainer)
+      .Bind(5, sub.recipe_name);
+  XV_RETURN_IF_ERROR(st.Run());
+  if (c->Changes() > 0) {
+    SqliteStatement hist;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("INSERT INTO head_history(campaign_id, recipe_id, reason) VALUES (?, ?, "
+                   "'base')",
+                   &hist));
+    hist.Bind(1, c->LastInsertRowId()).Bind(2, base_recipe_id);
+    XV_RETURN_IF_ERROR(hist.Run());
+  }
+  SqliteStatement sel;
+  XV_RETURN_IF_ERROR(c->Prepare("SELECT id FROM campaigns WHERE name = ?", &sel));
+  sel.Bind(1, sub.campaign);
+  bool row = false;
+  XV_RETURN_IF_ERROR(sel.Step(&row));
+  if (!row) return Status::Internal("campaign " + sub.campaign + " vanished after insert");
+  *campaign_id = sel.ColumnInt(0);
+  return Status::Ok();
+}
+
+// The round; AlreadyExists when the plan phase it is built for already has one.
+Status InsertRound(SqliteConnection* c, const NewSubmission& sub, int64_t campaign_id,
+                   int64_t base_recipe_id, int64_t* round_id) {
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO rounds(campaign_id, kind, base_recipe_id, recipe_name, "
+                 "recipe_yaml, submitter, head_config_hash, plan_id, plan_phase, keep_rule) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 &st));
+  st.Bind(1, campaign_id)
+      .Bind(2, std::string(ToString(sub.kind)))
+      .Bind(3, base_recipe_id)
+      .Bind(4, sub.recipe_name)
+      .Bind(5, sub.recipe_yaml)
+      .Bind(6, sub.submitter)
+      .Bind(7, sub.base_config_hash);
+  if (sub.plan_id != 0) {
+    st.Bind(8, sub.plan_id).Bind(9, static_cast<int64_t>(sub.plan_phase));
+    // One round per plan phase (unique index): say so instead of a constraint error.
+    SqliteStatement dup;
+    XV_RETURN_IF_ERROR(
+        c->Prepare("SELECT id FROM rounds WHERE plan_id = ? AND plan_phase = ?", &dup));
+    dup.Bind(1, sub.plan_id).Bind(2, static_cast<int64_t>(sub.plan_phase));
+    bool exists = false;
+    XV_RETURN_IF_ERROR(dup.Step(&exists));
+    if (exists) {
+      return Status::AlreadyExists("plan " + std::to_string(sub.plan_id) + " phase " +
+                                   std::to_string(sub.plan_phase) + " already has round " +
+                                   std::to_string(dup.ColumnInt(0)));
+    }
+  } else {
+    st.Bind(8, std::optional<int64_t>()).Bind(9, std::optional<int64_t>());
+  }
+  st.Bind(10, std::string(ToString(sub.keep_rule)));
+  XV_RETURN_IF_ERROR(st.Run());
+  *round_id = c->LastInsertRowId();
+  return Status::Ok();
+}
+
+// Recipes of the campaign that have a succeeded run, looked up once: only new rows of those can
+// reuse a result (rows of this submission are all queued).
+Status ReusableRecipes(SqliteConnection* c, int64_t campaign_id, std::set<int64_t>* out) {
+  SqliteStatement st;
+  // A superset of what sched::MayReuseResult accepts (it needs a success), narrowed in SQL so
+  // that a large campaign is not read whole; ReuseEarlierResult decides.
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "SELECT DISTINCT recipe_id FROM experiments WHERE campaign_id = ? AND state = 'succeeded'",
+      &st));
+  st.Bind(1, campaign_id);
+  return ForEachRow(&st, [&](const SqliteStatement& row) { out->insert(row.ColumnInt(0)); });
+}
+
+// One experiment row per NewExperiment (recipe_ids[i] is its recipe row), each taking an earlier
+// run's result when one may be reused.
+Status InsertExperimentRows(SqliteConnection* c, const NewSubmission& sub,
+                            const std::vector<int64_t>& recipe_ids, SubmissionIds* ids) {
+  std::set<int64_t> reusable;
+  XV_RETURN_IF_ERROR(ReusableRecipes(c, ids->campaign_id, &reusable));
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO experiments(campaign_id, round_id, recipe_id, name, "
+                 "candidate_index, replicate, "
+                 "overrides_json, seed, trainer, device_requirement, priority, time_budget_s, "
+                 "hard_deadline_s, role, config_hash) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 &ins));
+  for (size_t i = 0; i < sub.experiments.size(); ++i) {
+    const NewExperiment& e = sub.experiments[i];
+    const int64_t recipe_id = recipe_ids[i];
+    // Reset re-reports the previous Run's error, which was already returned.
+    (void)ins.Reset();
+    ins.Bind(1, ids->campaign_id)
+        .Bind(2, ids->round_id)
+        .Bind(3, recipe_id)
+        .Bind(4, e.name)
+        .Bind(5, e.candidate_index)
+        .Bind(6, e.replicate)
+        .Bind(7, e.overrides_json)
+        .Bind(8, e.seed)
+        .Bind(9, sub.trainer)
+        .Bind(10, e.device_requirement)
+        .Bind(11, sub.priority)
+        .Bind(12, e.time_budget_s)
+        .Bind(13, e.hard_deadline_s)
+        .Bind(14, std::string(ToString(e.role)))
+        .Bind(15, e.config_hash);
+    XV_RETURN_IF_ERROR(ins.Run().WithContext("experiment " + e.name + ": "));
+    const int64_t new_id = c->LastInsertRowId();
+    ids->experiment_ids.push_back(new_id);
+    if (reusable.count(recipe_id) != 0) {
+      XV_RETURN_IF_ERROR(ReuseEarlierResult(c, ids->campaign_id, recipe_id, new_id));
+    }
+  }
+  return Status::Ok();
+}
+
+// One 'state' event per experiment of the round (queued, or succeeded when reused), in id order
+// (what InsertStateEvent writes, in one statement), and the 'submit' audit event.
+Status InsertSubmissionEvents(SqliteConnection* c, const NewSubmission& sub,
+                              const SubmissionIds& ids) {
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO events(source, experiment_id, attempt, type, json) "
+                 "SELECT 'daemon', id, attempt, 'state', json_object('state', state, 'detail', '') "
+                 "FROM experiments WHERE round_id = ? ORDER BY id",
+                 &st));
+  st.Bind(1, ids.round_id);
+  XV_RETURN_IF_ERROR(st.Run());
+  json audit = {{"campaign", sub.campaign},       {"round_id", ids.round_id},
+                {"recipe_name", sub.recipe_name}, {"submitter", sub.submitter},
+                {"trainer", sub.trainer},         {"experiments", ids.experiment_ids}};
+  SqliteStatement ev;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO events(source, type, json) VALUES ('audit', 'submit', ?)", &ev));
+  ev.Bind(1, DumpJsonLossless(audit));
+  return ev.Run();
+}
+
+}  // namespace
+
+Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds* ids) {
+  XV_RETURN_IF_ERROR(db_->CheckWritable());
+  MutexLock one_submission(db_->submissions_mu());
+  std::vector<int64_t> added_recipes;  // rows this submission added (deleted again on failure)
+  Status s = InsertSubmissionSteps(sub, ids, &added_recipes);
+  if (s.ok() || added_recipes.empty()) return s;
+  MutexLock lock(db_->mu());
+  SqliteConnection* c = db_->conn();
+  Status cleanup = InWriteTransaction(c, [&]() -> Status {
+    SqliteStatement del;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "DELETE FROM recipes WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM campaigns WHERE "
+        "base_recipe_id = ?1 OR head_recipe_id = ?1) AND NOT EXISTS (SELECT 1 FROM rounds WHERE "
+        "base_recipe_id = ?1) AND NOT EXISTS (SELECT 1 FROM head_history WHERE recipe_id = ?1)",
+        &del));
+    for (int64_t id : added_recipes) {
+      // Reset re-reports the previous Run's error, which was already returned.
+      (void)del.Reset();
+      del.Bind(1, id);
+      XV_RETURN_IF_ERROR(del.Run());  // a row an experiment uses fails the foreign key: kept
+    }
+    return Status::Ok();
+  });
+  if (!cleanup.ok()) {
+    // Unreferenced recipe rows are harmless (content-addressed; a later identical config reuses
+    // them): keep the submission's own error.
+    spdlog::warn("submission refused; {} recipe row(s) it added stay: {}", added_recipes.size(),
+                 cleanup.ToString());
+  }
+  return s;
+}
+
+Status SubmissionTable::InsertRecipesInChunks(const NewSubmission& sub, int64_t* base_recipe_id,
+                                              std::vector<int64_t>* recipe_ids,
+                                              std::vector<int64_t>* added_recipes) {
+  recipe_ids->assign(sub.experiments.size(), 0);
+  for (size_t first = 0; first == 0 || first < sub.experiments.size();
+       first += kSubmissionChunkRows) {
+    const size_t end = std::min(sub.experiments.size(), first + kSubmissionChunkRows);
+    MutexLock lock(db_->mu());
+    XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
+    SqliteConnection* c = db_->conn();
+    XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
+      std::vector<int64_t> added;
+      bool inserted = false;
+      if (first == 0) {
+        XV_RETURN_IF_ERROR(InsertRecipe(c, sub.base_hash, sub.base_recipe_json,
+                                        sub.base_resolved_json, sub.recipe_name, base_recipe_id,
+                                        &inserted));
+        if (inserted) added.push_back(*base_recipe_id);
+      }
+      for (size_t i = first; i < end; ++i) {
+        const NewExperiment& e = sub.experiments[i];
+        XV_RETURN_IF_ERROR(InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name,
+                                        &(*recipe_ids)[i], &inserted));
+        if (inserted) added.push_back((*recipe_ids)[i]);
+      }
+      // Listed before the commit: should it fail, deleting these ids again is a no-op.
+      added_recipes->insert(added_recipes->end(), added.begin(), added.end());
+      return Status::Ok();
+    }));
+    // std::mutex is not fair: without a pause this thread could take it straight back.
+    if (end < sub.experiments.size()) std::this_thread::sleep_for(kSubmissionChunkPause);
+  }
+  return Status::Ok();
+}
+
+Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids,
+                                              std::vector<int64_t>* added_recipes) {
+  // Step 1: the recipes (the bulky part: two JSON documents per row), kSubmissionChunkRows per
+  // transaction, the mutex released in between so that readers, worker events and assignments go
+  // first. Recipe rows are content-addressed (by hash) and nothing refers to them yet: a
+  // submission that stops here (refused below, or a crash) leaves nothing queued, and a later
+  // identical config reuses them.
+  int64_t base_recipe_id = 0;
+  std::vector<int64_t> recipe_ids;
+  XV_RETURN_IF_ERROR(InsertRecipesInChunks(sub, &base_recipe_id, &recipe_ids, added_recipes));
+  // Step 2: everything that makes the submission visible, in one transaction of small rows: the
+  // campaign (created on first use), the round, the experiments and their 'queued' state events,
+  // and the audit event. Readers and the dispatcher see all of it or nothing.
+  MutexLock lock(db_->mu());
+  XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
+  SqliteConnection* c = db_->conn();
+  SubmissionIds result;
+  XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
+    XV_RETURN_IF_ERROR(InsertCampaignOnFirstUse(c, sub, base_recipe_id, &result.campaign_id));
+    XV_RETURN_IF_ERROR(InsertRound(c, sub, result.campaign_id, base_recipe_id, &result.round_id));
+    XV_RETURN_IF_ERROR(InsertExperimentRows(c, sub, recipe_ids, &result));
+    return InsertSubmissionEvents(c, sub, result);
+  }));
+  *ids = std::move(result);
+  return Status::Ok();
+}
+
+}  // namespace xv::store

@@ -1,0 +1,289 @@
+// Tests of AttemptLedger: assignment, the exactly-once application of trainer events, lost
+// attempts and cancellation.
+#include <gtest/gtest.h>
+
+#include <sqlite3.h>
+
+#include <fstream>
+
+#include "daemon/store/embedded_migrations.h"
+#include "daemon/store/migration_runner.h"
+#include "daemon/store/store.h"
+#include "store_with_worker.h"
+
+namespace xv::store {
+namespace {
+
+using testing::MakeEvent;
+using testing::MakeFinished;
+using testing::MakeRegister;
+using testing::MakeSubmission;
+using testing::TempDir;
+
+using testing::QueryInt;
+using testing::StoreWithWorker;
+
+TEST_F(StoreWithWorker, AssignBuildsSpecAndRefusesTwice) {
+  EXPECT_EQ(spec_.experiment_id(), ids_.experiment_ids[0]);
+  EXPECT_EQ(spec_.attempt(), 1);
+  EXPECT_EQ(spec_.recipe_hash(), "default-hash-0");
+  EXPECT_EQ(spec_.recipe_json(), R"({"depth":2,"seed":42})");
+  EXPECT_EQ(spec_.trainer(), "libtorch");
+  EXPECT_DOUBLE_EQ(spec_.time_budget_s(), 20);
+  EXPECT_DOUBLE_EQ(spec_.hard_deadline_s(), 340);
+  xv::v1::ExperimentSpec again;
+  EXPECT_EQ(store_->attempts().AssignExperiment(ids_.experiment_ids[0], worker_, &again).code(),
+            Status::Code::kFailedPrecondition);
+  std::vector<QueuedExperiment> queued;
+  ASSERT_TRUE(store_->experiments().ListQueued(&queued).ok());
+  ASSERT_EQ(queued.size(), 1u);
+  EXPECT_EQ(queued[0].id, ids_.experiment_ids[1]);
+}
+
+TEST_F(StoreWithWorker, EventsAreAppliedExactlyOnce) {
+  const int64_t exp = ids_.experiment_ids[0];
+  std::vector<xv::v1::TrainerEvent> batch = {
+      MakeEvent(exp, 1, 1, "start", R"({"type":"start","t":1,"device":{"name":"cpu: test"}})"),
+      MakeEvent(
+          exp, 1, 2, "step",
+          R"({"type":"step","t":2,"step":0,"loss":9.0,"lrm":1,"dt_ms":10,"tok_per_sec":100,"mfu_percent":null,"progress":0.25})"),
+      MakeEvent(
+          exp, 1, 3, "step",
+          R"({"type":"step","t":3,"step":1,"loss":8.5,"lrm":1,"dt_ms":10,"tok_per_sec":110,"mfu_percent":null,"progress":0.5})"),
+  };
+  AppliedEvents applied;
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, batch, &applied).ok());
+  EXPECT_EQ(applied.duplicates, 0);
+  ASSERT_EQ(applied.acks.size(), 1u);
+  EXPECT_EQ(applied.acks[0].seq(), 3);
+  // A replay (worker reconnect) of the same events changes nothing.
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, batch, &applied).ok());
+  EXPECT_EQ(applied.duplicates, 3);
+  EXPECT_EQ(applied.acks[0].seq(), 3);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 2);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 3);
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "running");
+  EXPECT_DOUBLE_EQ(e.progress(), 0.5);
+  EXPECT_DOUBLE_EQ(e.last_loss(), 8.5);
+  EXPECT_EQ(e.device_name(), "cpu: test");
+  EXPECT_EQ(e.worker(), "host:cpu");
+}
+
+TEST_F(StoreWithWorker, AckIsHighestContiguousSeq) {
+  const int64_t exp = ids_.experiment_ids[0];
+  AppliedEvents applied;
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(worker_,
+                                      {MakeEvent(exp, 1, 1, "log", R"({"type":"log"})"),
+                                       MakeEvent(exp, 1, 2, "log", R"({"type":"log"})"),
+                                       MakeEvent(exp, 1, 4, "log", R"({"type":"log"})")},
+                                      &applied)
+                  .ok());
+  ASSERT_EQ(applied.acks.size(), 1u);
+  EXPECT_EQ(applied.acks[0].seq(), 2);  // 3 is missing
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEvents(worker_, {MakeEvent(exp, 1, 3, "log", R"({"type":"log"})")}, &applied)
+          .ok());
+  EXPECT_EQ(applied.acks[0].seq(), 4);
+}
+
+TEST_F(StoreWithWorker, EventsOfAnotherWorkersAttemptAreRefused) {
+  int64_t other = 0;
+  ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("other"), &other).ok());
+  AppliedEvents applied;
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
+                      other, {MakeEvent(ids_.experiment_ids[0], 1, 1, "log", R"({"type":"log"})")},
+                      &applied)
+                  .ok());
+  EXPECT_EQ(applied.rejected, 1);
+  EXPECT_TRUE(applied.acks.empty());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 0);
+}
+
+TEST_F(StoreWithWorker, NanAndErrorEventsAreRecordedWithTheFailure) {
+  const int64_t exp = ids_.experiment_ids[0];
+  AppliedEvents applied;
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEvents(
+              worker_,
+              {MakeEvent(exp, 1, 1, "nan",
+                         R"({"type":"nan","step":17,"micro_step":0,"what":"loss","value":"nan"})"),
+               MakeEvent(
+                   exp, 1, 2, "error",
+                   R"({"type":"error","kind":"diverged","message":"loss is nan at step 17"})")},
+              &applied)
+          .ok());
+  xv::v1::Finished f;
+  f.set_experiment_id(exp);
+  f.set_attempt(1);
+  f.set_exit_code(3);
+  f.set_state("diverged");
+  f.set_stderr_tail("loss nan\n");
+  xv::v1::EventAck ack;
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, f, &ack).ok());
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "diverged");
+  EXPECT_EQ(e.failure_kind(), "diverged");
+  EXPECT_EQ(e.failure_detail(), "loss is nan at step 17");
+  EXPECT_EQ(Count("SELECT step FROM nan_events"), 17);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM nan_events WHERE knobs_json LIKE '%matrix_lr%'"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM experiments WHERE stderr_tail = 'loss nan\n'"), 1);
+}
+
+TEST_F(StoreWithWorker, DeepEventsAreStoredButNotInterpretedAndNeverDumped) {
+  const int64_t exp = ids_.experiment_ids[0];
+  AppliedEvents applied;
+  // An error event whose message nests 100,000 deep (the issue's crash-looping trainer line):
+  // stored as sent (cut to the event size limit), not interpreted, and the daemon lives on.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEvents(
+              worker_,
+              {MakeEvent(exp, 1, 1, "start", R"({"type":"start","device":{"name":"cpu: test"}})"),
+               MakeEvent(exp, 1, 2, "error",
+                         R"({"type":"error","kind":"crashed","message":)" + deep + "}"),
+               MakeEvent(exp, 1, 3, "nan", R"({"type":"nan","step":1,"what":)" + deep + "}")},
+              &applied)
+          .ok());
+  ASSERT_EQ(applied.acks.size(), 1u);
+  EXPECT_EQ(applied.acks[0].seq(), 3);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 3);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM nan_events"), 0);
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "running");
+  EXPECT_EQ(e.failure_detail(), "");
+
+  // Shallow non-string text fields are described, not dumped; numbers outside int64 are left out.
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
+                      worker_,
+                      {MakeEvent(exp, 1, 4, "error",
+                                 R"({"type":"error","kind":{"k":[1]},"message":[[1],[2],[3]]})"),
+                       MakeEvent(exp, 1, 5, "nan",
+                                 R"({"type":"nan","step":1e300,"what":["loss"],"value":1.5})")},
+                      &applied)
+                  .ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.failure_kind(), "an object of 1 keys");
+  EXPECT_EQ(e.failure_detail(), "an array of 3");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM nan_events WHERE step IS NULL AND what = 'an array of 1' "
+                  "AND value = '1.5'"),
+            1);
+  // A step number outside int64 is no step number: the step is kept in the event log only (not a
+  // metrics row, no undefined conversion), and the run goes on.
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
+                      worker_,
+                      {MakeEvent(exp, 1, 6, "step", R"({"type":"step","step":-1e300,"loss":2.0})")},
+                      &applied)
+                  .ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 0);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 6);
+  EXPECT_EQ(e.state(), "running");
+}
+
+TEST_F(StoreWithWorker, LostAttemptIsRequeuedOnceThenLost) {
+  const int64_t exp = ids_.experiment_ids[0];
+  bool requeued = false;
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(exp, 1, "no heartbeat", 2, &requeued).ok());
+  EXPECT_TRUE(requeued);
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "queued");
+  xv::v1::ExperimentSpec spec;
+  ASSERT_TRUE(store_->attempts().AssignExperiment(exp, worker_, &spec).ok());
+  EXPECT_EQ(spec.attempt(), 2);
+  // A late event of attempt 1 does not move attempt 2.
+  AppliedEvents applied;
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEvents(worker_,
+                              {MakeEvent(exp, 1, 1, "step",
+                                         R"({"type":"step","step":5,"loss":3.0,"progress":0.9})")},
+                              &applied)
+          .ok());
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "assigned");
+  EXPECT_DOUBLE_EQ(e.progress(), 0.0);
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(exp, 2, "no heartbeat", 2, &requeued).ok());
+  EXPECT_FALSE(requeued);
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "lost");
+  EXPECT_EQ(e.failure_kind(), "lost");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM attempts WHERE experiment_id = " + std::to_string(exp) +
+                  " AND state = 'lost'"),
+            2);
+  // Marking an attempt that is no longer active is a no-op.
+  ASSERT_TRUE(store_->attempts().MarkAttemptLost(exp, 1, "late", 5, &requeued).ok());
+  EXPECT_FALSE(requeued);
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_EQ(e.state(), "lost");
+}
+
+TEST_F(StoreWithWorker, CancelQueuedAndRunning) {
+  ExperimentState state = ExperimentState::kQueued;
+  int64_t worker = -1;
+  int attempt = -1;
+  ASSERT_TRUE(
+      store_->attempts().CancelExperiment(ids_.experiment_ids[1], &state, &worker, &attempt).ok());
+  EXPECT_EQ(state, ExperimentState::kCancelled);
+  EXPECT_EQ(worker, 0);
+  ASSERT_TRUE(
+      store_->attempts().CancelExperiment(ids_.experiment_ids[0], &state, &worker, &attempt).ok());
+  EXPECT_EQ(state, ExperimentState::kCancelled);
+  EXPECT_EQ(worker, worker_);
+  EXPECT_EQ(attempt, 1);
+  // The worker's Finished(cancelled) keeps the state and is acknowledged.
+  xv::v1::Finished f = MakeFinished(ids_.experiment_ids[0], 1, "cancelled");
+  xv::v1::EventAck ack;
+  ASSERT_TRUE(store_->attempts().FinishAttempt(worker_, f, &ack).ok());
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->experiments().GetExperiment(ids_.experiment_ids[0], &e).ok());
+  EXPECT_EQ(e.state(), "cancelled");
+  EXPECT_EQ(store_->attempts().CancelExperiment(9999, &state, &worker, &attempt).code(),
+            Status::Code::kNotFound);
+}
+
+// `xvctl status` names trainers no connected worker offers from this count (one GROUP BY).
+TEST_F(StoreWithWorker, CountQueuedByTrainerCountsOnlyQueuedExperiments) {
+  NewSubmission noisy = MakeSubmission(3, "noisy");
+  noisy.trainer = "noisy";
+  SubmissionIds noisy_ids;
+  ASSERT_TRUE(store_->submissions().InsertSubmission(noisy, &noisy_ids).ok());
+  NewSubmission unnamed = MakeSubmission(1, "unnamed");
+  unnamed.trainer = "";  // an empty trainer is the default one
+  SubmissionIds unnamed_ids;
+  ASSERT_TRUE(store_->submissions().InsertSubmission(unnamed, &unnamed_ids).ok());
+  ExperimentState state = ExperimentState::kQueued;
+  int64_t worker = 0;
+  int attempt = 0;
+  ASSERT_TRUE(store_->attempts()
+                  .CancelExperiment(noisy_ids.experiment_ids[0], &state, &worker, &attempt)
+                  .ok());
+  // Fixture: experiment 0 (libtorch) is assigned, experiment 1 (libtorch) queued.
+  std::map<std::string, int64_t> counts;
+  ASSERT_TRUE(store_->experiments().CountQueuedByTrainer(&counts).ok());
+  EXPECT_EQ(counts, (std::map<std::string, int64_t>{{"libtorch", 2}, {"noisy", 2}}));
+
+  for (int64_t id : {ids_.experiment_ids[1], noisy_ids.experiment_ids[1],
+                     noisy_ids.experiment_ids[2], unnamed_ids.experiment_ids[0]}) {
+    ASSERT_TRUE(store_->attempts().CancelExperiment(id, &state, &worker, &attempt).ok());
+  }
+  counts.clear();
+  ASSERT_TRUE(store_->experiments().CountQueuedByTrainer(&counts).ok());
+  EXPECT_TRUE(counts.empty());
+}
+
+// Campaigns and plans are read by id or by name through one lookup (statement_rows.h): the
+// newest row of a name, and NotFound naming what was asked for.
+}  // namespace
+}  // namespace xv::store
