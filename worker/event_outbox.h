@@ -22,7 +22,7 @@
 // one (failure_kind crashed) that says why. A stand-in that fails in turn is dropped. Failed-send
 // counts live in memory: a worker restart starts them again.
 //
-// Thread-safety: every method is safe to call from any thread (guarded by mu_).
+// Thread-safety: every method is safe to call from any thread (its state is guarded by mu_).
 #pragma once
 
 #include <chrono>
@@ -30,12 +30,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "worker/event_spool.h"
 #include "xv/v1/workers.pb.h"
@@ -107,27 +107,29 @@ class EventOutbox {
     bool stand_in = false;         // replaces a message set aside; never replaced itself
   };
   // Everything held of one attempt, in order (for the spool's compaction).
-  std::vector<v1::WorkerMessage> HeldOfLocked(const Key& key) const;
+  std::vector<v1::WorkerMessage> HeldOfLocked(const Key& key) const EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts a failed send of messages_[i] and sets its backoff.
-  void CountFailedSendLocked(size_t i, Clock::time_point now);
+  void CountFailedSendLocked(size_t i, Clock::time_point now) EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // In-flight messages unacknowledged for ack_timeout count a failed send and go out again.
-  void ExpireUnackedLocked(Clock::time_point now);
+  void ExpireUnackedLocked(Clock::time_point now) EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets messages_[i] aside (quarantine file, warning) and puts its stand-in in its place, or
   // drops it when it is a stand-in itself.
-  void QuarantineLocked(size_t i);
+  void QuarantineLocked(size_t i) EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SyncLoop();
 
   const size_t max_unacked_;
   const OutboxRetryPolicy retry_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Held> messages_;          // guarded by mu_; [0, next_unsent_) were sent
-  size_t quarantined_ = 0;             // guarded by mu_
-  size_t next_unsent_ = 0;             // guarded by mu_
-  uint64_t wake_generation_ = 0;       // guarded by mu_
-  std::set<Key> abandoned_;            // guarded by mu_
-  std::unique_ptr<EventSpool> spool_;  // set once by AttachSpool; thread-safe itself
-  bool stopping_ = false;              // guarded by mu_; ends SyncLoop
+  // Lock order: the outbox's mu_ before the spool's (EventSpool's methods are called under mu_).
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Held> messages_ GUARDED_BY(mu_);  // [0, next_unsent_) were sent
+  size_t quarantined_ GUARDED_BY(mu_) = 0;
+  size_t next_unsent_ GUARDED_BY(mu_) = 0;
+  uint64_t wake_generation_ GUARDED_BY(mu_) = 0;
+  std::set<Key> abandoned_ GUARDED_BY(mu_);
+  // Set once by AttachSpool (under mu_, before SyncLoop starts), read after; thread-safe itself.
+  std::unique_ptr<EventSpool> spool_;
+  bool stopping_ GUARDED_BY(mu_) = false;  // ends SyncLoop
   std::thread syncer_;
 };
 

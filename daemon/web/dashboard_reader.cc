@@ -132,7 +132,7 @@ Status DashboardReader::ReadExperiment(int64_t experiment_id, ExperimentPageData
 }
 
 Status DashboardReader::ReadCurve(int64_t experiment_id, int attempt, ExperimentPageData* out) {
-  std::lock_guard<std::mutex> lock(curve_mu_);
+  MutexLock lock(&curve_mu_);
   store::SqliteStatement count;
   XV_RETURN_IF_ERROR(curve_conn_->Prepare(
       "SELECT COUNT(*) FROM metrics WHERE experiment_id = ? AND attempt = ?", &count));
