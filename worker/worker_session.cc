@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/steady_clock_time.h"
 #include "worker/message_text_repair.h"
 #include "worker/orphan_trainer.h"
 #include "worker/reconnect_backoff.h"
@@ -126,8 +127,7 @@ Status WorkerSession::Run() {
   const auto t0 = Clock::now();
   // Sent is not stored: wait for the daemon's acknowledgements (a drained worker's last Finished
   // must land before the session is cancelled), bounded by stop_flush_s.
-  while (outbox_.held() > 0 && connected_ &&
-         std::chrono::duration<double>(Clock::now() - t0).count() < options_.stop_flush_s) {
+  while (outbox_.held() > 0 && connected_ && SecondsSince(t0) < options_.stop_flush_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (outbox_.held() > 0) {

@@ -100,6 +100,6 @@ class DashboardReader {
 
 // Seconds between a stored UTC stamp ("2026-11-30T12:00:00.123Z", SQLite's strftime) and now;
 // nullopt when it does not parse.
-std::optional<double> SecondsSince(const std::string& utc_stamp);
+std::optional<double> SecondsSinceUtcStamp(const std::string& utc_stamp);
 
 }  // namespace xv::daemon::web
