@@ -19,6 +19,14 @@
 #define CAPABILITY(x) XV_THREAD_ANNOTATION(capability(x))
 // An RAII type that holds a lock for its lifetime.
 #define SCOPED_CAPABILITY XV_THREAD_ANNOTATION(scoped_lockable)
+
+// gRPC's headers bring abseil's absl/base/internal/thread_annotations.h, which defines the names
+// below with the same meaning (older attribute spellings clang reads alike). A second definition
+// of one macro is a -Wmacro-redefined clash whichever header comes first, so where abseil's header
+// exists it gives the one definition (its include guard keeps later includes quiet).
+#if __has_include(<absl/base/internal/thread_annotations.h>)
+#include <absl/base/internal/thread_annotations.h>
+#else
 // A data member read or written only with the given lock held.
 #define GUARDED_BY(x) XV_THREAD_ANNOTATION(guarded_by(x))
 // A pointer member whose pointee is read or written only with the given lock held.
@@ -41,3 +49,4 @@
 #define ASSERT_EXCLUSIVE_LOCK(...) XV_THREAD_ANNOTATION(assert_capability(__VA_ARGS__))
 // Opts one function out of the analysis. Each use says why in a comment.
 #define NO_THREAD_SAFETY_ANALYSIS XV_THREAD_ANNOTATION(no_thread_safety_analysis)
+#endif  // __has_include(<absl/base/internal/thread_annotations.h>)

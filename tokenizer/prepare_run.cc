@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/steady_clock_time.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/corpus_files.h"
@@ -27,10 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 Status ValidateOptions(const PrepareOptions& o) {
   if (o.inputs.empty()) return Status::InvalidArgument("--input: at least one file or directory");

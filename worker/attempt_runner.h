@@ -1,27 +1,19 @@
 // AttemptRunner: runs one attempt of one experiment as a child trainer process and reports what
 // happened. The spec's trainer name picks a configured trainer plugin (worker/trainer_config.h):
-//  - libtorch: writes SPEC_DIR/recipe.json and SPEC_DIR/spec.json and starts
-//    `<trainer> train --recipe-json SPEC_DIR/recipe.json --data DATA --device cpu|cuda`;
-//  - command: writes SPEC_DIR/recipe.json and the command form of SPEC_DIR/spec.json and starts the
-//    configured program with XV_* variables (worker/command_trainer.h).
-// Either runs in its own process group (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES set); every
-// stdout line ('\n' or '\r' ended) is read in the trainer's output format
-// (worker/trainer_output_reader.h) into TrainerEvents (seq 1, 2, 3 ...), whose JSON is appended
-// to SPEC_DIR/events.jsonl, flushed after the lines of every read; stderr is copied to
-// SPEC_DIR/trainer.stderr.log and its last lines kept; the hard deadline is enforced (TERM the
-// group, KILL after a grace); the child is reaped and the exit classified
-// (worker/exit_classification.h, then ApplyOutputVerdict). A trainer name this worker does not
-// configure fails the attempt before anything starts.
+// libtorch gets `<trainer> train --recipe-json SPEC_DIR/recipe.json --data DATA --device D` and
+// SPEC_DIR/spec.json; command gets SPEC_DIR/recipe.json and XV_* variables
+// (worker/command_trainer.h). Output: worker/trainer_output_relay.h; cancel and deadline:
+// worker/kill_escalation.h; exit: worker/exit_classification.h.
 //
 // Thread-safety: Run is called by one thread at a time; Cancel may be called from any thread.
 #pragma once
 
 #include <atomic>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "worker/child_process.h"
 #include "worker/device_health/device_health_monitor.h"
 #include "worker/trainer_config.h"
@@ -54,8 +46,13 @@ class AttemptRunner {
   AttemptRunner(TrainerInvocation invocation, ProcessLauncher* launcher);
 
   // Runs `spec` to the end and returns its Finished message (never fails: a launch failure is a
-  // failed/crashed attempt). `on_event` is called on this thread for every event, in seq order,
-  // before Run returns.
+  // failed/crashed attempt). In SPEC_DIR (SpecDir) it writes the files the trainer reads, starts
+  // the trainer in its own process group with CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES set,
+  // relays its output (events.jsonl, trainer.stderr.log), TERMs the group at a cancel or the hard
+  // deadline (the spec's, else budget + default_deadline_allowance_s) and KILLs it kill_grace_s
+  // later, reaps it and classifies the exit. A trainer name this worker does not configure fails
+  // the attempt before anything starts. `on_event` is called on this thread for every event, in
+  // seq order, before Run returns.
   v1::Finished Run(const v1::ExperimentSpec& spec,
                    const std::function<void(const v1::TrainerEvent&)>& on_event);
 
@@ -67,11 +64,18 @@ class AttemptRunner {
   std::string SpecDir(int64_t experiment_id, int32_t attempt) const;
 
  private:
+  // Makes this attempt the one Cancel matches (and clears an earlier cancel); ClearRunning undoes.
+  void MarkRunning(const v1::ExperimentSpec& spec);
+  void ClearRunning();
+  // The thermal guard (when inv_.health is set): false when a cancel came while the device cooled.
+  bool WaitForCoolDevice(const v1::ExperimentSpec& spec,
+                         device_health::DeviceHealthMonitor::GuardResult* guard);
+
   const TrainerInvocation inv_;
   ProcessLauncher* const launcher_;
-  std::mutex mu_;  // guards the two fields below
-  int64_t running_experiment_ = 0;
-  int32_t running_attempt_ = 0;
+  Mutex mu_;
+  int64_t running_experiment_ GUARDED_BY(mu_) = 0;
+  int32_t running_attempt_ GUARDED_BY(mu_) = 0;
   std::atomic<bool> cancel_requested_{false};
 };
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json_or_discarded.h"
+#include "common/steady_clock_time.h"
 
 namespace xv::worker {
 namespace {
@@ -155,7 +156,7 @@ v1::Device DiscoverDevice(const TrainerInvocation& inv, ProcessLauncher* launche
         }
       }
     }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) {
+    if (SecondsSince(t0) > timeout_s) {
       (void)child->SignalGroup(SIGKILL);
       return fallback("`" + inv.trainer_bin + " fingerprint` did not finish within " +
                       std::to_string(static_cast<int>(timeout_s)) + " s");

@@ -72,7 +72,7 @@ v1::WorkerMessage StandInFor(const v1::WorkerMessage& m, const std::string& reas
 
 EventOutbox::~EventOutbox() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -84,7 +84,7 @@ Status EventOutbox::AttachSpool(std::unique_ptr<EventSpool> spool,
   std::vector<std::string> warnings;
   XV_RETURN_IF_ERROR(spool->Recover(recovered, &warnings));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (spool_) return Status::FailedPrecondition("outbox: a spool is attached already");
     std::deque<Held> loaded;
     for (auto& a : *recovered) {
@@ -110,15 +110,18 @@ Status EventOutbox::AttachSpool(std::unique_ptr<EventSpool> spool,
 }
 
 void EventOutbox::SyncLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.lock();
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(EventSpool::kSyncIntervalMs),
-                 [&] { return stopping_; });
-    lock.unlock();
+    cv_.wait_for(mu_, std::chrono::milliseconds(EventSpool::kSyncIntervalMs), [&] {
+      mu_.AssertHeld();
+      return stopping_;
+    });
+    mu_.unlock();
     Status st = spool_->SyncDirty();
     if (!st.ok()) spdlog::error("spool: {}", st.ToString());
-    lock.lock();
+    mu_.lock();
   }
+  mu_.unlock();
 }
 
 void EventOutbox::Push(const v1::WorkerMessage& msg) {
@@ -134,7 +137,7 @@ void EventOutbox::Push(const v1::WorkerMessage& msg) {
                  fixed.front());
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (spool_) {
       Status st = spool_->Append(held.msg);
       if (!st.ok()) {
@@ -199,7 +202,7 @@ void EventOutbox::QuarantineLocked(size_t i) {
 }
 
 bool EventOutbox::NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t gen = wake_generation_;
   const Clock::time_point deadline = Clock::now() + timeout;
   while (true) {
@@ -236,13 +239,13 @@ bool EventOutbox::NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds t
       }
     }
     if (now >= deadline) return false;
-    cv_.wait_until(lock, wake_at);
+    cv_.wait_until(mu_, wake_at);
   }
 }
 
 void EventOutbox::Wake() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++wake_generation_;
   }
   cv_.notify_all();
@@ -258,7 +261,7 @@ std::vector<v1::WorkerMessage> EventOutbox::HeldOfLocked(const Key& key) const {
 }
 
 void EventOutbox::Ack(int64_t experiment_id, int32_t attempt, int64_t seq, bool finished) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const Key key{experiment_id, attempt};
   std::deque<Held> kept;
   size_t kept_sent = 0;
@@ -294,7 +297,7 @@ void EventOutbox::Ack(int64_t experiment_id, int32_t attempt, int64_t seq, bool 
 }
 
 void EventOutbox::MarkAbandoned(int64_t experiment_id, int32_t attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const Key key{experiment_id, attempt};
   if (!HeldOfLocked(key).empty()) {
     abandoned_.insert(key);
@@ -308,7 +311,7 @@ void EventOutbox::MarkAbandoned(int64_t experiment_id, int32_t attempt) {
 
 void EventOutbox::ResendUnacked() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const Clock::time_point now = Clock::now();
     for (size_t i = 0; i < next_unsent_; ++i) CountFailedSendLocked(i, now);
     next_unsent_ = 0;
@@ -317,7 +320,7 @@ void EventOutbox::ResendUnacked() {
 }
 
 std::vector<v1::RunningAttempt> EventOutbox::HeldAttempts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::map<Key, v1::RunningAttempt> by_attempt;
   for (const auto& h : messages_) {
     const auto& m = h.msg;
@@ -338,17 +341,17 @@ std::vector<v1::RunningAttempt> EventOutbox::HeldAttempts() const {
 }
 
 size_t EventOutbox::unsent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return messages_.size() - next_unsent_;
 }
 
 size_t EventOutbox::held() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return messages_.size();
 }
 
 size_t EventOutbox::quarantined() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return quarantined_;
 }
 

@@ -1,28 +1,11 @@
 // EventOutbox: the ordered queue of messages (trainer events and Finished) a worker owes the
-// daemon. A message stays here from Push until the daemon acknowledges it (EventAck), so messages
-// written to a stream that then broke are sent again after the reconnect (the daemon applies each
-// (experiment, attempt, seq) at most once). With a spool attached (AttachSpool) every message is
-// also written to disk (worker/event_spool.h) before it can be sent, and what a previous worker
-// process left unacknowledged is loaded back, so a worker restart loses nothing either.
+// daemon. A message stays here from Push until the daemon acknowledges it, so what a broken stream
+// lost is sent again after the reconnect (the daemon applies each (experiment, attempt, seq) at
+// most once); with a spool attached (worker/event_spool.h) a worker restart loses nothing either.
+// A message the daemon never takes is set aside after bounded resends (docs/worker.md § Messages
+// xvd does not take; see NextToSend).
 //
-// An acknowledgement with `finished` ends an attempt: everything held of it is forgotten and its
-// spool file deleted. An attempt marked abandoned (its trainer died with a previous worker process;
-// no Finished will ever come) is not reported by HeldAttempts, and its spool file is deleted once
-// its last held event is acknowledged.
-//
-// Bounded resending (docs/worker.md § Messages xvd does not take): a message that was sent and not
-// acknowledged, because the session ended or no acknowledgement came within ack_timeout, counts a
-// failed send. From its second failed send on it is a suspect: it is sent alone (nothing else in
-// flight, nothing after it until it is acknowledged) and only after a backoff (first_backoff,
-// doubling up to max_backoff), so the one message a daemon cannot take is told apart from the ones
-// that happened to be in flight with it. After max_failed_sends it is set aside: written with its
-// reason to the spool's quarantine file (EventSpool::Quarantine), a warning names its experiment,
-// attempt and seq, and it is replaced by a stand-in the daemon can store: an event by a small
-// `quarantined` event of the same seq (so later events still line up), a Finished by a `failed`
-// one (failure_kind crashed) that says why. A stand-in that fails in turn is dropped. Failed-send
-// counts live in memory: a worker restart starts them again.
-//
-// Thread-safety: every method is safe to call from any thread (guarded by mu_).
+// Thread-safety: every method is safe to call from any thread (its state is guarded by mu_).
 #pragma once
 
 #include <chrono>
@@ -30,19 +13,19 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "worker/event_spool.h"
 #include "xv/v1/workers.pb.h"
 
 namespace xv::worker {
 
-// How hard the outbox tries before it sets a message aside (see the class comment).
+// How hard the outbox tries before it sets a message aside (see NextToSend).
 struct OutboxRetryPolicy {
   int max_failed_sends = 5;
   std::chrono::milliseconds ack_timeout{60000};
@@ -69,18 +52,29 @@ class EventOutbox {
   void Push(const v1::WorkerMessage& msg);
 
   // Waits until a message is ready to send or `timeout` passes. Returns true and fills *msg with
-  // the oldest unsent message (now marked sent) or false on timeout or after Wake(). A suspect
-  // waits for its backoff and for the messages in flight before it; one that reached
-  // max_failed_sends is set aside and its stand-in is what comes out.
+  // the oldest unsent message (now marked sent) or false on timeout or after Wake().
+  // Bounded resending: a message sent and not acknowledged (the session ended, or no
+  // acknowledgement within ack_timeout) counts a failed send. From its second on it is a suspect:
+  // it is sent alone (nothing else in flight, nothing after it until acknowledged) and only after
+  // a backoff (first_backoff, doubling up to max_backoff), so the one message a daemon cannot take
+  // is told apart from the ones in flight with it. At max_failed_sends it is set aside: written
+  // with its reason to the spool's quarantine file (EventSpool::Quarantine), warned about (its
+  // experiment, attempt and seq), and replaced by a stand-in the daemon can store: an event by a
+  // `quarantined` event of the same seq, a Finished by a `failed` one (failure_kind crashed) that
+  // says why; that stand-in is what comes out. A stand-in that fails in turn is dropped.
+  // Failed-send counts live in memory: a worker restart starts them again.
   bool NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds timeout);
   // Wakes any NextToSend waiter (used when the connection goes away).
   void Wake();
 
   // The daemon stored every event of (experiment, attempt) with seq <= `seq` (and the Finished
-  // message when `finished`, which ends the attempt): those are forgotten.
+  // message when `finished`, which ends the attempt: everything held of it is forgotten and its
+  // spool file deleted): those are forgotten.
   void Ack(int64_t experiment_id, int32_t attempt, int64_t seq, bool finished);
 
-  // No Finished will ever come for this attempt (see the class comment).
+  // No Finished will ever come for this attempt (its trainer died with a previous worker
+  // process): HeldAttempts leaves it out, and its spool file is deleted once its last held event
+  // is acknowledged (at once when nothing of it is held).
   void MarkAbandoned(int64_t experiment_id, int32_t attempt);
 
   // After a reconnect: every sent-but-unacknowledged message counts a failed send and is sent
@@ -107,27 +101,29 @@ class EventOutbox {
     bool stand_in = false;         // replaces a message set aside; never replaced itself
   };
   // Everything held of one attempt, in order (for the spool's compaction).
-  std::vector<v1::WorkerMessage> HeldOfLocked(const Key& key) const;
+  std::vector<v1::WorkerMessage> HeldOfLocked(const Key& key) const EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts a failed send of messages_[i] and sets its backoff.
-  void CountFailedSendLocked(size_t i, Clock::time_point now);
+  void CountFailedSendLocked(size_t i, Clock::time_point now) EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // In-flight messages unacknowledged for ack_timeout count a failed send and go out again.
-  void ExpireUnackedLocked(Clock::time_point now);
+  void ExpireUnackedLocked(Clock::time_point now) EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets messages_[i] aside (quarantine file, warning) and puts its stand-in in its place, or
   // drops it when it is a stand-in itself.
-  void QuarantineLocked(size_t i);
+  void QuarantineLocked(size_t i) EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SyncLoop();
 
   const size_t max_unacked_;
   const OutboxRetryPolicy retry_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Held> messages_;          // guarded by mu_; [0, next_unsent_) were sent
-  size_t quarantined_ = 0;             // guarded by mu_
-  size_t next_unsent_ = 0;             // guarded by mu_
-  uint64_t wake_generation_ = 0;       // guarded by mu_
-  std::set<Key> abandoned_;            // guarded by mu_
-  std::unique_ptr<EventSpool> spool_;  // set once by AttachSpool; thread-safe itself
-  bool stopping_ = false;              // guarded by mu_; ends SyncLoop
+  // Lock order: the outbox's mu_ before the spool's (EventSpool's methods are called under mu_).
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<Held> messages_ GUARDED_BY(mu_);  // [0, next_unsent_) were sent
+  size_t quarantined_ GUARDED_BY(mu_) = 0;
+  size_t next_unsent_ GUARDED_BY(mu_) = 0;
+  uint64_t wake_generation_ GUARDED_BY(mu_) = 0;
+  std::set<Key> abandoned_ GUARDED_BY(mu_);
+  // Set once by AttachSpool (under mu_, before SyncLoop starts), read after; thread-safe itself.
+  std::unique_ptr<EventSpool> spool_;
+  bool stopping_ GUARDED_BY(mu_) = false;  // ends SyncLoop
   std::thread syncer_;
 };
 

@@ -102,7 +102,185 @@ bool KeyOfMessage(const v1::WorkerMessage& msg, int64_t* exp, int32_t* att) {
   return false;
 }
 
+void Warn(const std::string& text, std::vector<std::string>* warnings) {
+  spdlog::warn("{}", text);
+  warnings->push_back(text);
+}
+
+// The spool files of `dir` as (experiment, attempt) and path, ordered by key. Deletes the temp
+// files of a compaction that did not reach its rename (the original is intact) and skips names
+// whose numbers are out of range (not a file this worker wrote).
+Status ListSpoolFiles(const std::string& dir, std::vector<std::string>* warnings,
+                      std::vector<std::pair<std::pair<int64_t, int32_t>, std::string>>* found) {
+  const std::regex name_re(R"(exp-(\d+)-a(\d+)\.spool)");
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::smatch m;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
+      std::error_code remove_ec;  // a temp file left behind is harmless
+      std::filesystem::remove(entry.path(), remove_ec);
+      continue;
+    }
+    if (!std::regex_match(name, m, name_re)) continue;
+    // Numbers beyond what an experiment id or attempt can be (std::stoll would throw out of
+    // Recover): not a file this worker wrote; leave it alone.
+    errno = 0;
+    const long long experiment = std::strtoll(m[1].str().c_str(), nullptr, 10);
+    const long long attempt = std::strtoll(m[2].str().c_str(), nullptr, 10);
+    if (errno == ERANGE || attempt > INT32_MAX) {
+      Warn(
+          "spool " + entry.path().string() + ": experiment or attempt number out of range; ignored",
+          warnings);
+      continue;
+    }
+    found->push_back({{experiment, static_cast<int32_t>(attempt)}, entry.path().string()});
+  }
+  if (ec) return Status::IoError(dir + ": cannot list the spool directory: " + ec.message());
+  std::sort(found->begin(), found->end());
+  return Status::Ok();
+}
+
+Status ReadWholeFile(const std::string& path, std::string* data) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IoError(Errno(path + ": cannot open"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  *data = buf.str();
+  return Status::Ok();
+}
+
+// False (with a warning) for a file without the spool magic: one torn at creation is deleted, any
+// other renamed to <file>.unreadable.
+bool StartsWithSpoolMagic(const std::string& path, const std::string& data,
+                          std::vector<std::string>* warnings) {
+  if (data.size() >= kMagicBytes && data.compare(0, kMagicBytes, kMagic, kMagicBytes) == 0) {
+    return true;
+  }
+  std::error_code ec;  // the warning says what was meant; a failure leaves the file to be skipped
+  if (data.size() < kMagicBytes && data.compare(0, data.size(), kMagic, data.size()) == 0) {
+    Warn(
+        "spool " + path + ": torn at creation (" + std::to_string(data.size()) + " bytes); deleted",
+        warnings);
+    std::filesystem::remove(path, ec);
+  } else {
+    Warn("spool " + path + ": not a spool file (bad magic); renamed to " + path +
+             ".unreadable and ignored",
+         warnings);
+    std::filesystem::rename(path, path + ".unreadable", ec);
+  }
+  return false;
+}
+
+// Applies one record of `kind` to *sa (events past the acked seq kept, the Finished kept, an ack
+// dropping the events it covers). False when the payload does not parse or belongs elsewhere.
+bool ApplyRecord(uint8_t kind, const char* payload, uint32_t len,
+                 const std::pair<int64_t, int32_t>& key, SpooledAttempt* sa) {
+  if (kind == kEventRecord || kind == kFinishedRecord) {
+    v1::WorkerMessage msg;
+    int64_t exp = 0;
+    int32_t att = 0;
+    const bool parsed = msg.ParseFromArray(payload, static_cast<int>(len)) &&
+                        KeyOfMessage(msg, &exp, &att) && exp == key.first && att == key.second &&
+                        (kind == kEventRecord) == msg.has_event();
+    if (parsed && msg.has_event()) {
+      sa->last_seq = std::max(sa->last_seq, msg.event().seq());
+      if (msg.event().seq() > sa->acked_seq) sa->messages.push_back(std::move(msg));
+    } else if (parsed) {
+      sa->last_seq = std::max(sa->last_seq, msg.finished().last_seq());
+      sa->finished = true;
+      sa->messages.push_back(std::move(msg));
+    }
+    return parsed;
+  }
+  if (kind != kAckRecord) return false;
+  v1::EventAck ack;
+  if (!ack.ParseFromArray(payload, static_cast<int>(len))) return false;
+  if (ack.seq() > sa->acked_seq) {
+    sa->acked_seq = ack.seq();
+    sa->messages.erase(std::remove_if(sa->messages.begin(), sa->messages.end(),
+                                      [&](const v1::WorkerMessage& m) {
+                                        return m.has_event() && m.event().seq() <= ack.seq();
+                                      }),
+                       sa->messages.end());
+  }
+  return true;
+}
+
 }  // namespace
+
+// What ReadRecords made of one spool file.
+struct EventSpool::RecoveredFile {
+  SpooledAttempt attempt;
+  size_t records = 0;    // whole records read
+  size_t end = 0;        // offset of the first record dropped (or the file size)
+  std::string problem;   // empty: the file ends cleanly
+  bool corrupt = false;  // a CRC, length or parse failure (not a torn tail)
+};
+
+EventSpool::RecoveredFile EventSpool::ReadRecords(const Key& key, const std::string& path,
+                                                  const std::string& data) {
+  RecoveredFile r;
+  r.attempt.experiment_id = key.first;
+  r.attempt.attempt = key.second;
+  r.attempt.path = path;
+  size_t offset = kMagicBytes;
+  while (offset < data.size()) {
+    const size_t left = data.size() - offset;
+    if (left < kRecordHeaderBytes) {
+      r.problem = "torn record";
+      break;
+    }
+    const uint32_t len = GetU32(data.data() + offset);
+    const uint32_t crc = GetU32(data.data() + offset + 4);
+    const uint8_t kind = static_cast<uint8_t>(data[offset + 8]);
+    if (len > kMaxRecordBytes) {
+      r.problem = "record with an implausible length " + std::to_string(len);
+      r.corrupt = true;
+      break;
+    }
+    if (left < kRecordHeaderBytes + len) {
+      r.problem = "torn record";
+      break;
+    }
+    const char* payload = data.data() + offset + kRecordHeaderBytes;
+    uint32_t want = SpoolCrc32(data.data() + offset + 8, 1);
+    want = SpoolCrc32(payload, len, want);
+    if (want != crc) {
+      r.problem = "record failing its CRC32 check";
+      r.corrupt = true;
+      break;
+    }
+    if (!ApplyRecord(kind, payload, len, key, &r.attempt)) {
+      r.problem = "record that does not parse (kind " + std::to_string(kind) + ")";
+      r.corrupt = true;
+      break;
+    }
+    offset += kRecordHeaderBytes + len;
+    ++r.records;
+  }
+  r.end = offset;
+  return r;
+}
+
+Status EventSpool::CutAtProblem(const std::string& path, size_t size, const RecoveredFile& r,
+                                std::vector<std::string>* warnings) {
+  if (r.problem.empty()) return Status::Ok();
+  std::string text = "spool " + path + ": " + r.problem + " at offset " + std::to_string(r.end) +
+                     "; dropped it and the " + std::to_string(size - r.end) +
+                     " bytes to the end of the file";
+  if (r.corrupt) {
+    std::error_code ec;  // a failed copy loses only the copy for inspection
+    std::filesystem::copy_file(path, path + ".corrupt",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    text += " (the file as found is kept in " + path + ".corrupt)";
+  }
+  Warn(text, warnings);
+  if (::truncate(path.c_str(), static_cast<off_t>(r.end)) != 0) {
+    return Status::IoError(Errno(path + ": truncate to " + std::to_string(r.end)));
+  }
+  return Status::Ok();
+}
 
 uint32_t SpoolCrc32(const void* data, size_t size, uint32_t crc) {
   static const std::array<uint32_t, 256> table = MakeCrcTable();
@@ -174,163 +352,40 @@ std::string EventSpool::QuarantinePathOf(int64_t experiment_id, int32_t attempt)
 }
 
 size_t EventSpool::open_files() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return files_.size();
 }
 
 Status EventSpool::Recover(std::vector<SpooledAttempt>* attempts,
                            std::vector<std::string>* warnings) {
   attempts->clear();
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::regex name_re(R"(exp-(\d+)-a(\d+)\.spool)");
+  MutexLock lock(&mu_);
   std::vector<std::pair<Key, std::string>> found;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
-    std::smatch m;
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) {
-      // A compaction that did not reach its rename: the original file is intact.
-      std::filesystem::remove(entry.path(), ec);
-      continue;
-    }
-    if (!std::regex_match(name, m, name_re)) continue;
-    // Numbers beyond what an experiment id or attempt can be (std::stoll would throw out of
-    // Recover): not a file this worker wrote; leave it alone.
-    errno = 0;
-    const long long experiment = std::strtoll(m[1].str().c_str(), nullptr, 10);
-    const long long attempt = std::strtoll(m[2].str().c_str(), nullptr, 10);
-    if (errno == ERANGE || attempt > INT32_MAX) {
-      const std::string text =
-          "spool " + entry.path().string() + ": experiment or attempt number out of range; ignored";
-      spdlog::warn("{}", text);
-      warnings->push_back(text);
-      continue;
-    }
-    found.push_back({{experiment, static_cast<int32_t>(attempt)}, entry.path().string()});
-  }
-  if (ec) return Status::IoError(dir_ + ": cannot list the spool directory: " + ec.message());
-  std::sort(found.begin(), found.end());
-  auto warn = [&](const std::string& text) {
-    spdlog::warn("{}", text);
-    warnings->push_back(text);
-  };
-
+  XV_RETURN_IF_ERROR(ListSpoolFiles(dir_, warnings, &found));
   for (const auto& [key, path] : found) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::IoError(Errno(path + ": cannot open"));
-    std::stringstream buf;
-    buf << in.rdbuf();
-    const std::string data = buf.str();
-    in.close();
-    if (data.size() < kMagicBytes || data.compare(0, kMagicBytes, kMagic, kMagicBytes) != 0) {
-      if (data.size() < kMagicBytes && data.compare(0, data.size(), kMagic, data.size()) == 0) {
-        warn("spool " + path + ": torn at creation (" + std::to_string(data.size()) +
-             " bytes); deleted");
-        std::filesystem::remove(path, ec);
-      } else {
-        warn("spool " + path + ": not a spool file (bad magic); renamed to " + path +
-             ".unreadable and ignored");
-        std::filesystem::rename(path, path + ".unreadable", ec);
-      }
-      continue;
-    }
-
-    SpooledAttempt sa;
-    sa.experiment_id = key.first;
-    sa.attempt = key.second;
-    sa.path = path;
-    size_t records = 0;
-    size_t offset = kMagicBytes;
-    std::string problem;  // empty: the file ends cleanly
-    bool corrupt = false;
-    while (offset < data.size()) {
-      const size_t left = data.size() - offset;
-      if (left < kRecordHeaderBytes) {
-        problem = "torn record";
-        break;
-      }
-      const uint32_t len = GetU32(data.data() + offset);
-      const uint32_t crc = GetU32(data.data() + offset + 4);
-      const uint8_t kind = static_cast<uint8_t>(data[offset + 8]);
-      if (len > kMaxRecordBytes) {
-        problem = "record with an implausible length " + std::to_string(len);
-        corrupt = true;
-        break;
-      }
-      if (left < kRecordHeaderBytes + len) {
-        problem = "torn record";
-        break;
-      }
-      const char* payload = data.data() + offset + kRecordHeaderBytes;
-      uint32_t want = SpoolCrc32(data.data() + offset + 8, 1);
-      want = SpoolCrc32(payload, len, want);
-      if (want != crc) {
-        problem = "record failing its CRC32 check";
-        corrupt = true;
-        break;
-      }
-      bool parsed = false;
-      if (kind == kEventRecord || kind == kFinishedRecord) {
-        v1::WorkerMessage msg;
-        int64_t exp = 0;
-        int32_t att = 0;
-        parsed = msg.ParseFromArray(payload, static_cast<int>(len)) &&
-                 KeyOfMessage(msg, &exp, &att) && exp == key.first && att == key.second &&
-                 (kind == kEventRecord) == msg.has_event();
-        if (parsed && msg.has_event()) {
-          sa.last_seq = std::max(sa.last_seq, msg.event().seq());
-          if (msg.event().seq() > sa.acked_seq) sa.messages.push_back(std::move(msg));
-        } else if (parsed) {
-          sa.last_seq = std::max(sa.last_seq, msg.finished().last_seq());
-          sa.finished = true;
-          sa.messages.push_back(std::move(msg));
-        }
-      } else if (kind == kAckRecord) {
-        v1::EventAck ack;
-        parsed = ack.ParseFromArray(payload, static_cast<int>(len));
-        if (parsed && ack.seq() > sa.acked_seq) {
-          sa.acked_seq = ack.seq();
-          sa.messages.erase(std::remove_if(sa.messages.begin(), sa.messages.end(),
-                                           [&](const v1::WorkerMessage& m) {
-                                             return m.has_event() && m.event().seq() <= ack.seq();
-                                           }),
-                            sa.messages.end());
-        }
-      }
-      if (!parsed) {
-        problem = "record that does not parse (kind " + std::to_string(kind) + ")";
-        corrupt = true;
-        break;
-      }
-      offset += kRecordHeaderBytes + len;
-      ++records;
-    }
-    if (!problem.empty()) {
-      std::string text = "spool " + path + ": " + problem + " at offset " + std::to_string(offset) +
-                         "; dropped it and the " + std::to_string(data.size() - offset) +
-                         " bytes to the end of the file";
-      if (corrupt) {
-        std::filesystem::copy_file(path, path + ".corrupt",
-                                   std::filesystem::copy_options::overwrite_existing, ec);
-        text += " (the file as found is kept in " + path + ".corrupt)";
-      }
-      warn(text);
-      if (::truncate(path.c_str(), static_cast<off_t>(offset)) != 0) {
-        return Status::IoError(Errno(path + ": truncate to " + std::to_string(offset)));
-      }
-    }
-    auto file = std::make_shared<File>();
-    file->path = path;
-    file->fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (file->fd < 0) return Status::IoError(Errno(path + ": open for appending"));
-    if (!problem.empty() && ::fdatasync(file->fd) != 0) {
-      return Status::IoError(Errno(path + ": fdatasync"));
-    }
-    file->records = records;
-    file->acked_seq = sa.acked_seq;
-    files_[key] = file;
-    attempts->push_back(std::move(sa));
+    std::string data;
+    XV_RETURN_IF_ERROR(ReadWholeFile(path, &data));
+    if (!StartsWithSpoolMagic(path, data, warnings)) continue;
+    RecoveredFile recovered = ReadRecords(key, path, data);
+    XV_RETURN_IF_ERROR(CutAtProblem(path, data.size(), recovered, warnings));
+    XV_RETURN_IF_ERROR(ReopenRecoveredLocked(key, path, recovered));
+    attempts->push_back(std::move(recovered.attempt));
   }
+  return Status::Ok();
+}
+
+Status EventSpool::ReopenRecoveredLocked(const Key& key, const std::string& path,
+                                         const RecoveredFile& recovered) {
+  auto file = std::make_shared<File>();
+  file->path = path;
+  file->fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (file->fd < 0) return Status::IoError(Errno(path + ": open for appending"));
+  if (!recovered.problem.empty() && ::fdatasync(file->fd) != 0) {
+    return Status::IoError(Errno(path + ": fdatasync"));
+  }
+  file->records = recovered.records;
+  file->acked_seq = recovered.attempt.acked_seq;
+  files_[key] = file;
   return Status::Ok();
 }
 
@@ -363,7 +418,7 @@ Status EventSpool::Append(const v1::WorkerMessage& msg) {
   }
   const RecordKind kind = msg.has_event() ? kEventRecord : kFinishedRecord;
   const std::string rec = EncodeRecord(kind, msg.SerializeAsString());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::shared_ptr<File> file;
   XV_RETURN_IF_ERROR(OpenForAppendLocked(key, &file));
   XV_RETURN_IF_ERROR(WriteAll(file->fd, rec, file->path));
@@ -380,7 +435,7 @@ Status EventSpool::Append(const v1::WorkerMessage& msg) {
 Status EventSpool::Acknowledge(int64_t experiment_id, int32_t attempt, int64_t seq,
                                const std::vector<v1::WorkerMessage>& still_held) {
   const Key key{experiment_id, attempt};
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = files_.find(key);
   if (it == files_.end() || seq <= it->second->acked_seq) return Status::Ok();
   std::shared_ptr<File> file = it->second;
@@ -444,7 +499,7 @@ Status EventSpool::Quarantine(const v1::WorkerMessage& original, const std::stri
     return Status::InvalidArgument("spool: only events and Finished messages are quarantined");
   }
   const std::string path = QuarantinePathOf(key.first, key.second);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (fd < 0) return Status::IoError(Errno(path + ": create"));
   struct stat st {};
@@ -465,7 +520,7 @@ Status EventSpool::Quarantine(const v1::WorkerMessage& original, const std::stri
 }
 
 Status EventSpool::Remove(int64_t experiment_id, int32_t attempt) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   files_.erase({experiment_id, attempt});
   const std::string path = PathOf(experiment_id, attempt);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
@@ -477,7 +532,7 @@ Status EventSpool::Remove(int64_t experiment_id, int32_t attempt) {
 Status EventSpool::SyncDirty() {
   std::vector<std::shared_ptr<File>> dirty;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [key, f] : files_) {
       if (!f->dirty) continue;
       f->dirty = false;

@@ -41,11 +41,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "xv/v1/workers.pb.h"
 
@@ -113,15 +113,29 @@ class EventSpool {
 
  private:
   struct File;
+  struct RecoveredFile;
   using Key = std::pair<int64_t, int32_t>;
   EventSpool(std::string dir, int lock_fd) : dir_(std::move(dir)), lock_fd_(lock_fd) {}
-  Status OpenForAppendLocked(const Key& key, std::shared_ptr<File>* out);
-  Status RewriteLocked(const Key& key, const std::vector<v1::WorkerMessage>& keep);
+  // Reads the records of one spool file up to the first torn, corrupt or unparsable one.
+  static RecoveredFile ReadRecords(const Key& key, const std::string& path,
+                                   const std::string& data);
+  // Truncates the file where ReadRecords stopped (copying a corrupt one to <file>.corrupt first)
+  // and warns; Ok and nothing done when the file ended cleanly.
+  static Status CutAtProblem(const std::string& path, size_t size, const RecoveredFile& recovered,
+                             std::vector<std::string>* warnings);
+  // Opens a recovered file for appending and records it in files_.
+  Status ReopenRecoveredLocked(const Key& key, const std::string& path,
+                               const RecoveredFile& recovered) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status OpenForAppendLocked(const Key& key, std::shared_ptr<File>* out)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status RewriteLocked(const Key& key, const std::vector<v1::WorkerMessage>& keep)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string dir_;
   const int lock_fd_;  // holds the flock on DIR/lock
-  mutable std::mutex mu_;
-  std::map<Key, std::shared_ptr<File>> files_;  // guarded by mu_
+  mutable Mutex mu_;
+  // A File's `dirty` flag is also read and written only with mu_ held.
+  std::map<Key, std::shared_ptr<File>> files_ GUARDED_BY(mu_);
 };
 
 }  // namespace xv::worker

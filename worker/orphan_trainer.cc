@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/steady_clock_time.h"
+
 namespace xv::worker {
 namespace {
 
@@ -55,7 +57,7 @@ int KillOrphanedTrainers(const std::string& work_dir, double wait_s) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   while (!found.empty() && !ProcessesWithEnvEntry(needle).empty()) {
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > wait_s) {
+    if (SecondsSince(t0) > wait_s) {
       spdlog::warn("orphaned trainer processes of {} are still there after {:.0f} s", work_dir,
                    wait_s);
       break;

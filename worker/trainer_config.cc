@@ -45,11 +45,67 @@ Status ReadScalar(const YAML::Node& node, const std::string& field, std::string*
   return Status::Ok();
 }
 
-Status ParseTrainer(const YAML::Node& node, const std::string& path, TrainerConfig* out) {
-  if (!node.IsMap()) return Invalid(path, "must be a mapping (name, kind, program, ...)", node);
-  TrainerConfig t;
+// args: a list of strings (null: none).
+Status ParseArgs(const YAML::Node& value, const std::string& field,
+                 std::vector<std::string>* args) {
+  if (value.IsNull()) return Status::Ok();
+  if (!value.IsSequence()) return Invalid(field, "must be a list of strings", value);
+  for (size_t i = 0; i < value.size(); ++i) {
+    std::string arg;
+    XV_RETURN_IF_ERROR(ReadScalar(value[i], field + "[" + std::to_string(i) + "]", &arg));
+    args->push_back(arg);
+  }
+  return Status::Ok();
+}
+
+// env: a mapping NAME: value, or a list [NAME, NAME=value, ...] where a bare name passes the
+// worker's own value on (when set). Null: none.
+Status ParseEnv(const YAML::Node& value, const std::string& field, TrainerConfig* t) {
+  if (value.IsNull()) return Status::Ok();
+  if (value.IsSequence()) {
+    for (size_t i = 0; i < value.size(); ++i) {
+      const std::string item_field = field + "[" + std::to_string(i) + "]";
+      std::string item;
+      XV_RETURN_IF_ERROR(ReadScalar(value[i], item_field, &item));
+      const size_t eq = item.find('=');
+      const std::string name = item.substr(0, eq);
+      if (!IsEnvName(name)) {
+        return Invalid(
+            item_field,
+            "'" + name.substr(0, 64) + "' is not an environment variable name (NAME or NAME=value)",
+            value[i]);
+      }
+      if (eq == std::string::npos) {
+        t->env_inherit.push_back(name);
+      } else {
+        t->env.emplace_back(name, item.substr(eq + 1));
+      }
+    }
+    return Status::Ok();
+  }
+  if (!value.IsMap()) {
+    return Invalid(field, "must be a mapping NAME: value, or a list of NAME / NAME=value", value);
+  }
+  for (const auto& var : value) {
+    const std::string name = var.first.Scalar();
+    if (!IsEnvName(name)) {
+      return Invalid(field, "'" + name + "' is not an environment variable name", var.first);
+    }
+    std::string text;
+    XV_RETURN_IF_ERROR(ReadScalar(var.second, field + "." + name, &text));
+    t->env.emplace_back(name, text);
+  }
+  return Status::Ok();
+}
+
+// The fields as given in one trainer's mapping, before the checks that span fields.
+struct TrainerFields {
+  TrainerConfig trainer;
   std::string kind, output;
   bool has_args = false, has_output = false;
+};
+
+Status ReadTrainerFields(const YAML::Node& node, const std::string& path, TrainerFields* f) {
   std::set<std::string> seen;
   for (const auto& entry : node) {
     const std::string key = entry.first.Scalar();
@@ -57,99 +113,75 @@ Status ParseTrainer(const YAML::Node& node, const std::string& path, TrainerConf
     if (!seen.insert(key).second) return Invalid(field, "given twice", entry.first);
     const YAML::Node& value = entry.second;
     if (key == "name") {
-      XV_RETURN_IF_ERROR(ReadScalar(value, field, &t.name));
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &f->trainer.name));
     } else if (key == "kind") {
-      XV_RETURN_IF_ERROR(ReadScalar(value, field, &kind));
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &f->kind));
     } else if (key == "program") {
-      XV_RETURN_IF_ERROR(ReadScalar(value, field, &t.program));
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &f->trainer.program));
     } else if (key == "args") {
-      has_args = true;
-      if (value.IsNull()) continue;
-      if (!value.IsSequence()) return Invalid(field, "must be a list of strings", value);
-      for (size_t i = 0; i < value.size(); ++i) {
-        std::string arg;
-        XV_RETURN_IF_ERROR(ReadScalar(value[i], field + "[" + std::to_string(i) + "]", &arg));
-        t.args.push_back(arg);
-      }
+      f->has_args = true;
+      XV_RETURN_IF_ERROR(ParseArgs(value, field, &f->trainer.args));
     } else if (key == "env") {
-      if (value.IsNull()) continue;
-      if (value.IsSequence()) {
-        // [NAME, NAME=value, ...]: a bare name passes the worker's own value on (when set).
-        for (size_t i = 0; i < value.size(); ++i) {
-          const std::string item_field = field + "[" + std::to_string(i) + "]";
-          std::string item;
-          XV_RETURN_IF_ERROR(ReadScalar(value[i], item_field, &item));
-          const size_t eq = item.find('=');
-          const std::string name = item.substr(0, eq);
-          if (!IsEnvName(name)) {
-            return Invalid(item_field,
-                           "'" + name.substr(0, 64) +
-                               "' is not an environment variable name (NAME or NAME=value)",
-                           value[i]);
-          }
-          if (eq == std::string::npos) {
-            t.env_inherit.push_back(name);
-          } else {
-            t.env.emplace_back(name, item.substr(eq + 1));
-          }
-        }
-        continue;
-      }
-      if (!value.IsMap()) {
-        return Invalid(field, "must be a mapping NAME: value, or a list of NAME / NAME=value",
-                       value);
-      }
-      for (const auto& var : value) {
-        const std::string name = var.first.Scalar();
-        if (!IsEnvName(name)) {
-          return Invalid(field, "'" + name + "' is not an environment variable name", var.first);
-        }
-        std::string text;
-        XV_RETURN_IF_ERROR(ReadScalar(var.second, field + "." + name, &text));
-        t.env.emplace_back(name, text);
-      }
+      XV_RETURN_IF_ERROR(ParseEnv(value, field, &f->trainer));
     } else if (key == "output") {
-      has_output = true;
-      XV_RETURN_IF_ERROR(ReadScalar(value, field, &output));
+      f->has_output = true;
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &f->output));
     } else {
       return Invalid(field,
                      "unknown field (a trainer has name, kind, program, args, env and output)",
                      entry.first);
     }
   }
+  return Status::Ok();
+}
+
+// The kind and what it allows: libtorch takes no args and writes xv-events; command needs a
+// program and reads auto (default), xv-events or upstream output.
+Status ApplyTrainerKind(const TrainerFields& f, const std::string& path, const YAML::Node& node,
+                        TrainerConfig* t) {
+  if (f.kind == "libtorch") {
+    t->kind = TrainerKind::kLibtorch;
+    if (f.has_args) return Invalid(path + ".args", "only command trainers take args", node);
+    if (f.has_output && f.output != "xv-events") {
+      return Invalid(path + ".output",
+                     "a libtorch trainer writes xv-events, got '" + f.output + "'", node);
+    }
+    t->output = TrainerOutputFormat::kXvEvents;
+    return Status::Ok();
+  }
+  if (f.kind == "command") {
+    t->kind = TrainerKind::kCommand;
+    if (t->program.empty()) {
+      return Invalid(path + ".program", "required for a command trainer", node);
+    }
+    if (!f.has_output || f.output == "auto") {
+      t->output = TrainerOutputFormat::kAuto;
+    } else if (f.output == "xv-events") {
+      t->output = TrainerOutputFormat::kXvEvents;
+    } else if (f.output == "upstream") {
+      t->output = TrainerOutputFormat::kUpstream;
+    } else {
+      return Invalid(path + ".output",
+                     "must be auto, xv-events or upstream, got '" + f.output + "'", node);
+    }
+    return Status::Ok();
+  }
+  if (f.kind.empty()) return Invalid(path + ".kind", "required (libtorch or command)", node);
+  return Invalid(path + ".kind", "must be libtorch or command, got '" + f.kind + "'", node);
+}
+
+Status ParseTrainer(const YAML::Node& node, const std::string& path, TrainerConfig* out) {
+  if (!node.IsMap()) return Invalid(path, "must be a mapping (name, kind, program, ...)", node);
+  TrainerFields f;
+  XV_RETURN_IF_ERROR(ReadTrainerFields(node, path, &f));
+  TrainerConfig& t = f.trainer;
   if (t.name.empty()) return Invalid(path + ".name", "required", node);
   if (!IsTrainerName(t.name)) {
     return Invalid(
         path + ".name",
         "'" + t.name + "' is not a trainer name (letters, digits, - _ . only, at most 64)", node);
   }
-  if (kind == "libtorch") {
-    t.kind = TrainerKind::kLibtorch;
-    if (has_args) return Invalid(path + ".args", "only command trainers take args", node);
-    if (has_output && output != "xv-events") {
-      return Invalid(path + ".output", "a libtorch trainer writes xv-events, got '" + output + "'",
-                     node);
-    }
-    t.output = TrainerOutputFormat::kXvEvents;
-  } else if (kind == "command") {
-    t.kind = TrainerKind::kCommand;
-    if (t.program.empty())
-      return Invalid(path + ".program", "required for a command trainer", node);
-    if (!has_output || output == "auto") {
-      t.output = TrainerOutputFormat::kAuto;
-    } else if (output == "xv-events") {
-      t.output = TrainerOutputFormat::kXvEvents;
-    } else if (output == "upstream") {
-      t.output = TrainerOutputFormat::kUpstream;
-    } else {
-      return Invalid(path + ".output", "must be auto, xv-events or upstream, got '" + output + "'",
-                     node);
-    }
-  } else if (kind.empty()) {
-    return Invalid(path + ".kind", "required (libtorch or command)", node);
-  } else {
-    return Invalid(path + ".kind", "must be libtorch or command, got '" + kind + "'", node);
-  }
+  XV_RETURN_IF_ERROR(ApplyTrainerKind(f, path, node, &t));
   if (!t.program.empty() && t.program[0] != '/') {
     return Invalid(path + ".program", "must be an absolute path, got '" + t.program + "'", node);
   }

@@ -15,6 +15,7 @@
 
 #include "common/bounded_json_or_discarded.h"
 #include "common/probe_figures.h"
+#include "common/steady_clock_time.h"
 
 namespace xv::worker {
 namespace {
@@ -72,7 +73,7 @@ Status RunTrainerSubcommand(const TrainerInvocation& inv, ProcessLauncher* launc
         }
       }
     }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s) {
+    if (SecondsSince(t0) > timeout_s) {
       (void)child->SignalGroup(SIGKILL);
       return Status::DeadlineExceeded(what + " did not finish within " +
                                       std::to_string(static_cast<int>(timeout_s)) + " s");
@@ -135,7 +136,7 @@ std::string ObtainDeviceProbe(const TrainerInvocation& inv, ProcessLauncher* lau
     spdlog::warn("device probe: {}; registering without a probe", st.message());
     return "";
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = SecondsSince(t0);
   log_figures(probe, "measured in " + std::to_string(static_cast<int>(secs + 0.5)) + " s");
   nlohmann::json entry = {{"key", key}, {"probe", nlohmann::json::parse(probe)}};
   const std::string tmp = cache_path + ".tmp";

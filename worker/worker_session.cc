@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/steady_clock_time.h"
 #include "worker/message_text_repair.h"
 #include "worker/orphan_trainer.h"
 #include "worker/reconnect_backoff.h"
@@ -46,7 +47,7 @@ WorkerSession::~WorkerSession() = default;
 
 void WorkerSession::RequestStop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   runner_.Cancel(0, 0);
@@ -55,10 +56,12 @@ void WorkerSession::RequestStop() {
 
 std::vector<v1::RunningAttempt> WorkerSession::CurrentAttempts() const {
   std::vector<v1::RunningAttempt> held = outbox_.HeldAttempts();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (running_experiment_ != 0) {
+    const int64_t experiment = running_experiment_;
+    const int32_t attempt = running_attempt_;
     auto it = std::find_if(held.begin(), held.end(), [&](const v1::RunningAttempt& a) {
-      return a.experiment_id() == running_experiment_ && a.attempt() == running_attempt_;
+      return a.experiment_id() == experiment && a.attempt() == attempt;
     });
     if (it == held.end()) {
       v1::RunningAttempt ra;
@@ -114,8 +117,8 @@ Status WorkerSession::Run() {
   std::thread executor([this] { ExecutorLoop(); });
   std::thread connection([this] { ConnectionLoop(); });
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stop_.load(); });
+    MutexLock lock(&mu_);
+    cv_.wait(mu_, [&] { return stop_.load(); });
   }
   spdlog::info("stopping: cancelling any running attempt");
   runner_.Cancel(0, 0);
@@ -124,8 +127,7 @@ Status WorkerSession::Run() {
   const auto t0 = Clock::now();
   // Sent is not stored: wait for the daemon's acknowledgements (a drained worker's last Finished
   // must land before the session is cancelled), bounded by stop_flush_s.
-  while (outbox_.held() > 0 && connected_ &&
-         std::chrono::duration<double>(Clock::now() - t0).count() < options_.stop_flush_s) {
+  while (outbox_.held() > 0 && connected_ && SecondsSince(t0) < options_.stop_flush_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (outbox_.held() > 0) {
@@ -134,7 +136,7 @@ Status WorkerSession::Run() {
   }
   shutdown_ = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (live_context_) live_context_->TryCancel();
   }
   outbox_.Wake();
@@ -147,8 +149,11 @@ void WorkerSession::ExecutorLoop() {
   while (true) {
     v1::ExperimentSpec spec;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !assignments_.empty(); });
+      MutexLock lock(&mu_);
+      cv_.wait(mu_, [&] {
+        mu_.AssertHeld();
+        return stop_ || !assignments_.empty();
+      });
       if (stop_) break;
       spec = assignments_.front();
       assignments_.pop_front();
@@ -160,7 +165,7 @@ void WorkerSession::ExecutorLoop() {
       v1::WorkerMessage m;
       *m.mutable_event() = ev;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         running_seq_ = ev.seq();
       }
       outbox_.Push(m);
@@ -171,7 +176,7 @@ void WorkerSession::ExecutorLoop() {
     ++attempts_finished_;
     bool drained = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       running_experiment_ = 0;
       running_attempt_ = 0;
       running_seq_ = 0;
@@ -182,7 +187,7 @@ void WorkerSession::ExecutorLoop() {
       RequestStop();
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   executor_done_ = true;
 }
 
@@ -195,27 +200,12 @@ void WorkerSession::ConnectionLoop() {
     const double delay = backoff.NextDelaySeconds();
     spdlog::info("reconnecting to {} in {:.2f} s ({} message(s) held for the daemon)",
                  options_.daemon_address, delay, outbox_.held());
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::duration<double>(delay), [&] { return shutdown_.load(); });
+    MutexLock lock(&mu_);
+    cv_.wait_for(mu_, std::chrono::duration<double>(delay), [&] { return shutdown_.load(); });
   }
 }
 
-bool WorkerSession::RunOneConnection() {
-  grpc::ClientContext ctx;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (shutdown_) return false;
-    live_context_ = &ctx;
-  }
-  struct ClearContext {
-    WorkerSession* s;
-    ~ClearContext() {
-      std::lock_guard<std::mutex> lock(s->mu_);
-      s->live_context_ = nullptr;
-    }
-  } clear{this};
-
-  std::unique_ptr<Stream> stream = stub_->Session(&ctx);
+v1::WorkerMessage WorkerSession::BuildRegister() const {
   v1::WorkerMessage reg_msg;
   v1::Register* reg = reg_msg.mutable_register_();
   reg->set_worker_name(options_.name);
@@ -234,8 +224,29 @@ bool WorkerSession::RunOneConnection() {
   for (const std::string& field : RepairMessageText(&reg_msg)) {
     spdlog::warn("register: invalid UTF-8 in {} replaced by U+FFFD", field);
   }
+  return reg_msg;
+}
+
+bool WorkerSession::RunOneConnection() {
+  grpc::ClientContext ctx;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
+    if (shutdown_) return false;
+    live_context_ = &ctx;
+  }
+  struct ClearContext {
+    WorkerSession* s;
+    ~ClearContext() {
+      MutexLock lock(&s->mu_);
+      s->live_context_ = nullptr;
+    }
+  } clear{this};
+
+  std::unique_ptr<Stream> stream = stub_->Session(&ctx);
+  const v1::WorkerMessage reg_msg = BuildRegister();
+  const v1::Register* reg = &reg_msg.register_();
+  {
+    MutexLock lock(&mu_);
     awaiting_first_ack_.clear();
     for (const auto& ra : reg->running())
       awaiting_first_ack_.insert({ra.experiment_id(), ra.attempt()});
@@ -283,9 +294,11 @@ void WorkerSession::WriterLoop(Stream* stream, std::atomic<bool>* stream_alive, 
   {
     // The daemon answers Register with an EventAck for every attempt listed: replaying starts
     // after those arrive, from the seq they carry (a daemon that sends none costs this wait).
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::duration<double>(options_.first_ack_wait_s),
-                 [&] { return awaiting_first_ack_.empty() || !*stream_alive || shutdown_; });
+    MutexLock lock(&mu_);
+    cv_.wait_for(mu_, std::chrono::duration<double>(options_.first_ack_wait_s), [&] {
+      mu_.AssertHeld();
+      return awaiting_first_ack_.empty() || !*stream_alive || shutdown_;
+    });
   }
   auto next_heartbeat = Clock::now();
   while (*stream_alive && !shutdown_) {
@@ -311,87 +324,94 @@ void WorkerSession::WriterLoop(Stream* stream, std::atomic<bool>* stream_alive, 
 
 void WorkerSession::HandleDaemonMessage(const v1::DaemonMessage& msg) {
   switch (msg.msg_case()) {
-    case v1::DaemonMessage::kAssign: {
-      const auto& spec = msg.assign().spec();
-      spdlog::info("assigned experiment {} attempt {} (budget {:.0f} s, deadline {:.0f} s)",
-                   spec.experiment_id(), spec.attempt(), spec.time_budget_s(),
-                   spec.hard_deadline_s());
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        bool duplicate =
-            (running_experiment_ == spec.experiment_id() && running_attempt_ == spec.attempt());
-        for (const auto& q : assignments_) {
-          duplicate |= q.experiment_id() == spec.experiment_id() && q.attempt() == spec.attempt();
-        }
-        if (duplicate) {
-          spdlog::info("experiment {} attempt {} is already here; ignoring the repeated Assign",
-                       spec.experiment_id(), spec.attempt());
-          break;
-        }
-        if (running_experiment_ != 0 || !assignments_.empty()) {
-          spdlog::warn("busy: experiment {} attempt {} waits for the running one",
-                       spec.experiment_id(), spec.attempt());
-        }
-        assignments_.push_back(spec);
-      }
-      cv_.notify_all();
+    case v1::DaemonMessage::kAssign:
+      OnAssign(msg.assign().spec());
       break;
-    }
-    case v1::DaemonMessage::kCancel: {
-      const auto& c = msg.cancel();
-      spdlog::info("cancel experiment {} attempt {}: {}", c.experiment_id(), c.attempt(),
-                   c.reason());
-      bool was_queued = false;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (auto it = assignments_.begin(); it != assignments_.end(); ++it) {
-          if (it->experiment_id() == c.experiment_id() &&
-              (c.attempt() == 0 || it->attempt() == c.attempt())) {
-            v1::WorkerMessage m;
-            auto* fin = m.mutable_finished();
-            fin->set_experiment_id(it->experiment_id());
-            fin->set_attempt(it->attempt());
-            fin->set_exit_code(-1);
-            fin->set_state("cancelled");
-            fin->set_failure_kind("cancelled");
-            fin->set_failure_detail("cancelled before it started");
-            outbox_.Push(m);
-            assignments_.erase(it);
-            was_queued = true;
-            break;
-          }
-        }
-      }
-      if (!was_queued) runner_.Cancel(c.experiment_id(), c.attempt());
+    case v1::DaemonMessage::kCancel:
+      OnCancel(msg.cancel());
       break;
-    }
-    case v1::DaemonMessage::kAck: {
-      const auto& a = msg.ack();
-      outbox_.Ack(a.experiment_id(), a.attempt(), a.seq(), a.finished());
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        awaiting_first_ack_.erase({a.experiment_id(), a.attempt()});
-      }
-      cv_.notify_all();
+    case v1::DaemonMessage::kAck:
+      OnAck(msg.ack());
       break;
-    }
-    case v1::DaemonMessage::kDrain: {
-      spdlog::info("drain requested: {}", msg.drain().reason());
-      bool idle;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        draining_ = true;
-        idle = running_experiment_ == 0 && assignments_.empty();
-      }
-      if (idle) RequestStop();
+    case v1::DaemonMessage::kDrain:
+      OnDrain(msg.drain());
       break;
-    }
     case v1::DaemonMessage::kRegistered:
       worker_id_ = msg.registered().worker_id();
       break;
     default:
       break;
   }
+}
+
+void WorkerSession::OnAssign(const v1::ExperimentSpec& spec) {
+  spdlog::info("assigned experiment {} attempt {} (budget {:.0f} s, deadline {:.0f} s)",
+               spec.experiment_id(), spec.attempt(), spec.time_budget_s(), spec.hard_deadline_s());
+  {
+    MutexLock lock(&mu_);
+    bool duplicate =
+        (running_experiment_ == spec.experiment_id() && running_attempt_ == spec.attempt());
+    for (const auto& q : assignments_) {
+      duplicate |= q.experiment_id() == spec.experiment_id() && q.attempt() == spec.attempt();
+    }
+    if (duplicate) {
+      spdlog::info("experiment {} attempt {} is already here; ignoring the repeated Assign",
+                   spec.experiment_id(), spec.attempt());
+      return;
+    }
+    if (running_experiment_ != 0 || !assignments_.empty()) {
+      spdlog::warn("busy: experiment {} attempt {} waits for the running one", spec.experiment_id(),
+                   spec.attempt());
+    }
+    assignments_.push_back(spec);
+  }
+  cv_.notify_all();
+}
+
+void WorkerSession::OnCancel(const v1::Cancel& c) {
+  spdlog::info("cancel experiment {} attempt {}: {}", c.experiment_id(), c.attempt(), c.reason());
+  bool was_queued = false;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = assignments_.begin(); it != assignments_.end(); ++it) {
+      if (it->experiment_id() == c.experiment_id() &&
+          (c.attempt() == 0 || it->attempt() == c.attempt())) {
+        v1::WorkerMessage m;
+        auto* fin = m.mutable_finished();
+        fin->set_experiment_id(it->experiment_id());
+        fin->set_attempt(it->attempt());
+        fin->set_exit_code(-1);
+        fin->set_state("cancelled");
+        fin->set_failure_kind("cancelled");
+        fin->set_failure_detail("cancelled before it started");
+        outbox_.Push(m);
+        assignments_.erase(it);
+        was_queued = true;
+        break;
+      }
+    }
+  }
+  if (!was_queued) runner_.Cancel(c.experiment_id(), c.attempt());
+}
+
+void WorkerSession::OnAck(const v1::EventAck& a) {
+  outbox_.Ack(a.experiment_id(), a.attempt(), a.seq(), a.finished());
+  {
+    MutexLock lock(&mu_);
+    awaiting_first_ack_.erase({a.experiment_id(), a.attempt()});
+  }
+  cv_.notify_all();
+}
+
+void WorkerSession::OnDrain(const v1::Drain& drain) {
+  spdlog::info("drain requested: {}", drain.reason());
+  bool idle;
+  {
+    MutexLock lock(&mu_);
+    draining_ = true;
+    idle = running_experiment_ == 0 && assignments_.empty();
+  }
+  if (idle) RequestStop();
 }
 
 }  // namespace xv::worker

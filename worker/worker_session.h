@@ -1,14 +1,9 @@
-// WorkerSession: the worker's life with the daemon. It dials xvd, registers (device fingerprint,
-// capabilities, attempts still held), holds the Session stream (a reader on the connection thread,
-// a writer thread sending heartbeats every heartbeat_interval_ms and the outbox in order), runs
-// each Assign on an executor thread through AttemptRunner, and reconnects with exponential backoff
-// and jitter (worker/reconnect_backoff.h) when the daemon goes away. A running trainer is never
-// stopped by a lost connection; its events wait in the EventOutbox, spooled to disk
-// (worker/event_spool.h) under <work dir>/spool. At start, Run loads the spool a previous worker
-// process left: finished attempts are reported in Register.running and their events and Finished
-// replayed after Registered, from the seq the daemon acknowledges for them; attempts whose trainer
-// was still running are orphans: their leftover processes are killed, they are not reported (the
-// daemon marks them lost and requeues them per its attempt limit), and their events are replayed.
+// WorkerSession: the worker's life with the daemon: dial xvd, register (device, capabilities,
+// attempts still held), hold the Session stream (reader on the connection thread, writer thread
+// for heartbeats and the outbox), run each Assign through AttemptRunner on an executor thread, and
+// reconnect with backoff (worker/reconnect_backoff.h) when the daemon goes away. A lost connection
+// never stops a running trainer: its events wait in the EventOutbox, spooled under
+// <work dir>/spool (worker/event_spool.h). Recovery of what a previous worker process left: Run.
 //
 // Thread-safety: Run is called once; RequestStop may be called from any thread (a signal watcher).
 #pragma once
@@ -17,7 +12,6 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -25,6 +19,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "worker/attempt_runner.h"
 #include "worker/event_outbox.h"
@@ -57,10 +52,15 @@ class WorkerSession {
                 ProcessLauncher* launcher);
   ~WorkerSession();
 
-  // Runs until RequestStop() or until a Drain from the daemon has been honoured. On stop, a running
-  // attempt is cancelled (TERM, then KILL) and its Finished is delivered and acknowledged if the
-  // daemon is reachable within stop_flush_s (else it stays in the spool for the next start).
-  // Fails (before any connection) only when the spool directory cannot be opened or read.
+  // Runs until RequestStop() or until a Drain from the daemon has been honoured. First it loads the
+  // spool a previous worker process left: finished attempts are reported in Register.running and
+  // their events and Finished replayed after Registered, from the seq the daemon acknowledges;
+  // attempts whose trainer was still running are orphans: their leftover processes are killed,
+  // they are not reported (the daemon marks them lost and requeues them) and their events are
+  // replayed. On stop, a running attempt is cancelled (TERM, then KILL) and its Finished is
+  // delivered and acknowledged if the daemon is reachable within stop_flush_s (else it stays in
+  // the spool for the next start). Fails (before any connection) only when the spool directory
+  // cannot be opened or read.
   Status Run();
   void RequestStop();
 
@@ -79,6 +79,12 @@ class WorkerSession {
                   std::atomic<bool>* stream_alive, int heartbeat_ms);
   void ExecutorLoop();
   void HandleDaemonMessage(const v1::DaemonMessage& msg);
+  void OnAssign(const v1::ExperimentSpec& spec);
+  void OnCancel(const v1::Cancel& cancel);
+  void OnAck(const v1::EventAck& ack);
+  void OnDrain(const v1::Drain& drain);
+  // The Register message: who this worker is and the attempts it still holds.
+  v1::WorkerMessage BuildRegister() const;
   std::vector<v1::RunningAttempt> CurrentAttempts() const;
 
   const WorkerOptions options_;
@@ -96,16 +102,19 @@ class WorkerSession {
   std::atomic<int64_t> worker_id_{0};
   std::atomic<int> attempts_finished_{0};
 
-  mutable std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
-  std::deque<v1::ExperimentSpec> assignments_;
-  bool executor_done_ = false;
-  int64_t running_experiment_ = 0;
-  int32_t running_attempt_ = 0;
-  int64_t running_seq_ = 0;
-  grpc::ClientContext* live_context_ = nullptr;  // the current stream's context, for TryCancel
+  // Lock order: mu_ before the outbox's lock (OnCancel pushes a Finished under mu_); mu_ is never
+  // held while the runner's lock is taken (RequestStop cancels after releasing it).
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<v1::ExperimentSpec> assignments_ GUARDED_BY(mu_);
+  bool executor_done_ GUARDED_BY(mu_) = false;
+  int64_t running_experiment_ GUARDED_BY(mu_) = 0;
+  int32_t running_attempt_ GUARDED_BY(mu_) = 0;
+  int64_t running_seq_ GUARDED_BY(mu_) = 0;
+  // The current stream's context, for TryCancel.
+  grpc::ClientContext* live_context_ GUARDED_BY(mu_) = nullptr;
   // Attempts listed in the last Register whose first EventAck has not arrived yet.
-  std::set<std::pair<int64_t, int32_t>> awaiting_first_ack_;
+  std::set<std::pair<int64_t, int32_t>> awaiting_first_ack_ GUARDED_BY(mu_);
 };
 
 }  // namespace xv::worker

@@ -266,7 +266,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     one_thread_runs.push_back(EncodeTiming(*tok, docs, 1, &tokens));
-    BpeTokenizer::FromRanks(trained.ranks, trained.pattern, trained.specials, &tok);
+    st = BpeTokenizer::FromRanks(trained.ranks, trained.pattern, trained.specials, &tok);
+    if (!st.ok()) {
+      std::fprintf(stderr, "tokenizer: %s\n", st.ToString().c_str());
+      return 1;
+    }
     size_t tokens_mt = 0;
     all_thread_runs.push_back(EncodeTiming(*tok, docs, threads, &tokens_mt));
   }

@@ -16,6 +16,7 @@
 #include "client/views/campaign_view.h"
 #include "common/bounded_json.h"
 #include "common/bounded_json_or_discarded.h"
+#include "common/text_file.h"
 #include "common/untrusted_text.h"
 #include "daemon/store/results_reader.h"
 
@@ -33,13 +34,13 @@ struct CampaignArgs {
   bool json = false;
 };
 
+// A recipe or policy file; far larger than any gRPC request xvd takes (4 MiB).
+constexpr int64_t kMaxCampaignFileBytes = 16 << 20;
+
 Status ReadTextFile(const std::string& path, const std::string& flag, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::InvalidArgument(flag + " " + path + ": cannot read the file");
-  std::stringstream text;
-  text << f.rdbuf();
-  *out = text.str();
-  return Status::Ok();
+  const Status st = ReadRegularFile(path, kMaxCampaignFileBytes, out);
+  if (st.ok()) return st;
+  return Status::InvalidArgument(flag + " " + path + ": " + st.message());
 }
 
 int Finish(const CampaignArgs& a, const v1::Campaign& c, const std::string& verb) {

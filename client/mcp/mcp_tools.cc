@@ -29,6 +29,8 @@
 #include "client/views/status_view.h"
 #include "client/views/watch_event_view.h"
 #include "common/bounded_json_or_discarded.h"
+#include "common/steady_clock_time.h"
+#include "common/text_file.h"
 #include "common/untrusted_text.h"
 
 namespace xv::client {
@@ -43,10 +45,6 @@ constexpr double kWaitPollS = 1.0;
 // The experiment tool's event read: quiet this long after the last replayed event ends it.
 constexpr std::chrono::milliseconds kEventQuiet(1000);
 constexpr std::chrono::seconds kEventReadMax(10);
-
-double SecondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string Str(const json& args, const char* key, const std::string& fallback = "") {
   return args.contains(key) && args[key].is_string() ? args[key].get<std::string>() : fallback;
@@ -76,54 +74,14 @@ constexpr off_t kMaxToolFileBytes = 1 << 20;
 // directory, a FIFO, a device such as /dev/zero, a socket), a missing or unreadable file and a
 // larger one are refused naming `field`, the path and why; the error never holds the file's bytes.
 Status ReadTextFile(const std::string& path, const std::string& field, std::string* out) {
-  const std::string named = field + ": " + QuoteExcerpt(path);
-  // O_NONBLOCK: opening a FIFO must not wait for a writer; the type is checked before any read.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    return Status::InvalidArgument(named + ": cannot open (" + std::strerror(errno) +
-                                   "; relative paths are read from the directory xvctl mcp runs "
-                                   "in: " +
-                                   QuoteExcerpt(std::filesystem::current_path().string()) + ")");
+  const Status st = ReadRegularFile(path, kMaxToolFileBytes, out);
+  if (st.ok()) return st;
+  std::string why = st.message();
+  if (why.rfind("cannot open", 0) == 0) {
+    why += "; relative paths are read from the directory xvctl mcp runs in: " +
+           QuoteExcerpt(std::filesystem::current_path().string());
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO"
-                       : S_ISCHR(st.st_mode)  ? "a character device"
-                       : S_ISBLK(st.st_mode)  ? "a block device"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "not a regular file";
-    ::close(fd);
-    return Status::InvalidArgument(named + ": " + what + "; give a regular file");
-  }
-  if (st.st_size > kMaxToolFileBytes) {
-    ::close(fd);
-    return Status::InvalidArgument(named + ": " + std::to_string(st.st_size) +
-                                   " bytes, over the limit of " +
-                                   std::to_string(kMaxToolFileBytes) + " for a file a tool reads");
-  }
-  std::string text;
-  char buf[65536];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return Status::InvalidArgument(named + ": read failed (" + std::strerror(err) + ")");
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > static_cast<size_t>(kMaxToolFileBytes)) {  // it grew while we read it
-      ::close(fd);
-      return Status::InvalidArgument(named + ": over the limit of " +
-                                     std::to_string(kMaxToolFileBytes) +
-                                     " bytes for a file a tool reads");
-    }
-  }
-  ::close(fd);
-  *out = std::move(text);
-  return Status::Ok();
+  return Status::InvalidArgument(field + ": " + QuoteExcerpt(path) + ": " + why);
 }
 
 json Schema(json properties, std::vector<std::string> required = {}) {

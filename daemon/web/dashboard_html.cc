@@ -264,43 +264,53 @@ SvgPlot ValBpbOverRoundsPlot(const CampaignPageData& data) {
   return plot;
 }
 
-std::string RenderCampaignPage(const CampaignPageData& data) {
-  const xv::v1::Campaign& c = data.campaign;
-  std::string b = "<h1>Campaign <span id=\"campaign-name\">" + E(c.name()) + "</span></h1><dl>";
-  auto row = [&b](const std::string& k, const std::string& v_html) {
-    b += "<dt>" + k + "</dt><dd>" + v_html + "</dd>";
-  };
-  row("state", E(c.state()));
-  row("objective", E(c.objective()));
-  row("trainer", E(c.trainer()));
-  row("device filter", c.device_filter().empty() ? "any" : E(c.device_filter()));
-  row("policy", "<code>" + E(c.policy_json()) + "</code>");
-  row("budget", "<code>" + E(c.budget_json()) + "</code>");
-  row("max attempts", std::to_string(c.max_attempts()));
-  row("created", E(c.created_at()));
-  b += "</dl>";
+namespace {
 
-  // The head: the recipe the next round is built from, and where it came from.
-  b += "<h2>Head</h2><dl id=\"campaign-head\">";
-  row("recipe hash", "<code id=\"head-hash\">" + E(c.head_recipe_hash()) + "</code>");
+// One <dt>/<dd> pair of a definition list.
+void AddRow(std::string* b, const std::string& k, const std::string& v_html) {
+  *b += "<dt>" + k + "</dt><dd>" + v_html + "</dd>";
+}
+
+std::string CampaignFacts(const xv::v1::Campaign& c) {
+  std::string b = "<h1>Campaign <span id=\"campaign-name\">" + E(c.name()) + "</span></h1><dl>";
+  AddRow(&b, "state", E(c.state()));
+  AddRow(&b, "objective", E(c.objective()));
+  AddRow(&b, "trainer", E(c.trainer()));
+  AddRow(&b, "device filter", c.device_filter().empty() ? "any" : E(c.device_filter()));
+  AddRow(&b, "policy", "<code>" + E(c.policy_json()) + "</code>");
+  AddRow(&b, "budget", "<code>" + E(c.budget_json()) + "</code>");
+  AddRow(&b, "max attempts", std::to_string(c.max_attempts()));
+  AddRow(&b, "created", E(c.created_at()));
+  return b + "</dl>";
+}
+
+// The head: the recipe the next round is built from, and where it came from.
+std::string CampaignHead(const CampaignPageData& data) {
+  const xv::v1::Campaign& c = data.campaign;
+  std::string b = "<h2>Head</h2><dl id=\"campaign-head\">";
+  AddRow(&b, "recipe hash", "<code id=\"head-hash\">" + E(c.head_recipe_hash()) + "</code>");
   if (c.head_history_size() > 0) {
     const auto& last = c.head_history(c.head_history_size() - 1);
-    row("kept from", last.experiment_id() ? "<span id=\"head-candidate\">" + E(last.candidate()) +
-                                                "</span> " + ExperimentLink(last.experiment_id())
-                                          : std::string("the base recipe"));
-    row("reason", E(last.reason()));
+    AddRow(&b, "kept from",
+           last.experiment_id() ? "<span id=\"head-candidate\">" + E(last.candidate()) +
+                                      "</span> " + ExperimentLink(last.experiment_id())
+                                : std::string("the base recipe"));
+    AddRow(&b, "reason", E(last.reason()));
     for (const auto& e : data.experiments) {
       if (e.id() == last.experiment_id() && e.has_result()) {
-        row("val_bpb", "<span id=\"head-val-bpb\">" + Fixed(e.result().val_bpb(), 6) + "</span>");
+        AddRow(&b, "val_bpb",
+               "<span id=\"head-val-bpb\">" + Fixed(e.result().val_bpb(), 6) + "</span>");
       }
     }
   }
-  b += "</dl>";
-  b += "<h2>val_bpb over rounds</h2>" + RenderSvgPlot(ValBpbOverRoundsPlot(data));
+  return b + "</dl>";
+}
 
-  b += "<h2>Rounds</h2><table id=\"rounds\"><tr><th>#</th><th>round</th><th>kind</th>"
-       "<th>state</th><th>runs</th><th>unfinished</th><th>kept</th><th>decision</th>"
-       "<th>created</th><th>decided</th></tr>";
+std::string RoundsTable(const xv::v1::Campaign& c) {
+  std::string b =
+      "<h2>Rounds</h2><table id=\"rounds\"><tr><th>#</th><th>round</th><th>kind</th>"
+      "<th>state</th><th>runs</th><th>unfinished</th><th>kept</th><th>decision</th>"
+      "<th>created</th><th>decided</th></tr>";
   int ordinal = 0;
   for (const auto& r : c.rounds()) {
     b += "<tr><td class=\"num\">" + std::to_string(++ordinal) + "</td><td class=\"num\">" +
@@ -310,55 +320,75 @@ std::string RenderCampaignPage(const CampaignPageData& data) {
          "</td><td>" + E(r.decision_summary()) + "</td><td>" + E(r.created_at()) + "</td><td>" +
          E(r.decided_at()) + "</td></tr>";
   }
-  b += "</table>";
+  return b + "</table>";
+}
 
-  b += "<h2>Decisions</h2>";
+// One round's decision: its mode and head, then a row per candidate with its statistics.
+std::string DecisionTable(const xv::v1::RoundInfo& r) {
+  const json d = json::parse(r.decision_json(), nullptr, false);
+  std::string b =
+      "<h3>Round " + std::to_string(r.id()) + "</h3><p>" + E(r.decision_summary()) + "</p>";
+  if (d.is_discarded() || !d.is_object()) return b + "<pre>" + E(r.decision_json()) + "</pre>";
+  const json head = d.value("head", json::object());
+  b += "<p>mode <b>" + E(d.value("mode", std::string())) + "</b>; head: n " +
+       JsonNumber(head, "n", 0) + ", mean " + JsonNumber(head, "mean", 6) + ", sd " +
+       JsonNumber(head, "sd", 6) + "</p>";
+  b += "<table class=\"decision\"><tr><th>candidate</th><th>decision</th><th>n</th>"
+       "<th>mean</th><th>sd</th><th>NaN rate</th><th>improvement</th><th>t</th><th>df</th>"
+       "<th>p</th><th>alpha</th><th>band</th><th>reason</th></tr>";
+  for (const json& cd : d.value("candidates", json::array())) {
+    if (!cd.is_object()) continue;
+    const json stats = cd.value("stats", json::object());
+    const std::string decision = cd.value("decision", std::string());
+    b += "<tr><td>" + E(cd.value("name", std::string())) + "</td><td" +
+         (decision == "keep" ? " class=\"keep\"" : "") + ">" + E(decision) +
+         "</td><td class=\"num\">" + JsonNumber(stats, "n", 0) + "</td><td class=\"num\">" +
+         JsonNumber(stats, "mean", 6) + "</td><td class=\"num\">" + JsonNumber(stats, "sd", 6) +
+         "</td><td class=\"num\">" + JsonNumber(stats, "nan_rate", 2) + "</td><td class=\"num\">" +
+         JsonNumber(cd, "improvement", 6) + "</td><td class=\"num\">" + JsonNumber(cd, "t", 3) +
+         "</td><td class=\"num\">" + JsonNumber(cd, "df", 1) + "</td><td class=\"num\">" +
+         JsonNumber(cd, "p", 4) + "</td><td class=\"num\">" + JsonNumber(cd, "alpha", 3) +
+         "</td><td class=\"num\">" + JsonNumber(cd, "band", 6) + "</td><td>" +
+         E(cd.value("reason_text", std::string())) + "</td></tr>";
+  }
+  return b + "</table>";
+}
+
+std::string DecisionsSection(const xv::v1::Campaign& c) {
+  std::string b = "<h2>Decisions</h2>";
   bool any_decision = false;
   for (const auto& r : c.rounds()) {
     if (r.decision_json().empty()) continue;
     any_decision = true;
-    const json d = json::parse(r.decision_json(), nullptr, false);
-    b += "<h3>Round " + std::to_string(r.id()) + "</h3><p>" + E(r.decision_summary()) + "</p>";
-    if (d.is_discarded() || !d.is_object()) {
-      b += "<pre>" + E(r.decision_json()) + "</pre>";
-      continue;
-    }
-    const json head = d.value("head", json::object());
-    b += "<p>mode <b>" + E(d.value("mode", std::string())) + "</b>; head: n " +
-         JsonNumber(head, "n", 0) + ", mean " + JsonNumber(head, "mean", 6) + ", sd " +
-         JsonNumber(head, "sd", 6) + "</p>";
-    b += "<table class=\"decision\"><tr><th>candidate</th><th>decision</th><th>n</th>"
-         "<th>mean</th><th>sd</th><th>NaN rate</th><th>improvement</th><th>t</th><th>df</th>"
-         "<th>p</th><th>alpha</th><th>band</th><th>reason</th></tr>";
-    for (const json& cd : d.value("candidates", json::array())) {
-      if (!cd.is_object()) continue;
-      const json stats = cd.value("stats", json::object());
-      const std::string decision = cd.value("decision", std::string());
-      b += "<tr><td>" + E(cd.value("name", std::string())) + "</td><td" +
-           (decision == "keep" ? " class=\"keep\"" : "") + ">" + E(decision) +
-           "</td><td class=\"num\">" + JsonNumber(stats, "n", 0) + "</td><td class=\"num\">" +
-           JsonNumber(stats, "mean", 6) + "</td><td class=\"num\">" + JsonNumber(stats, "sd", 6) +
-           "</td><td class=\"num\">" + JsonNumber(stats, "nan_rate", 2) +
-           "</td><td class=\"num\">" + JsonNumber(cd, "improvement", 6) +
-           "</td><td class=\"num\">" + JsonNumber(cd, "t", 3) + "</td><td class=\"num\">" +
-           JsonNumber(cd, "df", 1) + "</td><td class=\"num\">" + JsonNumber(cd, "p", 4) +
-           "</td><td class=\"num\">" + JsonNumber(cd, "alpha", 3) + "</td><td class=\"num\">" +
-           JsonNumber(cd, "band", 6) + "</td><td>" + E(cd.value("reason_text", std::string())) +
-           "</td></tr>";
-    }
-    b += "</table>";
+    b += DecisionTable(r);
   }
   if (!any_decision) b += "<p class=\"muted\">No round decided yet.</p>";
+  return b;
+}
 
-  b += "<h2>Head history</h2><table id=\"head-history\"><tr><th>when</th><th>round</th>"
-       "<th>candidate</th><th>run</th><th>reason</th><th>recipe hash</th></tr>";
+std::string HeadHistoryTable(const xv::v1::Campaign& c) {
+  std::string b =
+      "<h2>Head history</h2><table id=\"head-history\"><tr><th>when</th><th>round</th>"
+      "<th>candidate</th><th>run</th><th>reason</th><th>recipe hash</th></tr>";
   for (const auto& h : c.head_history()) {
     b += "<tr><td>" + E(h.created_at()) + "</td><td class=\"num\">" +
          (h.round_id() ? std::to_string(h.round_id()) : "-") + "</td><td>" + E(h.candidate()) +
          "</td><td>" + (h.experiment_id() ? ExperimentLink(h.experiment_id()) : "-") + "</td><td>" +
          E(h.reason()) + "</td><td><code>" + E(Short(h.recipe_hash())) + "</code></td></tr>";
   }
-  b += "</table>";
+  return b + "</table>";
+}
+
+}  // namespace
+
+std::string RenderCampaignPage(const CampaignPageData& data) {
+  const xv::v1::Campaign& c = data.campaign;
+  std::string b = CampaignFacts(c);
+  b += CampaignHead(data);
+  b += "<h2>val_bpb over rounds</h2>" + RenderSvgPlot(ValBpbOverRoundsPlot(data));
+  b += RoundsTable(c);
+  b += DecisionsSection(c);
+  b += HeadHistoryTable(c);
   b += "<h2>Experiments</h2>" + ExperimentRows(data.experiments);
   if (data.experiments_truncated) {
     b += "<p class=\"muted\">Only the first " +
@@ -380,33 +410,34 @@ SvgPlot LossCurvePlot(const ExperimentPageData& data) {
   return plot;
 }
 
-std::string RenderExperimentPage(const ExperimentPageData& data) {
-  const xv::v1::Experiment& e = data.experiment;
+namespace {
+
+std::string ExperimentFacts(const xv::v1::Experiment& e) {
   std::string b = "<h1>Experiment #" + std::to_string(e.id()) + " <span id=\"experiment-name\">" +
                   E(e.name()) + "</span></h1><dl>";
-  auto row = [&b](const std::string& k, const std::string& v_html) {
-    b += "<dt>" + k + "</dt><dd>" + v_html + "</dd>";
-  };
-  row("campaign", "<a href=\"/campaigns/" + std::to_string(e.campaign_id()) + "\">campaign " +
-                      std::to_string(e.campaign_id()) + "</a>");
-  row("round", std::to_string(e.round_id()));
-  row("state", "<span id=\"experiment-state\">" + StateCell(e) + "</span>");
-  row("attempt", std::to_string(e.attempt()));
-  row("role", E(e.role()));
-  row("worker", E(e.worker()));
-  row("device", E(e.device_name()));
-  row("trainer", E(e.trainer()));
-  row("seed", std::to_string(e.seed()));
-  row("recipe hash", "<code>" + E(e.recipe_hash()) + "</code>");
-  row("decision",
-      E(e.decision()) + (e.decision_reason().empty() ? "" : ": " + E(e.decision_reason())));
-  if (!e.round_decision().empty()) row("round decision", E(e.round_decision()));
-  if (e.reused_from_id() != 0) row("result reused from", ExperimentLink(e.reused_from_id()));
-  row("created", E(e.created_at()));
-  row("finished", E(e.finished_at()));
-  b += "</dl>";
+  AddRow(&b, "campaign",
+         "<a href=\"/campaigns/" + std::to_string(e.campaign_id()) + "\">campaign " +
+             std::to_string(e.campaign_id()) + "</a>");
+  AddRow(&b, "round", std::to_string(e.round_id()));
+  AddRow(&b, "state", "<span id=\"experiment-state\">" + StateCell(e) + "</span>");
+  AddRow(&b, "attempt", std::to_string(e.attempt()));
+  AddRow(&b, "role", E(e.role()));
+  AddRow(&b, "worker", E(e.worker()));
+  AddRow(&b, "device", E(e.device_name()));
+  AddRow(&b, "trainer", E(e.trainer()));
+  AddRow(&b, "seed", std::to_string(e.seed()));
+  AddRow(&b, "recipe hash", "<code>" + E(e.recipe_hash()) + "</code>");
+  AddRow(&b, "decision",
+         E(e.decision()) + (e.decision_reason().empty() ? "" : ": " + E(e.decision_reason())));
+  if (!e.round_decision().empty()) AddRow(&b, "round decision", E(e.round_decision()));
+  if (e.reused_from_id() != 0) AddRow(&b, "result reused from", ExperimentLink(e.reused_from_id()));
+  AddRow(&b, "created", E(e.created_at()));
+  AddRow(&b, "finished", E(e.finished_at()));
+  return b + "</dl>";
+}
 
-  b += "<h2>Knobs</h2>";
+std::string KnobsSection(const xv::v1::Experiment& e) {
+  std::string b = "<h2>Knobs</h2>";
   const json overrides = json::parse(e.overrides_json(), nullptr, false);
   if (overrides.is_object() && !overrides.empty()) {
     b += "<table id=\"knobs\"><tr><th>knob</th><th>value</th></tr>";
@@ -420,72 +451,103 @@ std::string RenderExperimentPage(const ExperimentPageData& data) {
   } else {
     b += "<pre>" + E(e.overrides_json()) + "</pre>";
   }
+  return b;
+}
 
-  b += "<h2>Result</h2>";
-  if (!e.has_result()) {
-    b += "<p class=\"muted\">No result" +
-         std::string(e.state() == "running" ? " yet (" + Fixed(100 * e.progress(), 0) + "%)" : "") +
-         ".</p>";
+// One row of the result's figures table.
+void AddFigure(std::string* b, const std::string& k, const std::string& id,
+               const std::string& v_html) {
+  *b += "<tr><th>" + k + "</th><td class=\"num\" id=\"fig-" + id + "\">" + v_html + "</td></tr>";
+}
+
+// The device health figures of a result: energy, power, temperature, throttling.
+void AddHealthFigures(const xv::v1::Result& r, std::string* b) {
+  const xv::v1::DeviceHealth& h = r.health();
+  if (h.has_energy_j()) {
+    AddFigure(b, "energy", "energy",
+              Fixed(h.energy_j(), 1) + " J (" + E(h.energy_method()) + ", " + E(h.source()) + ")");
+    if (h.energy_j() > 0 && r.total_tokens() > 0) {
+      AddFigure(b, "tokens per joule", "tokens-per-joule",
+                Fixed(static_cast<double>(r.total_tokens()) / h.energy_j(), 1));
+    }
   } else {
-    const xv::v1::Result& r = e.result();
-    b += "<table id=\"experiment-figures\">";
-    auto fig = [&b](const std::string& k, const std::string& id, const std::string& v_html) {
-      b += "<tr><th>" + k + "</th><td class=\"num\" id=\"fig-" + id + "\">" + v_html + "</td></tr>";
-    };
-    fig("val_bpb", "val-bpb", Fixed(r.val_bpb(), 6));
-    fig("tok/s", "tok-per-sec", Thousands(r.tok_per_sec()));
-    fig("MFU", "mfu", MfuText(r));
-    const auto measured = MeasuredMfuPercent(r);
-    fig("MFU (measured ceiling)", "mfu-measured",
-        measured ? Fixed(*measured, 2) + "% of " + Fixed(r.measured_peak_flops() / 1e12, 2) +
-                       " TFLOP/s (the worker's matmul probe)"
-                 : std::string("- (the worker did not probe)"));
-    fig("peak memory allocated", "peak-vram", Fixed(r.peak_vram_mb(), 1) + " MB");
-    fig("peak memory reserved", "peak-reserved", Fixed(r.peak_reserved_mb(), 1) + " MB");
-    fig("training seconds", "training-seconds", Fixed(r.training_seconds(), 1));
-    fig("total seconds", "total-seconds", Fixed(r.total_seconds(), 1));
-    fig("steps", "steps", Thousands(static_cast<double>(r.num_steps())));
-    fig("tokens", "tokens", Thousands(static_cast<double>(r.total_tokens())));
-    fig("parameters", "params", Thousands(static_cast<double>(r.num_params())));
-    fig("FLOPs/token", "flops-per-token", Thousands(static_cast<double>(r.flops_per_token())));
-    fig("depth", "depth", std::to_string(r.depth()));
-    fig("attention backend", "attention", E(r.attention_backend()));
-    fig("metric version", "metric-version", E(r.metric_version()));
-    const xv::v1::DeviceHealth& h = r.health();
-    if (h.has_energy_j()) {
-      fig("energy", "energy",
-          Fixed(h.energy_j(), 1) + " J (" + E(h.energy_method()) + ", " + E(h.source()) + ")");
-      if (h.energy_j() > 0 && r.total_tokens() > 0) {
-        fig("tokens per joule", "tokens-per-joule",
-            Fixed(static_cast<double>(r.total_tokens()) / h.energy_j(), 1));
-      }
-    } else {
-      fig("energy", "energy", "- (source: " + E(h.source().empty() ? "none" : h.source()) + ")");
-    }
-    if (h.has_avg_power_w()) fig("average power", "avg-power", Fixed(h.avg_power_w(), 1) + " W");
-    if (h.has_peak_temp_c())
-      fig("peak temperature", "peak-temp", Fixed(h.peak_temp_c(), 0) + " °C");
-    if (h.throttle_known()) {
-      fig("throttled", "throttled",
-          h.throttled()
-              ? "yes: " + Fixed(h.throttled_seconds(), 1) + " s (" + E(h.throttle_reasons()) + ")"
-              : std::string("no"));
-    }
-    b += "</table>";
+    AddFigure(b, "energy", "energy",
+              "- (source: " + E(h.source().empty() ? "none" : h.source()) + ")");
   }
+  if (h.has_avg_power_w()) {
+    AddFigure(b, "average power", "avg-power", Fixed(h.avg_power_w(), 1) + " W");
+  }
+  if (h.has_peak_temp_c()) {
+    AddFigure(b, "peak temperature", "peak-temp", Fixed(h.peak_temp_c(), 0) + " °C");
+  }
+  if (h.throttle_known()) {
+    AddFigure(b, "throttled", "throttled",
+              h.throttled() ? "yes: " + Fixed(h.throttled_seconds(), 1) + " s (" +
+                                  E(h.throttle_reasons()) + ")"
+                            : std::string("no"));
+  }
+}
 
-  if (!e.failure_kind().empty() || !e.failure_detail().empty()) {
-    b += "<h2>Failure</h2><dl id=\"failure\">";
-    row("kind", "<span id=\"failure-kind\">" + E(e.failure_kind()) + "</span>");
-    row("detail", "<span id=\"failure-detail\">" + E(e.failure_detail()) + "</span>");
-    b += "</dl>";
+std::string ResultSection(const xv::v1::Experiment& e) {
+  std::string b = "<h2>Result</h2>";
+  if (!e.has_result()) {
+    return b + "<p class=\"muted\">No result" +
+           std::string(e.state() == "running" ? " yet (" + Fixed(100 * e.progress(), 0) + "%)"
+                                              : "") +
+           ".</p>";
   }
-  b += "<h2>Loss curve</h2>" + RenderSvgPlot(LossCurvePlot(data));
-  b += "<p class=\"muted\">" + std::to_string(data.metric_rows) + " step rows stored" +
-       (static_cast<int64_t>(data.loss_curve.size()) < data.metric_rows
-            ? ", " + std::to_string(data.loss_curve.size()) + " drawn"
-            : std::string()) +
-       ".</p>";
+  const xv::v1::Result& r = e.result();
+  b += "<table id=\"experiment-figures\">";
+  AddFigure(&b, "val_bpb", "val-bpb", Fixed(r.val_bpb(), 6));
+  AddFigure(&b, "tok/s", "tok-per-sec", Thousands(r.tok_per_sec()));
+  AddFigure(&b, "MFU", "mfu", MfuText(r));
+  const auto measured = MeasuredMfuPercent(r);
+  AddFigure(&b, "MFU (measured ceiling)", "mfu-measured",
+            measured ? Fixed(*measured, 2) + "% of " + Fixed(r.measured_peak_flops() / 1e12, 2) +
+                           " TFLOP/s (the worker's matmul probe)"
+                     : std::string("- (the worker did not probe)"));
+  AddFigure(&b, "peak memory allocated", "peak-vram", Fixed(r.peak_vram_mb(), 1) + " MB");
+  AddFigure(&b, "peak memory reserved", "peak-reserved", Fixed(r.peak_reserved_mb(), 1) + " MB");
+  AddFigure(&b, "training seconds", "training-seconds", Fixed(r.training_seconds(), 1));
+  AddFigure(&b, "total seconds", "total-seconds", Fixed(r.total_seconds(), 1));
+  AddFigure(&b, "steps", "steps", Thousands(static_cast<double>(r.num_steps())));
+  AddFigure(&b, "tokens", "tokens", Thousands(static_cast<double>(r.total_tokens())));
+  AddFigure(&b, "parameters", "params", Thousands(static_cast<double>(r.num_params())));
+  AddFigure(&b, "FLOPs/token", "flops-per-token",
+            Thousands(static_cast<double>(r.flops_per_token())));
+  AddFigure(&b, "depth", "depth", std::to_string(r.depth()));
+  AddFigure(&b, "attention backend", "attention", E(r.attention_backend()));
+  AddFigure(&b, "metric version", "metric-version", E(r.metric_version()));
+  AddHealthFigures(r, &b);
+  return b + "</table>";
+}
+
+std::string FailureSection(const xv::v1::Experiment& e) {
+  if (e.failure_kind().empty() && e.failure_detail().empty()) return "";
+  std::string b = "<h2>Failure</h2><dl id=\"failure\">";
+  AddRow(&b, "kind", "<span id=\"failure-kind\">" + E(e.failure_kind()) + "</span>");
+  AddRow(&b, "detail", "<span id=\"failure-detail\">" + E(e.failure_detail()) + "</span>");
+  return b + "</dl>";
+}
+
+std::string LossCurveSection(const ExperimentPageData& data) {
+  return "<h2>Loss curve</h2>" + RenderSvgPlot(LossCurvePlot(data)) + "<p class=\"muted\">" +
+         std::to_string(data.metric_rows) + " step rows stored" +
+         (static_cast<int64_t>(data.loss_curve.size()) < data.metric_rows
+              ? ", " + std::to_string(data.loss_curve.size()) + " drawn"
+              : std::string()) +
+         ".</p>";
+}
+
+}  // namespace
+
+std::string RenderExperimentPage(const ExperimentPageData& data) {
+  const xv::v1::Experiment& e = data.experiment;
+  std::string b = ExperimentFacts(e);
+  b += KnobsSection(e);
+  b += ResultSection(e);
+  b += FailureSection(e);
+  b += LossCurveSection(data);
   if (!e.stderr_tail().empty()) {
     b += "<h2>stderr (tail)</h2><pre id=\"stderr-tail\">" + E(e.stderr_tail()) + "</pre>";
   }

@@ -20,7 +20,7 @@ int64_t FileBytes(const std::string& path) {
 
 }  // namespace
 
-std::optional<double> SecondsSince(const std::string& utc_stamp) {
+std::optional<double> SecondsSinceUtcStamp(const std::string& utc_stamp) {
   int year = 0, month = 0, day = 0, hour = 0, minute = 0;
   double second = 0;
   if (std::sscanf(utc_stamp.c_str(), "%4d-%2d-%2dT%2d:%2d:%lf", &year, &month, &day, &hour, &minute,
@@ -63,7 +63,7 @@ Status DashboardReader::ReadOverview(OverviewData* out) {
   XV_RETURN_IF_ERROR(store_->workers().ListWorkers(&workers));
   for (auto& w : workers) {
     WorkerView v;
-    v.heartbeat_age_s = SecondsSince(w.last_heartbeat());
+    v.heartbeat_age_s = SecondsSinceUtcStamp(w.last_heartbeat());
     v.info = std::move(w);
     out->workers.push_back(std::move(v));
   }
@@ -132,7 +132,7 @@ Status DashboardReader::ReadExperiment(int64_t experiment_id, ExperimentPageData
 }
 
 Status DashboardReader::ReadCurve(int64_t experiment_id, int attempt, ExperimentPageData* out) {
-  std::lock_guard<std::mutex> lock(curve_mu_);
+  MutexLock lock(&curve_mu_);
   store::SqliteStatement count;
   XV_RETURN_IF_ERROR(curve_conn_->Prepare(
       "SELECT COUNT(*) FROM metrics WHERE experiment_id = ? AND attempt = ?", &count));

@@ -10,11 +10,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "daemon/store/sqlite_connection.h"
 #include "daemon/store/store.h"
@@ -93,12 +93,13 @@ class DashboardReader {
 
   std::string db_path_;
   std::unique_ptr<store::Store> store_;  // read-only; thread-safe
-  std::mutex curve_mu_;
-  std::unique_ptr<store::SqliteConnection> curve_conn_;  // read-only; guarded by curve_mu_
+  Mutex curve_mu_;
+  // Read-only; set once by Open, used only with curve_mu_ held.
+  std::unique_ptr<store::SqliteConnection> curve_conn_ PT_GUARDED_BY(curve_mu_);
 };
 
 // Seconds between a stored UTC stamp ("2026-11-30T12:00:00.123Z", SQLite's strftime) and now;
 // nullopt when it does not parse.
-std::optional<double> SecondsSince(const std::string& utc_stamp);
+std::optional<double> SecondsSinceUtcStamp(const std::string& utc_stamp);
 
 }  // namespace xv::daemon::web

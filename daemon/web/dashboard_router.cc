@@ -124,14 +124,14 @@ DashboardRouter::DashboardRouter(DashboardReader* reader, std::function<std::str
     : reader_(reader), write_fault_(std::move(write_fault)) {}
 
 std::map<int, int64_t> DashboardRouter::RequestCounts() {
-  std::lock_guard<std::mutex> lock(counts_mu_);
+  MutexLock lock(&counts_mu_);
   return counts_;
 }
 
 HttpReply DashboardRouter::Handle(const HttpRequestHead& request) {
   HttpReply r = Route(request);
   {
-    std::lock_guard<std::mutex> lock(counts_mu_);
+    MutexLock lock(&counts_mu_);
     ++counts_[r.status];
   }
   return r;

@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "daemon/web/dashboard_reader.h"
 
 namespace xv::daemon::web {
@@ -54,8 +54,8 @@ class DashboardRouter {
 
   DashboardReader* reader_;
   std::function<std::string()> write_fault_;
-  std::mutex counts_mu_;
-  std::map<int, int64_t> counts_;  // guarded by counts_mu_
+  Mutex counts_mu_;
+  std::map<int, int64_t> counts_ GUARDED_BY(counts_mu_);
 };
 
 // Is `host` (a Host header value) a loopback name: 127.0.0.1, localhost or [::1], optionally with

@@ -43,68 +43,74 @@ std::vector<double> NiceTicks(double lo, double hi, int max_ticks) {
   return ticks;
 }
 
-std::string RenderSvgPlot(const SvgPlot& plot) {
-  const double left = 64, right = 16, top = 28, bottom = 40;
-  const double w = plot.width, h = plot.height;
-  const double pw = w - left - right, ph = h - top - bottom;
+namespace {
+
+// The plot area inside the margins and the data range it shows, with the mapping between them.
+struct PlotFrame {
+  static constexpr double kLeft = 64, kRight = 16, kTop = 28, kBottom = 40;
+  double w = 0, h = 0, pw = 0, ph = 0;  // the image, and the plot area inside the margins
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+  double X(double x) const { return kLeft + (x - xmin) / (xmax - xmin) * pw; }
+  double Y(double y) const { return kTop + (1 - (y - ymin) / (ymax - ymin)) * ph; }
+};
+
+// The frame of `plot`: the range of its finite points (xmin stays infinite when there is none),
+// widened so that a single value still spans the area and the curve does not touch the edges.
+PlotFrame FrameOf(const SvgPlot& plot) {
+  PlotFrame f;
+  f.w = plot.width;
+  f.h = plot.height;
+  f.pw = f.w - PlotFrame::kLeft - PlotFrame::kRight;
+  f.ph = f.h - PlotFrame::kTop - PlotFrame::kBottom;
   for (const PlotSeries& s : plot.series) {
     for (const PlotPoint& p : s.points) {
       if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
-      xmin = std::min(xmin, p.x);
-      xmax = std::max(xmax, p.x);
-      ymin = std::min(ymin, p.y);
-      ymax = std::max(ymax, p.y);
+      f.xmin = std::min(f.xmin, p.x);
+      f.xmax = std::max(f.xmax, p.x);
+      f.ymin = std::min(f.ymin, p.y);
+      f.ymax = std::max(f.ymax, p.y);
     }
   }
-  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" width=\"" +
-                    std::to_string(plot.width) + "\" height=\"" + std::to_string(plot.height) +
-                    "\" viewBox=\"0 0 " + std::to_string(plot.width) + " " +
-                    std::to_string(plot.height) + "\" role=\"img\" aria-label=\"" +
-                    HtmlEscape(plot.title) + "\">";
-  out += "<text x=\"" + Num(left) + "\" y=\"16\" class=\"plot-title\">" + HtmlEscape(plot.title) +
-         "</text>";
-  if (!std::isfinite(xmin)) {
-    out += "<text x=\"" + Num(w / 2) + "\" y=\"" + Num(h / 2) +
-           "\" text-anchor=\"middle\" class=\"plot-empty\">no data</text></svg>";
-    return out;
+  if (!std::isfinite(f.xmin)) return f;
+  if (f.xmax == f.xmin) {
+    f.xmin -= 1;
+    f.xmax += 1;
   }
-  if (xmax == xmin) {
-    xmin -= 1;
-    xmax += 1;
-  }
-  if (ymax == ymin) {
-    const double pad = std::max(std::fabs(ymin) * 0.01, 1e-6);
-    ymin -= pad;
-    ymax += pad;
-  } else {
-    const double pad = (ymax - ymin) * 0.05;
-    ymin -= pad;
-    ymax += pad;
-  }
-  auto px = [&](double x) { return left + (x - xmin) / (xmax - xmin) * pw; };
-  auto py = [&](double y) { return top + (1 - (y - ymin) / (ymax - ymin)) * ph; };
+  const double pad =
+      f.ymax == f.ymin ? std::max(std::fabs(f.ymin) * 0.01, 1e-6) : (f.ymax - f.ymin) * 0.05;
+  f.ymin -= pad;
+  f.ymax += pad;
+  return f;
+}
 
-  out += "<rect x=\"" + Num(left) + "\" y=\"" + Num(top) + "\" width=\"" + Num(pw) +
-         "\" height=\"" + Num(ph) + "\" fill=\"none\" stroke=\"#999\"/>";
-  for (double t : NiceTicks(ymin, ymax, 5)) {
-    out += "<line x1=\"" + Num(left) + "\" x2=\"" + Num(left + pw) + "\" y1=\"" + Num(py(t)) +
-           "\" y2=\"" + Num(py(t)) + "\" stroke=\"#eee\"/>";
-    out += "<text x=\"" + Num(left - 4) + "\" y=\"" + Num(py(t) + 4) +
+// The border, the y grid with its labels, the x tick labels and the axis names.
+std::string Axes(const SvgPlot& plot, const PlotFrame& f) {
+  const double left = PlotFrame::kLeft, top = PlotFrame::kTop;
+  std::string out = "<rect x=\"" + Num(left) + "\" y=\"" + Num(top) + "\" width=\"" + Num(f.pw) +
+                    "\" height=\"" + Num(f.ph) + "\" fill=\"none\" stroke=\"#999\"/>";
+  for (double t : NiceTicks(f.ymin, f.ymax, 5)) {
+    out += "<line x1=\"" + Num(left) + "\" x2=\"" + Num(left + f.pw) + "\" y1=\"" + Num(f.Y(t)) +
+           "\" y2=\"" + Num(f.Y(t)) + "\" stroke=\"#eee\"/>";
+    out += "<text x=\"" + Num(left - 4) + "\" y=\"" + Num(f.Y(t) + 4) +
            "\" text-anchor=\"end\" class=\"tick\">" + TickLabel(t) + "</text>";
   }
-  for (double t : NiceTicks(xmin, xmax, 6)) {
+  for (double t : NiceTicks(f.xmin, f.xmax, 6)) {
     if (plot.integer_x && t != std::floor(t)) continue;
-    out += "<text x=\"" + Num(px(t)) + "\" y=\"" + Num(top + ph + 14) +
+    out += "<text x=\"" + Num(f.X(t)) + "\" y=\"" + Num(top + f.ph + 14) +
            "\" text-anchor=\"middle\" class=\"tick\">" + TickLabel(t) + "</text>";
   }
-  out += "<text x=\"" + Num(left + pw / 2) + "\" y=\"" + Num(h - 6) +
+  out += "<text x=\"" + Num(left + f.pw / 2) + "\" y=\"" + Num(f.h - 6) +
          "\" text-anchor=\"middle\" class=\"axis\">" + HtmlEscape(plot.x_label) + "</text>";
-  out += "<text x=\"12\" y=\"" + Num(top + ph / 2) +
-         "\" text-anchor=\"middle\" transform=\"rotate(-90 12 " + Num(top + ph / 2) +
+  out += "<text x=\"12\" y=\"" + Num(top + f.ph / 2) +
+         "\" text-anchor=\"middle\" transform=\"rotate(-90 12 " + Num(top + f.ph / 2) +
          ")\" class=\"axis\">" + HtmlEscape(plot.y_label) + "</text>";
+  return out;
+}
 
-  double legend_x = left + pw;
+// The series' names and colours, right-aligned above the plot area.
+std::string Legend(const SvgPlot& plot, const PlotFrame& f) {
+  std::string out;
+  double legend_x = PlotFrame::kLeft + f.pw;
   for (auto it = plot.series.rbegin(); it != plot.series.rend(); ++it) {
     const PlotSeries& s = *it;
     const double text_w = 7.0 * static_cast<double>(s.label.size()) + 18;
@@ -113,27 +119,52 @@ std::string RenderSvgPlot(const SvgPlot& plot) {
            s.color + "\"/><text x=\"" + Num(legend_x + 13) + "\" y=\"17\" class=\"legend\">" +
            HtmlEscape(s.label) + "</text>";
   }
-  for (const PlotSeries& s : plot.series) {
-    if (s.line) {
-      std::string pts;
-      for (const PlotPoint& p : s.points) {
-        if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
-        pts += Num(px(p.x)) + "," + Num(py(p.y)) + " ";
-      }
-      out += "<polyline fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"1.5\" points=\"" +
-             pts + "\"/>";
-    }
+  return out;
+}
+
+// One series: its line (if drawn as one) and its points (every point of a scatter; on a line only
+// those with a tip).
+std::string Series(const PlotSeries& s, const PlotFrame& f) {
+  std::string out;
+  if (s.line) {
+    std::string pts;
     for (const PlotPoint& p : s.points) {
       if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
-      if (s.line && p.tip.empty()) continue;
-      out += "<circle cx=\"" + Num(px(p.x)) + "\" cy=\"" + Num(py(p.y)) + "\" r=\"" +
-             (s.line ? "2" : "3.5") + "\" fill=\"" + s.color + "\">";
-      if (!p.tip.empty()) out += "<title>" + HtmlEscape(p.tip) + "</title>";
-      out += "</circle>";
+      pts += Num(f.X(p.x)) + "," + Num(f.Y(p.y)) + " ";
     }
+    out += "<polyline fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"1.5\" points=\"" +
+           pts + "\"/>";
   }
-  out += "</svg>";
+  for (const PlotPoint& p : s.points) {
+    if (!std::isfinite(p.x) || !std::isfinite(p.y)) continue;
+    if (s.line && p.tip.empty()) continue;
+    out += "<circle cx=\"" + Num(f.X(p.x)) + "\" cy=\"" + Num(f.Y(p.y)) + "\" r=\"" +
+           (s.line ? "2" : "3.5") + "\" fill=\"" + s.color + "\">";
+    if (!p.tip.empty()) out += "<title>" + HtmlEscape(p.tip) + "</title>";
+    out += "</circle>";
+  }
   return out;
+}
+
+}  // namespace
+
+std::string RenderSvgPlot(const SvgPlot& plot) {
+  const PlotFrame f = FrameOf(plot);
+  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" width=\"" +
+                    std::to_string(plot.width) + "\" height=\"" + std::to_string(plot.height) +
+                    "\" viewBox=\"0 0 " + std::to_string(plot.width) + " " +
+                    std::to_string(plot.height) + "\" role=\"img\" aria-label=\"" +
+                    HtmlEscape(plot.title) + "\">";
+  out += "<text x=\"" + Num(PlotFrame::kLeft) + "\" y=\"16\" class=\"plot-title\">" +
+         HtmlEscape(plot.title) + "</text>";
+  if (!std::isfinite(f.xmin)) {
+    return out + "<text x=\"" + Num(f.w / 2) + "\" y=\"" + Num(f.h / 2) +
+           "\" text-anchor=\"middle\" class=\"plot-empty\">no data</text></svg>";
+  }
+  out += Axes(plot, f);
+  out += Legend(plot, f);
+  for (const PlotSeries& s : plot.series) out += Series(s, f);
+  return out + "</svg>";
 }
 
 }  // namespace xv::daemon::web

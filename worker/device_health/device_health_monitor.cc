@@ -21,7 +21,7 @@ Sampling::Sampling(HealthSource* source, double interval_s)
 
 Sampling::~Sampling() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -44,14 +44,19 @@ void Sampling::Loop() {
     TakeSample();
     next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(interval_s_));
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_until(lock, next, [&] { return stop_; })) return;
+    MutexLock lock(&mu_);
+    if (cv_.wait_until(mu_, next, [&] {
+          mu_.AssertHeld();
+          return stop_;
+        })) {
+      return;
+    }
   }
 }
 
 HealthSummary Sampling::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.notify_all();

@@ -12,9 +12,9 @@
 #include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "worker/device_health/health_accumulator.h"
 #include "worker/device_health/health_source.h"
 
@@ -43,9 +43,9 @@ class Sampling {
   HealthSource* const source_;
   const double interval_s_;
   HealthAccumulator acc_;  // touched by the thread until it is joined
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

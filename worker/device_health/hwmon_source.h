@@ -1,19 +1,17 @@
-// HwmonSource: AMD device health from the amdgpu driver's sysfs files, read under a configurable
-// root (the worker's --sysfs-root, "/sys" by default; tests point it at a fixture tree they write):
-//   <root>/class/drm/cardN/device/vendor                      "0x1002" for AMD
-//   <root>/class/drm/cardN/device/hwmon/hwmon*/power1_average  µW (older kernels), else
-//   power1_input <root>/class/drm/cardN/device/hwmon/hwmon*/temp2_input     m°C junction, else
-//   temp1_input (edge) <root>/class/drm/cardN/device/hwmon/hwmon*/freq1_input     Hz, the graphics
-//   clock (sclk) <root>/class/drm/cardN/device/hwmon/hwmon*/energy1_input   µJ counter, when the
-//   kernel has it <root>/class/drm/cardN/device/gpu_busy_percent            %
-//   <root>/class/drm/cardN/device/mem_info_vram_used          bytes
-// A missing or unreadable file leaves that figure unset. amdgpu's hwmon has no throttle reasons, so
-// results from this source never carry a throttle flag (throttle_known stays false).
-//
-// Device mapping: the worker's device N is the N-th AMD card (cardK directories whose vendor is
-// 0x1002, in ascending K). The kernel numbers cards in probe order, normally PCI order, which is
-// also HIP's default order; HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES remapping in the worker's own
-// environment is not followed (docs/worker.md).
+// HwmonSource: AMD device health from the amdgpu driver's sysfs files under a root (the worker's
+// --sysfs-root, "/sys" by default; tests point it at a fixture tree). Files read, each under
+// <root>/class/drm/cardN/device/:
+//   vendor                      "0x1002" for AMD
+//   hwmon/hwmon*/power1_average µW (older kernels), else power1_input
+//   hwmon/hwmon*/temp2_input    m°C junction, else temp1_input (edge)
+//   hwmon/hwmon*/freq1_input    Hz, the graphics clock (sclk)
+//   hwmon/hwmon*/energy1_input  µJ counter, when the kernel has it
+//   gpu_busy_percent            %
+//   mem_info_vram_used          bytes
+// A missing or unreadable file leaves that figure unset. amdgpu's hwmon has no throttle reasons,
+// so this source never sets throttle_known. The worker's device N is the N-th card whose vendor is
+// 0x1002, in ascending K of cardK (probe order, normally PCI order, HIP's default order);
+// HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES in the worker's own environment are not followed.
 // Thread-safety: see HealthSource.
 #pragma once
 
