@@ -14,7 +14,7 @@
 #   XV_BENCH_BUILD   build directory (default build-gpu)
 #   XV_BENCH_SET     extra --set KEY=VALUE arguments for the submitted recipe (space-separated)
 #   XV_BENCH_WAIT    seconds `xvctl wait` may take (default 560)
-#   XV_BENCH_COMMIT  the commit to print when the tree is not a git checkout
+#   XV_BENCH_COMMIT  the commit to print (default: git rev-parse HEAD)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${XV_BENCH_BUILD:-$ROOT/build-gpu}
@@ -81,7 +81,7 @@ say "xvctl wait: exit $WAIT_RC"
   echo "upstream-default through xvd + xv-worker + xvctl on" \
     "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), LibTorch" \
     "$(python3 -c 'import torch; print(torch.__version__)'), commit" \
-    "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "${XV_BENCH_COMMIT:-unknown}"), $(date -u +%Y-%m-%d)"
+    "${XV_BENCH_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)}, $(date -u +%Y-%m-%d)"
   echo
   "$BIN/xvctl" results --campaign h200 2>&1
   echo
