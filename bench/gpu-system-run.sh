@@ -9,7 +9,8 @@
 #
 # Environment (all optional):
 #   XV_BENCH_DATA    a data directory made by `xvctl prepare` (vocab 8192); default: prepared here from
-#                    /usr/share/games/fortunes, or from bench/gpu-throughput.sh's generated corpus
+#                    XV_BENCH_CORPUS (default /usr/share/games/fortunes; the GPU image has none: carry a
+#                    copy of Debian's fortunes for figures comparable with earlier ones)
 #   XV_BENCH_OUT     where logs, the state directory and the tables go (default BUILD/gpu-system-run)
 #   XV_BENCH_BUILD   build directory (default build-gpu)
 #   XV_BENCH_SET     extra --set KEY=VALUE arguments for the submitted recipe (space-separated)
@@ -43,8 +44,8 @@ DATA=${XV_BENCH_DATA:-}
 if [ -z "$DATA" ] || [ ! -f "$DATA/prepare.json" ]; then
   DATA="$BUILD/bench-data"
   if [ ! -f "$DATA/prepare.json" ]; then
-    CORPUS=/usr/share/games/fortunes
-    [ -d "$CORPUS" ] || { say "no fortunes here: use XV_BENCH_DATA"; exit 2; }
+    CORPUS=${XV_BENCH_CORPUS:-/usr/share/games/fortunes}
+    [ -d "$CORPUS" ] || { say "no corpus $CORPUS: set XV_BENCH_CORPUS or XV_BENCH_DATA"; exit 2; }
     "$BIN/xvctl" prepare --input "$CORPUS" --out "$DATA" >"$OUT_DIR/prepare.log" 2>&1 || {
       tail -20 "$OUT_DIR/prepare.log"; say "xvctl prepare failed"; exit 2; }
   fi
