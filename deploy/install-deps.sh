@@ -13,6 +13,7 @@ PACKAGES=(
   sentencepiece           # the tokenizer benchmark's comparison
   iproute2 procps
   chromium                # the dashboard e2e test's real browser (headless --dump-dom)
+  hipcc                   # trainer_kernels_hip_compile: the fused kernels compiled for AMD GPUs
 )
 
 missing=()

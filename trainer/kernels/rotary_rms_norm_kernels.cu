@@ -1,8 +1,6 @@
 #include "trainer/kernels/rotary_rms_norm_kernels.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "trainer/kernels/gpu_portability.h"
 
 #include <cstdint>
 
@@ -20,12 +18,12 @@ __device__ __forceinline__ float Load<float>(const float* p) {
   return *p;
 }
 template <>
-__device__ __forceinline__ float Load<__nv_bfloat16>(const __nv_bfloat16* p) {
-  return __bfloat162float(*p);
+__device__ __forceinline__ float Load<gpu::BFloat16>(const gpu::BFloat16* p) {
+  return gpu::BFloat16ToFloat(*p);
 }
 template <>
-__device__ __forceinline__ float Load<__half>(const __half* p) {
-  return __half2float(*p);
+__device__ __forceinline__ float Load<gpu::Half>(const gpu::Half* p) {
+  return gpu::HalfToFloat(*p);
 }
 
 template <typename T>
@@ -35,17 +33,17 @@ __device__ __forceinline__ void Store<float>(float* p, float v) {
   *p = v;
 }
 template <>
-__device__ __forceinline__ void Store<__nv_bfloat16>(__nv_bfloat16* p, float v) {
-  *p = __float2bfloat16(v);
+__device__ __forceinline__ void Store<gpu::BFloat16>(gpu::BFloat16* p, float v) {
+  *p = gpu::FloatToBFloat16(v);
 }
 template <>
-__device__ __forceinline__ void Store<__half>(__half* p, float v) {
-  *p = __float2half(v);
+__device__ __forceinline__ void Store<gpu::Half>(gpu::Half* p, float v) {
+  *p = gpu::FloatToHalf(v);
 }
 
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  for (int offset = 16; offset > 0; offset >>= 1) v += gpu::ShuffleXor(v, offset);
   return v;
 }
 
@@ -179,7 +177,7 @@ template <int kLanes>
 __device__ __forceinline__ float RowSum(float v) {
 #pragma unroll
   for (int offset = kLanes / 2; offset > 0; offset >>= 1) {
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
+    v += gpu::ShuffleXor(v, offset);
   }
   return v;
 }
@@ -320,7 +318,7 @@ void DispatchLanes(int lanes, Args... args) {
 
 template <typename T, int kLanes>
 struct ForwardLaunch {
-  static void Run(cudaStream_t st, const void* x, const float* cos, const float* sin, int64_t rows,
+  static void Run(gpu::Stream st, const void* x, const float* cos, const float* sin, int64_t rows,
                   int64_t heads, int64_t seq_len, int d, float eps, void* z, float* rstd) {
     VectorForwardKernel<T, kLanes><<<VectorBlocks(rows, kLanes), kWarpsPerBlock * 32, 0, st>>>(
         static_cast<const T*>(x), cos, sin, rows, heads, seq_len, d, eps, static_cast<T*>(z), rstd);
@@ -329,19 +327,16 @@ struct ForwardLaunch {
 
 template <typename T, int kLanes>
 struct BackwardLaunch {
-  static void Run(cudaStream_t st, const void* x, const void* dz, const float* cos,
-                  const float* sin, const float* rstd, int64_t rows, int64_t heads, int64_t seq_len,
-                  int d, void* dx) {
+  static void Run(gpu::Stream st, const void* x, const void* dz, const float* cos, const float* sin,
+                  const float* rstd, int64_t rows, int64_t heads, int64_t seq_len, int d,
+                  void* dx) {
     VectorBackwardKernel<T, kLanes><<<VectorBlocks(rows, kLanes), kWarpsPerBlock * 32, 0, st>>>(
         static_cast<const T*>(x), static_cast<const T*>(dz), cos, sin, rstd, rows, heads, seq_len,
         d, static_cast<T*>(dx));
   }
 };
 
-const char* LastError() {
-  cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
-}
+const char* LastError() { return gpu::LastErrorText(); }
 
 unsigned Blocks(int64_t rows) {
   return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
@@ -363,7 +358,7 @@ const char* LaunchRotaryRmsNormForwardVector(const void* x, RotaryType type, con
     return "vector kernel: head_dim or alignment not supported";
   }
   if (rows == 0) return nullptr;
-  auto st = static_cast<cudaStream_t>(stream);
+  auto st = static_cast<gpu::Stream>(stream);
   const int lanes = VectorLanes(head_dim, ElementBytes(type));
   const int d = static_cast<int>(head_dim);
   switch (type) {
@@ -372,12 +367,12 @@ const char* LaunchRotaryRmsNormForwardVector(const void* x, RotaryType type, con
                                           rstd);
       break;
     case RotaryType::kBFloat16:
-      DispatchLanes<__nv_bfloat16, ForwardLaunch>(lanes, st, x, cos, sin, rows, heads, seq_len, d,
+      DispatchLanes<gpu::BFloat16, ForwardLaunch>(lanes, st, x, cos, sin, rows, heads, seq_len, d,
                                                   eps, z, rstd);
       break;
     case RotaryType::kFloat16:
-      DispatchLanes<__half, ForwardLaunch>(lanes, st, x, cos, sin, rows, heads, seq_len, d, eps, z,
-                                           rstd);
+      DispatchLanes<gpu::Half, ForwardLaunch>(lanes, st, x, cos, sin, rows, heads, seq_len, d, eps,
+                                              z, rstd);
       break;
   }
   return LastError();
@@ -391,7 +386,7 @@ const char* LaunchRotaryRmsNormBackwardVector(const void* x, const void* dz, Rot
     return "vector kernel: head_dim or alignment not supported";
   }
   if (rows == 0) return nullptr;
-  auto st = static_cast<cudaStream_t>(stream);
+  auto st = static_cast<gpu::Stream>(stream);
   const int lanes = VectorLanes(head_dim, ElementBytes(type));
   const int d = static_cast<int>(head_dim);
   switch (type) {
@@ -400,12 +395,12 @@ const char* LaunchRotaryRmsNormBackwardVector(const void* x, const void* dz, Rot
                                            d, dx);
       break;
     case RotaryType::kBFloat16:
-      DispatchLanes<__nv_bfloat16, BackwardLaunch>(lanes, st, x, dz, cos, sin, rstd, rows, heads,
+      DispatchLanes<gpu::BFloat16, BackwardLaunch>(lanes, st, x, dz, cos, sin, rstd, rows, heads,
                                                    seq_len, d, dx);
       break;
     case RotaryType::kFloat16:
-      DispatchLanes<__half, BackwardLaunch>(lanes, st, x, dz, cos, sin, rstd, rows, heads, seq_len,
-                                            d, dx);
+      DispatchLanes<gpu::Half, BackwardLaunch>(lanes, st, x, dz, cos, sin, rstd, rows, heads,
+                                               seq_len, d, dx);
       break;
   }
   return LastError();
@@ -417,7 +412,7 @@ const char* LaunchRotaryRmsNormForward(const void* x, RotaryType type, const flo
                                        float* rstd, void* stream) {
   if (head_dim % 2 != 0 || head_dim > 2 * 32 * kMaxPairsPerLane) return "head_dim not supported";
   if (rows == 0) return nullptr;
-  auto st = static_cast<cudaStream_t>(stream);
+  auto st = static_cast<gpu::Stream>(stream);
   const int d = static_cast<int>(head_dim);
   switch (type) {
     case RotaryType::kFloat32:
@@ -426,14 +421,14 @@ const char* LaunchRotaryRmsNormForward(const void* x, RotaryType type, const flo
           static_cast<float*>(z), rstd);
       break;
     case RotaryType::kBFloat16:
-      ForwardKernel<__nv_bfloat16><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
-          static_cast<const __nv_bfloat16*>(x), cos, sin, rows, heads, seq_len, d, eps,
-          static_cast<__nv_bfloat16*>(z), rstd);
+      ForwardKernel<gpu::BFloat16><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
+          static_cast<const gpu::BFloat16*>(x), cos, sin, rows, heads, seq_len, d, eps,
+          static_cast<gpu::BFloat16*>(z), rstd);
       break;
     case RotaryType::kFloat16:
-      ForwardKernel<__half><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
-          static_cast<const __half*>(x), cos, sin, rows, heads, seq_len, d, eps,
-          static_cast<__half*>(z), rstd);
+      ForwardKernel<gpu::Half><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
+          static_cast<const gpu::Half*>(x), cos, sin, rows, heads, seq_len, d, eps,
+          static_cast<gpu::Half*>(z), rstd);
       break;
   }
   return LastError();
@@ -445,7 +440,7 @@ const char* LaunchRotaryRmsNormBackward(const void* x, const void* dz, RotaryTyp
                                         int64_t head_dim, void* dx, void* stream) {
   if (head_dim % 2 != 0 || head_dim > 2 * 32 * kMaxPairsPerLane) return "head_dim not supported";
   if (rows == 0) return nullptr;
-  auto st = static_cast<cudaStream_t>(stream);
+  auto st = static_cast<gpu::Stream>(stream);
   const int d = static_cast<int>(head_dim);
   switch (type) {
     case RotaryType::kFloat32:
@@ -454,14 +449,14 @@ const char* LaunchRotaryRmsNormBackward(const void* x, const void* dz, RotaryTyp
           seq_len, d, static_cast<float*>(dx));
       break;
     case RotaryType::kBFloat16:
-      BackwardKernel<__nv_bfloat16><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
-          static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(dz), cos, sin,
-          rstd, rows, heads, seq_len, d, static_cast<__nv_bfloat16*>(dx));
+      BackwardKernel<gpu::BFloat16><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
+          static_cast<const gpu::BFloat16*>(x), static_cast<const gpu::BFloat16*>(dz), cos, sin,
+          rstd, rows, heads, seq_len, d, static_cast<gpu::BFloat16*>(dx));
       break;
     case RotaryType::kFloat16:
-      BackwardKernel<__half><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
-          static_cast<const __half*>(x), static_cast<const __half*>(dz), cos, sin, rstd, rows,
-          heads, seq_len, d, static_cast<__half*>(dx));
+      BackwardKernel<gpu::Half><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
+          static_cast<const gpu::Half*>(x), static_cast<const gpu::Half*>(dz), cos, sin, rstd, rows,
+          heads, seq_len, d, static_cast<gpu::Half*>(dx));
       break;
   }
   return LastError();
