@@ -169,10 +169,16 @@ void AddToFamily(const std::map<std::string, torch::Tensor>& actual,
   if (!(rel <= f->tolerance)) f->pass = false;
 }
 
-// Tolerance of a step-1 family run from the case's own gradients: the 1e-3 for Muon
-// matrices; AdamW's first step is elementwise on identical inputs.
+// Tolerance of a step-1 family run from the case's own gradients. AdamW's first step is elementwise
+// on identical inputs: 1e-5. Muon matrices: fed the same gradients, only the bf16 GEMM's summation
+// order is left, and polar express spreads each flipped bf16 rounding. Upstream's own code lands
+// 0 from the reference with PyTorch 2.11's CPU GEMM (the reference's), but 3.0e-3 (gpt_tiny_sl) and
+// 1.9e-3 (gpt_tiny_gqa) with CUDA's and 1.3e-4 / 2.0e-3 with an fp32 GEMM rounded once (measured
+// on the H200 machine, bench/README.md); xv lands on exactly those figures. So 5e-3: twice as tight
+// as the end-to-end 1e-2, and above every GEMM's own floor. The 1e-3 holds on the CPU with
+// LibTorch >= 2.11 (0 there) and is asserted there by OptimizerReferenceTest.
 double TeacherForcedTolerance(const std::string& family) {
-  return family == "step1/muon" ? 1e-3 : 1e-5;
+  return family == "step1/muon" ? 5e-3 : 1e-5;
 }
 
 // Family of a tensor name and its tolerance.

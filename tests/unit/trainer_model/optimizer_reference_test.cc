@@ -7,6 +7,7 @@
 #include "tests/unit/trainer_model/reference_fixture.h"
 #include "trainer/model/gpt.h"
 #include "trainer/optim/muon_adamw.h"
+#include "trainer/torch_compat.h"
 #include "trainer/verify/verify_command.h"
 
 namespace xv::trainer {
@@ -155,10 +156,13 @@ TEST_P(OptimizerReferenceTest, TwoStepsAndLossAfterStep1) {
 }
 
 // Teacher-forced: fed the case's own gradients (grad/*), one step from param/* lands on the case's
-// step1/* with the Muon matrices within 1e-3 (the bound), far inside the 1e-2 that end to
-// end needs; so the orthogonalisation itself matches upstream's and the end-to-end spread is the
-// ~1e-7 gradient differences that one flipped bf16 rounding carries through polar express.
-TEST_P(OptimizerReferenceTest, TeacherForcedStep1MatchesWithin1e3) {
+// step1/*. Only the bf16 GEMM's summation order is left between xv and the reference: with
+// LibTorch >= 2.11 on the CPU the GEMM is the reference's own and the Muon matrices must be within
+// the 1e-3 (they are exact); with the fp32-GEMM emulation of older LibTorch (CI's 1.13),
+// upstream's own code lands 1.3e-4 (gpt_tiny_sl) and 2.03e-3 (gpt_tiny_gqa) from the reference
+// (measured on the H200 machine's CPU, bench/README.md), so 2.5e-3 there. Either way far inside the
+// end-to-end 1e-2.
+TEST_P(OptimizerReferenceTest, TeacherForcedStep1MatchesTheReference) {
   for (auto& [name, p] : model_->NamedParameters()) {
     auto it = ref_.find("grad/" + name);
     ASSERT_NE(it, ref_.end()) << "grad/" << name;
@@ -166,7 +170,12 @@ TEST_P(OptimizerReferenceTest, TeacherForcedStep1MatchesWithin1e3) {
   }
   MuonAdamW opt(model_, MuonAdamWOptionsFromJson(manifest_["optimizer_kwargs"]));
   opt.Step();
-  ExpectParams("step1/", 1e-3, 1e-5);
+#if XV_TORCH_AT_LEAST(2, 11)
+  constexpr double kMuonTolerance = 1e-3;
+#else
+  constexpr double kMuonTolerance = 2.5e-3;
+#endif
+  ExpectParams("step1/", kMuonTolerance, 1e-5);
   // verify computes the same run and reports it beside the end-to-end step.
   std::map<std::string, torch::Tensor> outputs;
   ASSERT_TRUE(RunVerifyCase(ref_, manifest_, VerifyRunOptions{}, &outputs).ok());
@@ -179,7 +188,7 @@ TEST_P(OptimizerReferenceTest, TeacherForcedStep1MatchesWithin1e3) {
   for (const auto& row : CompareAgainstReference(outputs, ref_)) {
     if (row.family != "step1/muon teacher-forced") continue;
     muon_row = true;
-    EXPECT_EQ(row.tolerance, 1e-3);
+    EXPECT_EQ(row.tolerance, 5e-3);
     EXPECT_TRUE(row.pass) << row.worst << " " << row.worst_name;
   }
   EXPECT_TRUE(muon_row);
