@@ -159,9 +159,11 @@ TEST_P(OptimizerReferenceTest, TwoStepsAndLossAfterStep1) {
 // step1/*. Only the bf16 GEMM's summation order is left between xv and the reference: with
 // LibTorch >= 2.11 on the CPU the GEMM is the reference's own and the Muon matrices must be within
 // the 1e-3 (they are exact); with the fp32-GEMM emulation of older LibTorch (CI's 1.13),
-// upstream's own code lands 1.3e-4 (gpt_tiny_sl) and 2.03e-3 (gpt_tiny_gqa) from the reference
-// (measured on the H200 machine's CPU, bench/README.md), so 2.5e-3 there. Either way far inside the
-// end-to-end 1e-2.
+// upstream's own code lands 1.3e-4 (gpt_tiny_sl) and 2.03e-3 (gpt_tiny_gqa) from the reference with
+// MKL's fp32 GEMM, and 3.0e-3 with CUDA's bf16 GEMM (measured on the H200 machine,
+// bench/README.md); CI's OpenBLAS sums in yet another order, so 4e-3 there: above every GEMM's
+// floor seen, below the 5.2e-3 that a wrong Nesterov weight (0.05 instead of fp32's 1 - 0.95f)
+// gave.
 TEST_P(OptimizerReferenceTest, TeacherForcedStep1MatchesTheReference) {
   for (auto& [name, p] : model_->NamedParameters()) {
     auto it = ref_.find("grad/" + name);
@@ -173,7 +175,7 @@ TEST_P(OptimizerReferenceTest, TeacherForcedStep1MatchesTheReference) {
 #if XV_TORCH_AT_LEAST(2, 11)
   constexpr double kMuonTolerance = 1e-3;
 #else
-  constexpr double kMuonTolerance = 2.5e-3;
+  constexpr double kMuonTolerance = 4e-3;
 #endif
   ExpectParams("step1/", kMuonTolerance, 1e-5);
   // verify computes the same run and reports it beside the end-to-end step.
