@@ -13,13 +13,14 @@
 #                    /usr/share/games/fortunes, or from a generated corpus when that is absent
 #   XV_BENCH_CORPUS  the text corpus to prepare when XV_BENCH_DATA is unset (default: fortunes, else
 #                    a generated one)
-#   XV_BENCH_COMMIT  the commit to print when the tree is not a git checkout
+#   XV_BENCH_COMMIT  the commit to print (default: git rev-parse HEAD)
 #   XV_BENCH_BUDGET  timed seconds per run (default 12; 11 untimed warm-up steps come first)
 #   XV_BENCH_OUT     where logs, events and the table go (default BUILD/gpu-throughput)
 #   XV_BENCH_BUILD   build directory (default build-gpu)
 #   XV_BENCH_ABLATE  patterns that get a row per lever switched off (default "SSSL L", empty: none); both patterns
-#                    always get the row with every lever off
+#                    get the row with every lever off unless XV_BENCH_ALL_OFF=0
 #   XV_BENCH_LEVERS  the levers switched off one at a time (default: all of speed_levers.h)
+#   XV_BENCH_ALL_OFF 0: no row with every lever off (default 1)
 #   XV_BENCH_PROFILE 1: one more SSSL run with a Kineto trace and the kernel table (gpu-kernel-table.py)
 #   XV_BENCH_TESTS   1: also build and run trainer_model_test (its CUDA tests run here)
 #   XV_BENCH_SET     extra --set KEY=VALUE arguments for every run (space-separated)
@@ -30,7 +31,7 @@ OUT_DIR=${XV_BENCH_OUT:-$BUILD/gpu-throughput}
 BUDGET=${XV_BENCH_BUDGET:-12}
 ABLATE=${XV_BENCH_ABLATE-"SSSL L"}
 # The levers' switches (trainer/model/speed_levers.h), XV_TRAIN_<NAME>=0 each.
-LEVERS=${XV_BENCH_LEVERS:-"BF16_EMBEDDINGS CHUNKED_CE FUSED_CE RELU2 FUSED_RELU2 FUSED_ROTARY FUSED_RESIDUAL"}
+LEVERS=${XV_BENCH_LEVERS:-"BF16_EMBEDDINGS CHUNKED_CE FUSED_CE RELU2 FUSED_RELU2 FUSED_ROTARY VECTOR_ROTARY FUSED_RESIDUAL"}
 mkdir -p "$OUT_DIR"
 say() { echo "[gpu-throughput $(date -u +%H:%M:%S)] $*" >&2; }
 
@@ -147,6 +148,7 @@ for pattern in SSSL L; do
       done
       ;;
   esac
+  [ "${XV_BENCH_ALL_OFF:-1}" = 0 ] && continue
   all_off=()
   for lever in $LEVERS; do all_off+=("XV_TRAIN_$lever=0"); done
   run_one all-levers-off "$pattern" "${all_off[@]}"
@@ -156,7 +158,7 @@ done
 {
   echo "upstream-default on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)," \
     "LibTorch $(python3 -c 'import torch; print(torch.__version__)'), commit" \
-    "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "${XV_BENCH_COMMIT:-unknown}"), $(date -u +%Y-%m-%d)," \
+    "${XV_BENCH_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)}, $(date -u +%Y-%m-%d)," \
     "${BUDGET} s timed per run; fused CUDA kernels: $KERNELS; CUDA graphs: off (not implemented);" \
     "verify exit $VERIFY_RC"
   echo

@@ -14,6 +14,7 @@ PACKAGES=(
   iproute2 procps
   clang python3           # .ci/thread-safety-check: clang -Wthread-safety over compile_commands.json
   chromium                # the dashboard e2e test's real browser (headless --dump-dom)
+  hipcc                   # trainer_kernels_hip_compile: the fused kernels compiled for AMD GPUs
 )
 
 missing=()

@@ -1,8 +1,6 @@
 #include "trainer/kernels/elementwise_kernels.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "trainer/kernels/gpu_portability.h"
 
 namespace xv::trainer::kernels {
 
@@ -18,12 +16,12 @@ __device__ __forceinline__ float F<float>(float v) {
   return v;
 }
 template <>
-__device__ __forceinline__ float F<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
+__device__ __forceinline__ float F<gpu::BFloat16>(gpu::BFloat16 v) {
+  return gpu::BFloat16ToFloat(v);
 }
 template <>
-__device__ __forceinline__ float F<__half>(__half v) {
-  return __half2float(v);
+__device__ __forceinline__ float F<gpu::Half>(gpu::Half v) {
+  return gpu::HalfToFloat(v);
 }
 
 template <typename T>
@@ -33,12 +31,12 @@ __device__ __forceinline__ float R<float>(float v) {
   return v;
 }
 template <>
-__device__ __forceinline__ __nv_bfloat16 R<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);
+__device__ __forceinline__ gpu::BFloat16 R<gpu::BFloat16>(float v) {
+  return gpu::FloatToBFloat16(v);
 }
 template <>
-__device__ __forceinline__ __half R<__half>(float v) {
-  return __float2half(v);
+__device__ __forceinline__ gpu::Half R<gpu::Half>(float v) {
+  return gpu::FloatToHalf(v);
 }
 
 template <typename T>
@@ -153,8 +151,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
-    sa += __shfl_xor_sync(0xffffffffu, sa, offset);
-    sb += __shfl_xor_sync(0xffffffffu, sb, offset);
+    sa += gpu::ShuffleXor(sa, offset);
+    sb += gpu::ShuffleXor(sb, offset);
   }
   __shared__ float wa[kThreads / 32], wb[kThreads / 32];
   if (threadIdx.x % 32 == 0) {
@@ -178,13 +176,10 @@ int Blocks(int64_t n, int per_thread) {
   return static_cast<int>(want < 1 ? 1 : (want > kMaxBlocks ? kMaxBlocks : want));
 }
 
-const char* LastError() {
-  cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
-}
+const char* LastError() { return gpu::LastErrorText(); }
 
 template <typename T>
-const char* ReluFwd(const void* x, int64_t n, void* y, cudaStream_t s) {
+const char* ReluFwd(const void* x, int64_t n, void* y, gpu::Stream s) {
   if (!Aligned<T>(x) || !Aligned<T>(y)) return "unaligned tensors";
   ReluSquaredForwardKernel<T>
       <<<Blocks(n, Pack<T>::kN), kThreads, 0, s>>>(static_cast<const T*>(x), n, static_cast<T*>(y));
@@ -192,7 +187,7 @@ const char* ReluFwd(const void* x, int64_t n, void* y, cudaStream_t s) {
 }
 
 template <typename T>
-const char* ReluBwd(const void* x, const void* dy, int64_t n, void* dx, cudaStream_t s) {
+const char* ReluBwd(const void* x, const void* dy, int64_t n, void* dx, gpu::Stream s) {
   if (!Aligned<T>(x) || !Aligned<T>(dy) || !Aligned<T>(dx)) return "unaligned tensors";
   ReluSquaredBackwardKernel<T><<<Blocks(n, Pack<T>::kN), kThreads, 0, s>>>(
       static_cast<const T*>(x), static_cast<const T*>(dy), n, static_cast<T*>(dx));
@@ -201,7 +196,7 @@ const char* ReluBwd(const void* x, const void* dy, int64_t n, void* dx, cudaStre
 
 template <typename T>
 const char* MixFwd(const void* x, const void* x0, int64_t n, const float* a, const float* b,
-                   void* y, cudaStream_t s) {
+                   void* y, gpu::Stream s) {
   if (!Aligned<T>(x) || !Aligned<T>(x0) || !Aligned<T>(y)) return "unaligned tensors";
   ResidualMixForwardKernel<T><<<Blocks(n, Pack<T>::kN), kThreads, 0, s>>>(
       static_cast<const T*>(x), static_cast<const T*>(x0), n, a, b, static_cast<T*>(y));
@@ -210,7 +205,7 @@ const char* MixFwd(const void* x, const void* x0, int64_t n, const float* a, con
 
 template <typename T>
 const char* MixBwd(const void* x, const void* x0, const void* dy, int64_t n, const float* a,
-                   const float* b, void* dx, void* dx0, float* partials, cudaStream_t s) {
+                   const float* b, void* dx, void* dx0, float* partials, gpu::Stream s) {
   if (!Aligned<T>(x) || !Aligned<T>(x0) || !Aligned<T>(dy) || !Aligned<T>(dx) || !Aligned<T>(dx0))
     return "unaligned tensors";
   ResidualMixBackwardKernel<T><<<ResidualMixBackwardPartials(n), kThreads, 0, s>>>(
@@ -228,11 +223,11 @@ const char* MixBwd(const void* x, const void* x0, const void* dy, int64_t n, con
       return call;                 \
     }                              \
     case ElementType::kBFloat16: { \
-      using T = __nv_bfloat16;     \
+      using T = gpu::BFloat16;     \
       return call;                 \
     }                              \
     case ElementType::kFloat16: {  \
-      using T = __half;            \
+      using T = gpu::Half;         \
       return call;                 \
     }                              \
   }                                \
@@ -241,20 +236,20 @@ const char* MixBwd(const void* x, const void* x0, const void* dy, int64_t n, con
 const char* LaunchReluSquaredForward(const void* x, ElementType type, int64_t n, void* y,
                                      void* stream) {
   if (n == 0) return nullptr;
-  XV_DISPATCH(type, ReluFwd<T>(x, n, y, static_cast<cudaStream_t>(stream)));
+  XV_DISPATCH(type, ReluFwd<T>(x, n, y, static_cast<gpu::Stream>(stream)));
 }
 
 const char* LaunchReluSquaredBackward(const void* x, const void* dy, ElementType type, int64_t n,
                                       void* dx, void* stream) {
   if (n == 0) return nullptr;
-  XV_DISPATCH(type, ReluBwd<T>(x, dy, n, dx, static_cast<cudaStream_t>(stream)));
+  XV_DISPATCH(type, ReluBwd<T>(x, dy, n, dx, static_cast<gpu::Stream>(stream)));
 }
 
 const char* LaunchResidualMixForward(const void* x, const void* x0, ElementType type, int64_t n,
                                      const float* a_ptr, const float* b_ptr, void* y,
                                      void* stream) {
   if (n == 0) return nullptr;
-  XV_DISPATCH(type, MixFwd<T>(x, x0, n, a_ptr, b_ptr, y, static_cast<cudaStream_t>(stream)));
+  XV_DISPATCH(type, MixFwd<T>(x, x0, n, a_ptr, b_ptr, y, static_cast<gpu::Stream>(stream)));
 }
 
 int64_t ResidualMixBackwardPartials(int64_t n) { return Blocks(n, 8); }
@@ -265,7 +260,7 @@ const char* LaunchResidualMixBackward(const void* x, const void* x0, const void*
                                       void* stream) {
   if (n == 0) return nullptr;
   XV_DISPATCH(type, MixBwd<T>(x, x0, dy, n, a_ptr, b_ptr, dx, dx0, partials,
-                              static_cast<cudaStream_t>(stream)));
+                              static_cast<gpu::Stream>(stream)));
 }
 
 }  // namespace xv::trainer::kernels

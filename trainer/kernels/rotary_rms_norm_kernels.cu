@@ -1,8 +1,8 @@
 #include "trainer/kernels/rotary_rms_norm_kernels.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "trainer/kernels/gpu_portability.h"
+
+#include <cstdint>
 
 namespace xv::trainer::kernels {
 
@@ -18,12 +18,12 @@ __device__ __forceinline__ float Load<float>(const float* p) {
   return *p;
 }
 template <>
-__device__ __forceinline__ float Load<__nv_bfloat16>(const __nv_bfloat16* p) {
-  return __bfloat162float(*p);
+__device__ __forceinline__ float Load<gpu::BFloat16>(const gpu::BFloat16* p) {
+  return gpu::BFloat16ToFloat(*p);
 }
 template <>
-__device__ __forceinline__ float Load<__half>(const __half* p) {
-  return __half2float(*p);
+__device__ __forceinline__ float Load<gpu::Half>(const gpu::Half* p) {
+  return gpu::HalfToFloat(*p);
 }
 
 template <typename T>
@@ -33,17 +33,17 @@ __device__ __forceinline__ void Store<float>(float* p, float v) {
   *p = v;
 }
 template <>
-__device__ __forceinline__ void Store<__nv_bfloat16>(__nv_bfloat16* p, float v) {
-  *p = __float2bfloat16(v);
+__device__ __forceinline__ void Store<gpu::BFloat16>(gpu::BFloat16* p, float v) {
+  *p = gpu::FloatToBFloat16(v);
 }
 template <>
-__device__ __forceinline__ void Store<__half>(__half* p, float v) {
-  *p = __float2half(v);
+__device__ __forceinline__ void Store<gpu::Half>(gpu::Half* p, float v) {
+  *p = gpu::FloatToHalf(v);
 }
 
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  for (int offset = 16; offset > 0; offset >>= 1) v += gpu::ShuffleXor(v, offset);
   return v;
 }
 
@@ -133,10 +133,210 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
-const char* LastError() {
-  cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+// The 16-byte vector kernels: kLanes lanes per row, each lane holding kVec = 16 / sizeof(T)
+// consecutive elements of the first half and the matching ones of the second half, so every load
+// and store of x, dz, z and dx is 16 bytes wide (the one-warp-per-row kernels above move 2 bytes
+// per lane in bf16). A warp handles 32 / kLanes rows; the sums run over each row's lanes. The
+// arithmetic per element is the same as above; only the order of the sum of squares (and of the
+// backward's dot product) differs.
+template <typename T>
+struct Vec {
+  static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
+};
+
+template <typename T>
+__device__ __forceinline__ void LoadVec(const T* p, float* out) {
+  alignas(16) T v[Vec<T>::kSize];
+  *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < Vec<T>::kSize; ++i) out[i] = Load(&v[i]);
 }
+
+template <typename T>
+__device__ __forceinline__ void StoreVec(T* p, const float* in) {
+  alignas(16) T v[Vec<T>::kSize];
+#pragma unroll
+  for (int i = 0; i < Vec<T>::kSize; ++i) Store(&v[i], in[i]);
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(v);
+}
+
+// kVec floats of a 16-byte aligned fp32 table.
+template <int kVec>
+__device__ __forceinline__ void LoadTable(const float* p, float* out) {
+#pragma unroll
+  for (int i = 0; i < kVec; i += 4) {
+    const float4 f = *reinterpret_cast<const float4*>(p + i);
+    out[i] = f.x;
+    out[i + 1] = f.y;
+    out[i + 2] = f.z;
+    out[i + 3] = f.w;
+  }
+}
+
+template <int kLanes>
+__device__ __forceinline__ float RowSum(float v) {
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset >>= 1) {
+    v += gpu::ShuffleXor(v, offset);
+  }
+  return v;
+}
+
+template <typename T, int kLanes>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    VectorForwardKernel(const T* __restrict__ x, const float* __restrict__ cos,
+                        const float* __restrict__ sin, int64_t rows, int64_t heads, int64_t seq_len,
+                        int head_dim, float eps, T* __restrict__ z, float* __restrict__ rstd_out) {
+  constexpr int kVec = Vec<T>::kSize;
+  const int lane = threadIdx.x % 32;
+  const int64_t row =
+      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * (32 / kLanes) +
+      lane / kLanes;
+  // Lanes past the last row still join the shuffles, with zeros.
+  const bool active = row < rows;
+  const int half = head_dim / 2;
+  const int j = (lane % kLanes) * kVec;
+  float a[kVec], b[kVec], c[kVec], s[kVec], y1[kVec], y2[kVec];
+  float ss = 0.f;
+  if (active) {
+    const int64_t t = (row / heads) % seq_len;
+    LoadVec(x + row * head_dim + j, a);
+    LoadVec(x + row * head_dim + j + half, b);
+    LoadTable<kVec>(cos + t * half + j, c);
+    LoadTable<kVec>(sin + t * half + j, s);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      y1[i] = a[i] * c[i] + b[i] * s[i];
+      y2[i] = -a[i] * s[i] + b[i] * c[i];
+      ss += y1[i] * y1[i] + y2[i] * y2[i];
+    }
+  }
+  ss = RowSum<kLanes>(ss);
+  if (!active) return;
+  const float r = rsqrtf(ss / static_cast<float>(head_dim) + eps);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    y1[i] *= r;
+    y2[i] *= r;
+  }
+  StoreVec(z + row * head_dim + j, y1);
+  StoreVec(z + row * head_dim + j + half, y2);
+  if (lane % kLanes == 0) rstd_out[row] = r;
+}
+
+template <typename T, int kLanes>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    VectorBackwardKernel(const T* __restrict__ x, const T* __restrict__ dz,
+                         const float* __restrict__ cos, const float* __restrict__ sin,
+                         const float* __restrict__ rstd, int64_t rows, int64_t heads,
+                         int64_t seq_len, int head_dim, T* __restrict__ dx) {
+  constexpr int kVec = Vec<T>::kSize;
+  const int lane = threadIdx.x % 32;
+  const int64_t row =
+      (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * (32 / kLanes) +
+      lane / kLanes;
+  const bool active = row < rows;
+  const int half = head_dim / 2;
+  const int j = (lane % kLanes) * kVec;
+  float c[kVec], s[kVec], z1[kVec], z2[kVec], g1[kVec], g2[kVec];
+  float r = 0.f, dot = 0.f;
+  if (active) {
+    const int64_t t = (row / heads) % seq_len;
+    r = rstd[row];
+    float a[kVec], b[kVec];
+    LoadVec(x + row * head_dim + j, a);
+    LoadVec(x + row * head_dim + j + half, b);
+    LoadVec(dz + row * head_dim + j, g1);
+    LoadVec(dz + row * head_dim + j + half, g2);
+    LoadTable<kVec>(cos + t * half + j, c);
+    LoadTable<kVec>(sin + t * half + j, s);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      z1[i] = (a[i] * c[i] + b[i] * s[i]) * r;
+      z2[i] = (-a[i] * s[i] + b[i] * c[i]) * r;
+      dot += g1[i] * z1[i] + g2[i] * z2[i];
+    }
+  }
+  dot = RowSum<kLanes>(dot) / static_cast<float>(head_dim);
+  if (!active) return;
+  float d1[kVec], d2[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const float dy1 = r * (g1[i] - z1[i] * dot), dy2 = r * (g2[i] - z2[i] * dot);
+    d1[i] = dy1 * c[i] - dy2 * s[i];
+    d2[i] = dy1 * s[i] + dy2 * c[i];
+  }
+  StoreVec(dx + row * head_dim + j, d1);
+  StoreVec(dx + row * head_dim + j + half, d2);
+}
+
+// Lanes per row of the vector kernels for this head_dim and element size: half / kVec when that is
+// a power of two up to 32, else 0 (no vector kernel).
+int VectorLanes(int64_t head_dim, int element_bytes) {
+  const int vec = 16 / element_bytes;
+  if (head_dim % (2 * vec) != 0) return 0;
+  const int64_t lanes = head_dim / 2 / vec;
+  for (int l = 1; l <= 32; l *= 2) {
+    if (lanes == l) return l;
+  }
+  return 0;
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+int ElementBytes(RotaryType type) { return type == RotaryType::kFloat32 ? 4 : 2; }
+
+unsigned VectorBlocks(int64_t rows, int lanes) {
+  const int64_t rows_per_block = static_cast<int64_t>(kWarpsPerBlock) * (32 / lanes);
+  return static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+}
+
+// Launches kernel<T, lanes> for the run-time `lanes` (1..32, a power of two).
+template <typename T, template <typename, int> class Launch, typename... Args>
+void DispatchLanes(int lanes, Args... args) {
+  switch (lanes) {
+    case 1:
+      Launch<T, 1>::Run(args...);
+      break;
+    case 2:
+      Launch<T, 2>::Run(args...);
+      break;
+    case 4:
+      Launch<T, 4>::Run(args...);
+      break;
+    case 8:
+      Launch<T, 8>::Run(args...);
+      break;
+    case 16:
+      Launch<T, 16>::Run(args...);
+      break;
+    default:
+      Launch<T, 32>::Run(args...);
+      break;
+  }
+}
+
+template <typename T, int kLanes>
+struct ForwardLaunch {
+  static void Run(gpu::Stream st, const void* x, const float* cos, const float* sin, int64_t rows,
+                  int64_t heads, int64_t seq_len, int d, float eps, void* z, float* rstd) {
+    VectorForwardKernel<T, kLanes><<<VectorBlocks(rows, kLanes), kWarpsPerBlock * 32, 0, st>>>(
+        static_cast<const T*>(x), cos, sin, rows, heads, seq_len, d, eps, static_cast<T*>(z), rstd);
+  }
+};
+
+template <typename T, int kLanes>
+struct BackwardLaunch {
+  static void Run(gpu::Stream st, const void* x, const void* dz, const float* cos, const float* sin,
+                  const float* rstd, int64_t rows, int64_t heads, int64_t seq_len, int d,
+                  void* dx) {
+    VectorBackwardKernel<T, kLanes><<<VectorBlocks(rows, kLanes), kWarpsPerBlock * 32, 0, st>>>(
+        static_cast<const T*>(x), static_cast<const T*>(dz), cos, sin, rstd, rows, heads, seq_len,
+        d, static_cast<T*>(dx));
+  }
+};
+
+const char* LastError() { return gpu::LastErrorText(); }
 
 unsigned Blocks(int64_t rows) {
   return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
@@ -144,13 +344,75 @@ unsigned Blocks(int64_t rows) {
 
 }  // namespace
 
+bool RotaryVectorKernelFits(RotaryType type, int64_t head_dim, const void* x, const void* other,
+                            const float* cos, const float* sin) {
+  return VectorLanes(head_dim, ElementBytes(type)) > 0 && Aligned16(x) && Aligned16(other) &&
+         Aligned16(cos) && Aligned16(sin);
+}
+
+const char* LaunchRotaryRmsNormForwardVector(const void* x, RotaryType type, const float* cos,
+                                             const float* sin, int64_t rows, int64_t heads,
+                                             int64_t seq_len, int64_t head_dim, float eps, void* z,
+                                             float* rstd, void* stream) {
+  if (!RotaryVectorKernelFits(type, head_dim, x, z, cos, sin)) {
+    return "vector kernel: head_dim or alignment not supported";
+  }
+  if (rows == 0) return nullptr;
+  auto st = static_cast<gpu::Stream>(stream);
+  const int lanes = VectorLanes(head_dim, ElementBytes(type));
+  const int d = static_cast<int>(head_dim);
+  switch (type) {
+    case RotaryType::kFloat32:
+      DispatchLanes<float, ForwardLaunch>(lanes, st, x, cos, sin, rows, heads, seq_len, d, eps, z,
+                                          rstd);
+      break;
+    case RotaryType::kBFloat16:
+      DispatchLanes<gpu::BFloat16, ForwardLaunch>(lanes, st, x, cos, sin, rows, heads, seq_len, d,
+                                                  eps, z, rstd);
+      break;
+    case RotaryType::kFloat16:
+      DispatchLanes<gpu::Half, ForwardLaunch>(lanes, st, x, cos, sin, rows, heads, seq_len, d, eps,
+                                              z, rstd);
+      break;
+  }
+  return LastError();
+}
+
+const char* LaunchRotaryRmsNormBackwardVector(const void* x, const void* dz, RotaryType type,
+                                              const float* cos, const float* sin, const float* rstd,
+                                              int64_t rows, int64_t heads, int64_t seq_len,
+                                              int64_t head_dim, void* dx, void* stream) {
+  if (!RotaryVectorKernelFits(type, head_dim, x, dz, cos, sin) || !Aligned16(dx)) {
+    return "vector kernel: head_dim or alignment not supported";
+  }
+  if (rows == 0) return nullptr;
+  auto st = static_cast<gpu::Stream>(stream);
+  const int lanes = VectorLanes(head_dim, ElementBytes(type));
+  const int d = static_cast<int>(head_dim);
+  switch (type) {
+    case RotaryType::kFloat32:
+      DispatchLanes<float, BackwardLaunch>(lanes, st, x, dz, cos, sin, rstd, rows, heads, seq_len,
+                                           d, dx);
+      break;
+    case RotaryType::kBFloat16:
+      DispatchLanes<gpu::BFloat16, BackwardLaunch>(lanes, st, x, dz, cos, sin, rstd, rows, heads,
+                                                   seq_len, d, dx);
+      break;
+    case RotaryType::kFloat16:
+      DispatchLanes<gpu::Half, BackwardLaunch>(lanes, st, x, dz, cos, sin, rstd, rows, heads,
+                                               seq_len, d, dx);
+      break;
+  }
+  return LastError();
+}
+
 const char* LaunchRotaryRmsNormForward(const void* x, RotaryType type, const float* cos,
                                        const float* sin, int64_t rows, int64_t heads,
                                        int64_t seq_len, int64_t head_dim, float eps, void* z,
                                        float* rstd, void* stream) {
   if (head_dim % 2 != 0 || head_dim > 2 * 32 * kMaxPairsPerLane) return "head_dim not supported";
   if (rows == 0) return nullptr;
-  auto st = static_cast<cudaStream_t>(stream);
+  auto st = static_cast<gpu::Stream>(stream);
   const int d = static_cast<int>(head_dim);
   switch (type) {
     case RotaryType::kFloat32:
@@ -159,14 +421,14 @@ const char* LaunchRotaryRmsNormForward(const void* x, RotaryType type, const flo
           static_cast<float*>(z), rstd);
       break;
     case RotaryType::kBFloat16:
-      ForwardKernel<__nv_bfloat16><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
-          static_cast<const __nv_bfloat16*>(x), cos, sin, rows, heads, seq_len, d, eps,
-          static_cast<__nv_bfloat16*>(z), rstd);
+      ForwardKernel<gpu::BFloat16><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
+          static_cast<const gpu::BFloat16*>(x), cos, sin, rows, heads, seq_len, d, eps,
+          static_cast<gpu::BFloat16*>(z), rstd);
       break;
     case RotaryType::kFloat16:
-      ForwardKernel<__half><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
-          static_cast<const __half*>(x), cos, sin, rows, heads, seq_len, d, eps,
-          static_cast<__half*>(z), rstd);
+      ForwardKernel<gpu::Half><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
+          static_cast<const gpu::Half*>(x), cos, sin, rows, heads, seq_len, d, eps,
+          static_cast<gpu::Half*>(z), rstd);
       break;
   }
   return LastError();
@@ -178,7 +440,7 @@ const char* LaunchRotaryRmsNormBackward(const void* x, const void* dz, RotaryTyp
                                         int64_t head_dim, void* dx, void* stream) {
   if (head_dim % 2 != 0 || head_dim > 2 * 32 * kMaxPairsPerLane) return "head_dim not supported";
   if (rows == 0) return nullptr;
-  auto st = static_cast<cudaStream_t>(stream);
+  auto st = static_cast<gpu::Stream>(stream);
   const int d = static_cast<int>(head_dim);
   switch (type) {
     case RotaryType::kFloat32:
@@ -187,14 +449,14 @@ const char* LaunchRotaryRmsNormBackward(const void* x, const void* dz, RotaryTyp
           seq_len, d, static_cast<float*>(dx));
       break;
     case RotaryType::kBFloat16:
-      BackwardKernel<__nv_bfloat16><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
-          static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(dz), cos, sin,
-          rstd, rows, heads, seq_len, d, static_cast<__nv_bfloat16*>(dx));
+      BackwardKernel<gpu::BFloat16><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
+          static_cast<const gpu::BFloat16*>(x), static_cast<const gpu::BFloat16*>(dz), cos, sin,
+          rstd, rows, heads, seq_len, d, static_cast<gpu::BFloat16*>(dx));
       break;
     case RotaryType::kFloat16:
-      BackwardKernel<__half><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
-          static_cast<const __half*>(x), static_cast<const __half*>(dz), cos, sin, rstd, rows,
-          heads, seq_len, d, static_cast<__half*>(dx));
+      BackwardKernel<gpu::Half><<<Blocks(rows), kWarpsPerBlock * 32, 0, st>>>(
+          static_cast<const gpu::Half*>(x), static_cast<const gpu::Half*>(dz), cos, sin, rstd, rows,
+          heads, seq_len, d, static_cast<gpu::Half*>(dx));
       break;
   }
   return LastError();

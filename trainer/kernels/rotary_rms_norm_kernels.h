@@ -28,4 +28,25 @@ const char* LaunchRotaryRmsNormBackward(const void* x, const void* dz, RotaryTyp
                                         int64_t rows, int64_t heads, int64_t seq_len,
                                         int64_t head_dim, void* dx, void* stream);
 
+// The 16-byte vector kernels (XV_TRAIN_VECTOR_ROTARY): the same function, kVec = 16 / element
+// size consecutive elements per lane, half / kVec lanes per row. They fit when half / kVec is a
+// power of two up to 32 (bf16: head_dim 16, 32, ..., 512; fp32: 8, 16, ..., 256) and every pointer
+// is 16-byte aligned; `other` is z (forward) or dz (backward).
+bool RotaryVectorKernelFits(RotaryType type, int64_t head_dim, const void* x, const void* other,
+                            const float* cos, const float* sin);
+
+// As LaunchRotaryRmsNormForward; an error when RotaryVectorKernelFits(type, head_dim, x, z, ...)
+// is false.
+const char* LaunchRotaryRmsNormForwardVector(const void* x, RotaryType type, const float* cos,
+                                             const float* sin, int64_t rows, int64_t heads,
+                                             int64_t seq_len, int64_t head_dim, float eps, void* z,
+                                             float* rstd, void* stream);
+
+// As LaunchRotaryRmsNormBackward; an error when the vector kernel does not fit (dx 16-byte aligned
+// too).
+const char* LaunchRotaryRmsNormBackwardVector(const void* x, const void* dz, RotaryType type,
+                                              const float* cos, const float* sin, const float* rstd,
+                                              int64_t rows, int64_t heads, int64_t seq_len,
+                                              int64_t head_dim, void* dx, void* stream);
+
 }  // namespace xv::trainer::kernels

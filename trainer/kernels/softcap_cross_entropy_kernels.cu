@@ -1,8 +1,6 @@
 #include "trainer/kernels/softcap_cross_entropy_kernels.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "trainer/kernels/gpu_portability.h"
 
 #include <cfloat>
 
@@ -19,12 +17,12 @@ __device__ __forceinline__ float ToFloat<float>(float v) {
   return v;
 }
 template <>
-__device__ __forceinline__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
+__device__ __forceinline__ float ToFloat<gpu::BFloat16>(gpu::BFloat16 v) {
+  return gpu::BFloat16ToFloat(v);
 }
 template <>
-__device__ __forceinline__ float ToFloat<__half>(__half v) {
-  return __half2float(v);
+__device__ __forceinline__ float ToFloat<gpu::Half>(gpu::Half v) {
+  return gpu::HalfToFloat(v);
 }
 
 template <typename T>
@@ -34,12 +32,12 @@ __device__ __forceinline__ float FromFloat<float>(float v) {
   return v;
 }
 template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);  // round to nearest even, as ATen's cast
+__device__ __forceinline__ gpu::BFloat16 FromFloat<gpu::BFloat16>(float v) {
+  return gpu::FloatToBFloat16(v);  // round to nearest even, as ATen's cast
 }
 template <>
-__device__ __forceinline__ __half FromFloat<__half>(float v) {
-  return __float2half(v);
+__device__ __forceinline__ gpu::Half FromFloat<gpu::Half>(float v) {
+  return gpu::FloatToHalf(v);
 }
 
 __device__ __forceinline__ float Capped(float z, float cap) {
@@ -100,8 +98,8 @@ __global__ void __launch_bounds__(kThreads)
   // Warp, then block reduction of (m, s).
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
-    float m2 = __shfl_xor_sync(0xffffffffu, m, offset);
-    float s2 = __shfl_xor_sync(0xffffffffu, s, offset);
+    float m2 = gpu::ShuffleXor(m, offset);
+    float s2 = gpu::ShuffleXor(s, offset);
     Merge(m, s, m2, s2);
   }
   __shared__ float sm[kThreads / 32], ss[kThreads / 32];
@@ -168,7 +166,7 @@ bool Aligned(const void* p, int64_t vocab) {
 
 template <typename T>
 const char* Forward(const void* logits, const int64_t* targets, int64_t rows, int64_t vocab,
-                    float cap, float* lse, float* loss, cudaStream_t stream) {
+                    float cap, float* lse, float* loss, gpu::Stream stream) {
   if (rows == 0) return nullptr;
   const T* x = static_cast<const T*>(logits);
   if (Aligned<T>(logits, vocab)) {
@@ -176,14 +174,13 @@ const char* Forward(const void* logits, const int64_t* targets, int64_t rows, in
   } else {
     ForwardKernel<T, false><<<rows, kThreads, 0, stream>>>(x, targets, vocab, cap, lse, loss);
   }
-  cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+  return gpu::LastErrorText();
 }
 
 template <typename T>
 const char* Backward(const void* logits, const int64_t* targets, const float* lse,
                      const float* row_scale, int64_t rows, int64_t vocab, float cap, void* dlogits,
-                     cudaStream_t stream) {
+                     gpu::Stream stream) {
   if (rows == 0) return nullptr;
   const T* x = static_cast<const T*>(logits);
   T* dx = static_cast<T*>(dlogits);
@@ -194,8 +191,7 @@ const char* Backward(const void* logits, const int64_t* targets, const float* ls
     BackwardKernel<T, false>
         <<<rows, kThreads, 0, stream>>>(x, targets, lse, row_scale, vocab, cap, dx);
   }
-  cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+  return gpu::LastErrorText();
 }
 
 }  // namespace
@@ -203,14 +199,14 @@ const char* Backward(const void* logits, const int64_t* targets, const float* ls
 const char* LaunchSoftcapCrossEntropyForward(const void* logits, LogitsType type,
                                              const int64_t* targets, int64_t rows, int64_t vocab,
                                              float softcap, float* lse, float* loss, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
+  auto s = static_cast<gpu::Stream>(stream);
   switch (type) {
     case LogitsType::kFloat32:
       return Forward<float>(logits, targets, rows, vocab, softcap, lse, loss, s);
     case LogitsType::kBFloat16:
-      return Forward<__nv_bfloat16>(logits, targets, rows, vocab, softcap, lse, loss, s);
+      return Forward<gpu::BFloat16>(logits, targets, rows, vocab, softcap, lse, loss, s);
     case LogitsType::kFloat16:
-      return Forward<__half>(logits, targets, rows, vocab, softcap, lse, loss, s);
+      return Forward<gpu::Half>(logits, targets, rows, vocab, softcap, lse, loss, s);
   }
   return "unknown logits type";
 }
@@ -219,15 +215,15 @@ const char* LaunchSoftcapCrossEntropyBackward(const void* logits, LogitsType typ
                                               const int64_t* targets, const float* lse,
                                               const float* row_scale, int64_t rows, int64_t vocab,
                                               float softcap, void* dlogits, void* stream) {
-  auto s = static_cast<cudaStream_t>(stream);
+  auto s = static_cast<gpu::Stream>(stream);
   switch (type) {
     case LogitsType::kFloat32:
       return Backward<float>(logits, targets, lse, row_scale, rows, vocab, softcap, dlogits, s);
     case LogitsType::kBFloat16:
-      return Backward<__nv_bfloat16>(logits, targets, lse, row_scale, rows, vocab, softcap, dlogits,
+      return Backward<gpu::BFloat16>(logits, targets, lse, row_scale, rows, vocab, softcap, dlogits,
                                      s);
     case LogitsType::kFloat16:
-      return Backward<__half>(logits, targets, lse, row_scale, rows, vocab, softcap, dlogits, s);
+      return Backward<gpu::Half>(logits, targets, lse, row_scale, rows, vocab, softcap, dlogits, s);
   }
   return "unknown logits type";
 }

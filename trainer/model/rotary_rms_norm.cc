@@ -27,11 +27,28 @@ kernels::RotaryType KernelType(const torch::Tensor& t) {
   }
 }
 
+// Whether the 16-byte vector kernels run for this call (kAuto: where they fit and
+// XV_TRAIN_VECTOR_ROTARY is not 0; kVector where they do not fit fails in the launch).
+bool UseVectorKernels(RotaryKernelChoice choice, kernels::RotaryType type, int64_t head_dim,
+                      const void* x, const void* other, const float* cos, const float* sin) {
+  switch (choice) {
+    case RotaryKernelChoice::kScalar:
+      return false;
+    case RotaryKernelChoice::kVector:
+      return true;
+    case RotaryKernelChoice::kAuto:
+      break;
+  }
+  static const bool enabled = SpeedLeverEnabled(kLeverVectorRotary);
+  return enabled && kernels::RotaryVectorKernelFits(type, head_dim, x, other, cos, sin);
+}
+
 class RotaryRmsNormFunction : public torch::autograd::Function<RotaryRmsNormFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
-                               const torch::Tensor& cos_in, const torch::Tensor& sin_in,
-                               double eps) {
+                               const torch::Tensor& cos_in, const torch::Tensor& sin_in, double eps,
+                               int64_t choice_in) {
+    const auto choice = static_cast<RotaryKernelChoice>(choice_in);
     c10::cuda::CUDAGuard guard(x_in.device());
     torch::Tensor x = x_in.contiguous();
     const int64_t b = x.size(0), t = x.size(1), h = x.size(2), d = x.size(3);
@@ -39,12 +56,17 @@ class RotaryRmsNormFunction : public torch::autograd::Function<RotaryRmsNormFunc
     torch::Tensor sin = sin_in.narrow(1, 0, t).to(torch::kFloat).contiguous();
     torch::Tensor z = torch::empty_like(x);
     torch::Tensor rstd = torch::empty({b * t * h}, x.options().dtype(torch::kFloat));
-    const char* err = kernels::LaunchRotaryRmsNormForward(
-        x.data_ptr(), KernelType(x), cos.data_ptr<float>(), sin.data_ptr<float>(), b * t * h, h, t,
-        d, static_cast<float>(eps), z.data_ptr(), rstd.data_ptr<float>(),
-        at::cuda::getCurrentCUDAStream(x.device().index()).stream());
+    const bool vector = UseVectorKernels(choice, KernelType(x), d, x.data_ptr(), z.data_ptr(),
+                                         cos.data_ptr<float>(), sin.data_ptr<float>());
+    const auto launch =
+        vector ? kernels::LaunchRotaryRmsNormForwardVector : kernels::LaunchRotaryRmsNormForward;
+    const char* err =
+        launch(x.data_ptr(), KernelType(x), cos.data_ptr<float>(), sin.data_ptr<float>(), b * t * h,
+               h, t, d, static_cast<float>(eps), z.data_ptr(), rstd.data_ptr<float>(),
+               at::cuda::getCurrentCUDAStream(x.device().index()).stream());
     TORCH_CHECK(err == nullptr, "fused rotary + RMSNorm forward kernel: ", err);
     ctx->save_for_backward({x, cos, sin, rstd});
+    ctx->saved_data["choice"] = choice_in;
     return z;
   }
 
@@ -56,12 +78,18 @@ class RotaryRmsNormFunction : public torch::autograd::Function<RotaryRmsNormFunc
     torch::Tensor dz = grad_outputs[0].to(x.scalar_type()).contiguous();
     const int64_t b = x.size(0), t = x.size(1), h = x.size(2), d = x.size(3);
     torch::Tensor dx = torch::empty_like(x);
-    const char* err = kernels::LaunchRotaryRmsNormBackward(
-        x.data_ptr(), dz.data_ptr(), KernelType(x), saved[1].data_ptr<float>(),
-        saved[2].data_ptr<float>(), saved[3].data_ptr<float>(), b * t * h, h, t, d, dx.data_ptr(),
-        at::cuda::getCurrentCUDAStream(x.device().index()).stream());
+    const auto choice = static_cast<RotaryKernelChoice>(ctx->saved_data["choice"].toInt());
+    // dx comes from the same allocator as dz: 16-byte aligned whenever dz is.
+    const bool vector = UseVectorKernels(choice, KernelType(x), d, x.data_ptr(), dz.data_ptr(),
+                                         saved[1].data_ptr<float>(), saved[2].data_ptr<float>());
+    const auto launch =
+        vector ? kernels::LaunchRotaryRmsNormBackwardVector : kernels::LaunchRotaryRmsNormBackward;
+    const char* err =
+        launch(x.data_ptr(), dz.data_ptr(), KernelType(x), saved[1].data_ptr<float>(),
+               saved[2].data_ptr<float>(), saved[3].data_ptr<float>(), b * t * h, h, t, d,
+               dx.data_ptr(), at::cuda::getCurrentCUDAStream(x.device().index()).stream());
     TORCH_CHECK(err == nullptr, "fused rotary + RMSNorm backward kernel: ", err);
-    return {dx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {dx, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 #endif
@@ -81,14 +109,16 @@ bool FusedRotaryUsable(const torch::Tensor& x) {
 }
 
 torch::Tensor RotaryRmsNorm(const torch::Tensor& x, const torch::Tensor& cos,
-                            const torch::Tensor& sin, double norm_eps, bool allow_fused) {
+                            const torch::Tensor& sin, double norm_eps, bool allow_fused,
+                            RotaryKernelChoice choice) {
 #if defined(XV_TRAINER_CUDA_KERNELS)
   if (allow_fused && FusedRotaryUsable(x)) {
     const double eps = norm_eps > 0 ? norm_eps : compat::MachineEpsilon(x.scalar_type());
-    return RotaryRmsNormFunction::apply(x, cos, sin, eps);
+    return RotaryRmsNormFunction::apply(x, cos, sin, eps, static_cast<int64_t>(choice));
   }
 #else
   (void)allow_fused;
+  (void)choice;
 #endif
   return compat::RmsNorm(ApplyRotary(x, cos.narrow(1, 0, x.size(1)), sin.narrow(1, 0, x.size(1))),
                          norm_eps);

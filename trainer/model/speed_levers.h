@@ -4,8 +4,7 @@
 // and `XV_TRAIN_<NAME>=0` (or off/false/no) switches it off for the process, so
 // `bench/gpu-throughput.sh` can measure the configuration with that one lever missing:
 //   XV_TRAIN_BF16_EMBEDDINGS  the token and value embeddings are bf16 parameters under a bf16
-//   recipe
-//                             (upstream init_weights does this; fp32 otherwise)
+//                             recipe (upstream init_weights does this; fp32 otherwise)
 //   XV_TRAIN_RELU2            ReLU^2 as one node in the activations' dtype (ReluSquared), not
 //                             relu().square(), which autocast runs in fp32
 //   XV_TRAIN_FUSED_RELU2      ReluSquared in one CUDA kernel each way (CUDA builds; off: relu and a
@@ -13,13 +12,14 @@
 //   XV_TRAIN_FUSED_RESIDUAL   the residual mix resid_lambda * x + x0_lambda * x0 in one CUDA kernel
 //                             each way (CUDA builds; off: the composite, whose 0-dim device scalars
 //                             make ATen take its slow broadcasting path)
-//   XV_TRAIN_FUSED_ROTARY     rotary + QK RMSNorm in one CUDA kernel each way (CUDA builds; off:
-//   the
-//                             composite)
+//   XV_TRAIN_FUSED_ROTARY     rotary + QK RMSNorm in one CUDA kernel each way (CUDA builds;
+//                             off: the composite)
+//   XV_TRAIN_VECTOR_ROTARY    those rotary kernels with 16-byte loads and stores, several lanes per
+//                             head vector (off: one warp per head vector, 2-byte accesses in bf16)
 //   XV_TRAIN_FUSED_CE         the chunked cross-entropy's CUDA kernels (CUDA builds; off: its
-//   composite) XV_TRAIN_CHUNKED_CE       soft-cap + cross-entropy over chunks of positions (no fp32
-//   logits for the
-//                             whole batch, the logits' gradient written in their own dtype)
+//                             composite)
+//   XV_TRAIN_CHUNKED_CE       soft-cap + cross-entropy over chunks of positions (no fp32 logits for
+//                             the whole batch, the logits' gradient written in their own dtype)
 // Thread-safety: reads the environment each call; call from one thread at start-up.
 #pragma once
 
@@ -46,5 +46,6 @@ inline constexpr const char kLeverReluSquared[] = "XV_TRAIN_RELU2";
 inline constexpr const char kLeverFusedRotary[] = "XV_TRAIN_FUSED_ROTARY";
 inline constexpr const char kLeverFusedReluSquared[] = "XV_TRAIN_FUSED_RELU2";
 inline constexpr const char kLeverFusedResidual[] = "XV_TRAIN_FUSED_RESIDUAL";
+inline constexpr const char kLeverVectorRotary[] = "XV_TRAIN_VECTOR_ROTARY";
 
 }  // namespace xv::trainer

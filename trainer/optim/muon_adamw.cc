@@ -4,6 +4,8 @@
 #include <cmath>
 #include <map>
 
+#include "trainer/torch_compat.h"
+
 namespace xv::trainer {
 
 namespace {
@@ -22,15 +24,28 @@ double RoundToBFloat16(double v) {
   return static_cast<double>(static_cast<float>(c10::BFloat16(static_cast<float>(v))));
 }
 
+// Rounds a scalar to fp32, as upstream's 0-dim fp32 hyperparameter tensors (`momentum_t.fill_(m)`)
+// hold it.
+double RoundToFloat32(double v) { return static_cast<double>(static_cast<float>(v)); }
+
 }  // namespace
 
 // bf16 arithmetic as recent ATen and cuBLAS do it: each operation computes in fp32 (products of
 // bf16 values are exact there, scalars stay fp32) and rounds its result to bf16 once. Debian's CPU
 // LibTorch 1.13 rounds Python-style scalars to bf16 first (8.1566 -> 8.125) and accumulates bf16
 // matrix products in bf16, which moves the 5-step orthogonalisation by ~10%; on the CPU the
-// operations therefore run explicitly in fp32 and are rounded. Other devices use ATen directly.
+// operations therefore run explicitly in fp32 and are rounded. Other devices, and the CPU from
+// LibTorch 2.11 on (the reference cases' own PyTorch), use ATen directly: its bf16 GEMM is the
+// reference's, so a teacher-forced Muon step repeats the reference exactly there, while an fp32
+// GEMM rounded once sums in another order and flips a few bf16 roundings (upstream's own code with
+// that GEMM lands 1.3e-4 and 2.0e-3 from the reference's step-1 matrices; on CUDA 3.0e-3, 1.9e-3).
 static bool EmulateBf16(const torch::Tensor& t) {
+#if XV_TORCH_AT_LEAST(2, 11)
+  (void)t;
+  return false;
+#else
   return t.scalar_type() == torch::kBFloat16 && t.device().is_cpu();
+#endif
 }
 
 static torch::Tensor Matmul(const torch::Tensor& a, const torch::Tensor& b) {
@@ -182,9 +197,14 @@ void MuonAdamW::StepMuon(Group& g) {
   torch::Tensor stacked_grads = torch::stack(grads);
   torch::Tensor stacked_params = torch::stack(g.params);
 
-  // Nesterov momentum (in the parameters' dtype).
-  g.momentum_buffer.lerp_(stacked_grads, 1.0 - g.momentum);
-  torch::Tensor grad = stacked_grads.lerp_(g.momentum_buffer, g.momentum);
+  // Nesterov momentum (in the parameters' dtype). Upstream's momentum is a 0-dim fp32 tensor, so
+  // its `1 - momentum` is an fp32 subtraction (1 - 0.95f = 0.05000001f, not 0.05f): the ~2e-7
+  // difference of the weight flips bf16 roundings of the orthogonalisation's input, which polar
+  // express spreads into ~5e-3 differences of the step's matrices.
+  const double momentum = RoundToFloat32(g.momentum);
+  const double one_minus_momentum = static_cast<float>(1.0f - static_cast<float>(momentum));
+  g.momentum_buffer.lerp_(stacked_grads, one_minus_momentum);
+  torch::Tensor grad = stacked_grads.lerp_(g.momentum_buffer, momentum);
   // Polar-express orthogonalisation in bf16.
   torch::Tensor x = PolarExpress(grad, g.ns_steps, /*bf16=*/true);
   // NorMuon variance reduction. Scalars meet x's dtype (bf16) as upstream's `.to(g.dtype)`.
@@ -200,8 +220,9 @@ void MuonAdamW::StepMuon(Group& g) {
   torch::Tensor final_scale = step_size * (v_norm / v_norm_new.clamp_min(1e-10));
   x = x * final_scale.to(x.scalar_type());  // tensor x tensor: no scalar rounding issue
   // Cautious weight decay and the update; lr includes sqrt(max(1, rows/cols)).
+  // Python's `** 0.5` is pow(), which may differ from sqrt() in the last bit.
   const double lr =
-      RoundToBFloat16(g.lr * std::sqrt(std::max(1.0, static_cast<double>(rows) / cols)));
+      RoundToBFloat16(g.lr * std::pow(std::max(1.0, static_cast<double>(rows) / cols), 0.5));
   const double lr_wd = RoundToBFloat16(lr * RoundToBFloat16(g.weight_decay));
   torch::Tensor mask = (x * stacked_params) >= 0;
   torch::Tensor update =

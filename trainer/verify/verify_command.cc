@@ -23,9 +23,41 @@ namespace {
 constexpr int kExitPass = 0;
 constexpr int kExitFail = 1;
 constexpr int kExitBadInput = 2;
+constexpr const char* kTeacherForcedSuffix = " teacher-forced";
 
 torch::Tensor ToOutput(const torch::Tensor& t) {
   return t.detach().to(torch::kCPU, torch::kFloat32).contiguous().clone();
+}
+
+// Step 1 fed the case's own gradients: a fresh model from param/*, each parameter's gradient set
+// to grad/<name>, one MuonAdamW step; writes teacher_forced/step1/<name>. This checks the optimizer
+// alone: end to end, gradients that agree to ~1e-7 can flip one bf16 rounding inside polar
+// express, which its iterations spread into ~1e-2 differences of a Muon matrix. Writes nothing when
+// the case has no grad/* tensors.
+xv::Status TeacherForcedStep1(const GPTConfig& cfg, const MuonAdamWOptions& opts,
+                              const torch::Device& dev, torch::ScalarType dtype,
+                              const std::map<std::string, torch::Tensor>& case_tensors,
+                              std::map<std::string, torch::Tensor>* result) {
+  GPT model(cfg);
+  model->to(dev, dtype);
+  XV_RETURN_IF_ERROR(model->LoadParameters(case_tensors, "param/"));
+  int fed = 0;
+  for (auto& [name, p] : model->NamedParameters()) {
+    auto it = case_tensors.find("grad/" + name);
+    if (it == case_tensors.end()) continue;
+    if (it->second.sizes() != p.sizes()) {
+      return xv::Status::InvalidArgument("grad/" + name + ": shape does not match the parameter");
+    }
+    p.mutable_grad() = it->second.to(dev, dtype).clone();
+    ++fed;
+  }
+  if (fed == 0) return xv::Status::Ok();
+  MuonAdamW optimizer(model, opts);
+  optimizer.Step();
+  for (auto& [name, p] : model->NamedParameters()) {
+    (*result)[std::string(kTeacherForcedPrefix) + "step1/" + name] = ToOutput(p);
+  }
+  return xv::Status::Ok();
 }
 
 xv::Status RunCaseOrThrow(const std::map<std::string, torch::Tensor>& case_tensors,
@@ -107,12 +139,46 @@ xv::Status RunCaseOrThrow(const std::map<std::string, torch::Tensor>& case_tenso
   loss1.backward();
   optimizer.Step();
   for (auto& [name, p] : model->NamedParameters()) result["step2/" + name] = ToOutput(p);
+  XV_RETURN_IF_ERROR(TeacherForcedStep1(cfg, opts, dev, fp64 ? torch::kDouble : torch::kFloat32,
+                                        case_tensors, &result));
   std::cerr << "verify: device " << dev.str() << ", " << options.precision << ", attention "
             << model->AttentionBackend() << ", loss " << result["output/loss"].item<float>()
             << ", step 2 from "
             << (teacher_forced ? "the case's step1/* parameters" : "this run's step 1") << "\n";
   *out = std::move(result);
   return xv::Status::Ok();
+}
+
+// Folds `actual`[actual_name] against `ref` (reference name `ref_name`) into family `f`: its worst
+// error and tensor, PASS/FAIL, and the floor from `exact`[actual_name] when given.
+void AddToFamily(const std::map<std::string, torch::Tensor>& actual,
+                 const std::map<std::string, torch::Tensor>* exact, const std::string& actual_name,
+                 const std::string& ref_name, const torch::Tensor& ref, FamilyComparison* f) {
+  auto it = actual.find(actual_name);
+  const double rel =
+      it == actual.end() ? std::numeric_limits<double>::infinity() : RelativeError(it->second, ref);
+  if (exact) {
+    auto e = exact->find(actual_name);
+    f->floor = std::max(f->floor, e == exact->end() ? std::numeric_limits<double>::infinity()
+                                                    : RelativeError(e->second, ref));
+  }
+  if (rel >= f->worst) {
+    f->worst = rel;
+    f->worst_name = ref_name;
+  }
+  if (!(rel <= f->tolerance)) f->pass = false;
+}
+
+// Tolerance of a step-1 family run from the case's own gradients. AdamW's first step is elementwise
+// on identical inputs: 1e-5. Muon matrices: fed the same gradients, only the bf16 GEMM's summation
+// order is left, and polar express spreads each flipped bf16 rounding. Upstream's own code lands
+// 0 from the reference with PyTorch 2.11's CPU GEMM (the reference's), but 3.0e-3 (gpt_tiny_sl) and
+// 1.9e-3 (gpt_tiny_gqa) with CUDA's and 1.3e-4 / 2.0e-3 with an fp32 GEMM rounded once (measured
+// on the H200 machine, bench/README.md); xv lands on exactly those figures. So 5e-3: twice as tight
+// as the end-to-end 1e-2, and above every GEMM's own floor. The issue's 1e-3 holds on the CPU with
+// LibTorch >= 2.11 (0 there) and is asserted there by OptimizerReferenceTest.
+double TeacherForcedTolerance(const std::string& family) {
+  return family == "step1/muon" ? 5e-3 : 1e-5;
 }
 
 // Family of a tensor name and its tolerance.
@@ -211,6 +277,8 @@ std::vector<FamilyComparison> CompareAgainstReference(
     const std::map<std::string, torch::Tensor>& reference,
     const std::map<std::string, torch::Tensor>* exact) {
   std::map<std::string, FamilyComparison> families;
+  bool forced = false;
+  for (const auto& [name, t] : actual) forced = forced || name.rfind(kTeacherForcedPrefix, 0) == 0;
   for (const auto& [name, ref] : reference) {
     auto [family, tol] = FamilyOf(name);
     if (family.empty()) continue;  // inputs and parameters are not compared
@@ -220,19 +288,18 @@ std::vector<FamilyComparison> CompareAgainstReference(
       f.tolerance = tol;
       f.pass = true;
     }
-    auto it = actual.find(name);
-    const double rel = it == actual.end() ? std::numeric_limits<double>::infinity()
-                                          : RelativeError(it->second, ref);
-    if (exact) {
-      auto e = exact->find(name);
-      f.floor = std::max(f.floor, e == exact->end() ? std::numeric_limits<double>::infinity()
-                                                    : RelativeError(e->second, ref));
+    AddToFamily(actual, exact, name, name, ref, &f);
+    // The same step-1 tensor from the case's own gradients, when the outputs have that run.
+    if (forced && name.rfind("step1/", 0) == 0) {
+      const std::string forced_family = family + kTeacherForcedSuffix;
+      FamilyComparison& g = families[forced_family];
+      if (g.family.empty()) {
+        g.family = forced_family;
+        g.tolerance = TeacherForcedTolerance(family);
+        g.pass = true;
+      }
+      AddToFamily(actual, exact, kTeacherForcedPrefix + name, name, ref, &g);
     }
-    if (rel >= f.worst) {
-      f.worst = rel;
-      f.worst_name = name;
-    }
-    if (!(rel <= f.tolerance)) f.pass = false;
   }
   std::vector<FamilyComparison> rows;
   for (auto& [k, v] : families) rows.push_back(v);

@@ -13,6 +13,10 @@
 // PASS/FAIL, and beside it the reference's own rounding floor: the same family's error of this
 // case computed in fp64 on the CPU (the fp32 reference's function, exactly). A stack whose error
 // sits at the floor differs from the reference no more than exact arithmetic does.
+// Step 1 runs twice: end to end (step1/*, from this run's gradients) and teacher-forced
+// (teacher_forced/step1/*, from the case's own grad/*), so Muon's orthogonalisation is checked on
+// the reference's exact input; the comparison prints both as families "step1/muon" and
+// "step1/muon teacher-forced" (5e-3: the GEMM's own floor, see TeacherForcedTolerance).
 // --precision fp64 runs the whole case in fp64 (with fp32's RMSNorm epsilon, so it computes the
 // fp32 model's function; Muon's orthogonalisation stays in bf16 as upstream). Exit codes: 0 = pass
 // (or outputs written), 1 = a comparison failed, 2 = bad arguments or input.
@@ -40,8 +44,13 @@ struct VerifyRunOptions {
   bool free_running = false;
 };
 
-// Runs a case: `case_tensors` holds param/*, input/idx, input/targets; `case_config` holds "config"
-// and "optimizer_kwargs". Fills `out` with output/*, grad/*, step1/*, step2/* (fp32, CPU).
+// Prefix of the teacher-forced step-1 outputs (teacher_forced/step1/<name>).
+inline constexpr const char* kTeacherForcedPrefix = "teacher_forced/";
+
+// Runs a case: `case_tensors` holds param/*, input/idx, input/targets (and grad/* for the
+// teacher-forced step); `case_config` holds "config" and "optimizer_kwargs". Fills `out` with
+// output/*, grad/*, step1/*, step2/* and, when the case has grad/*, teacher_forced/step1/* (fp32,
+// CPU).
 xv::Status RunVerifyCase(const std::map<std::string, torch::Tensor>& case_tensors,
                          const nlohmann::json& case_config, const VerifyRunOptions& options,
                          std::map<std::string, torch::Tensor>* out);
@@ -61,8 +70,10 @@ struct FamilyComparison {
 
 // Compares every tensor of `reference` with `actual` (a missing tensor or a shape mismatch fails
 // its family). Families and tolerances: output/logits, output/loss, output/loss_none 1e-5; grad
-// 1e-4; step1|step2 of transformer.h.* (Muon) 1e-2, other step1|step2 1e-5; output/loss_after_step1
-// 1e-3.
+// 1e-4; step1|step2 of transformer.h.* (Muon) 1e-2, other step1|step2 5e-5; output/loss_after_step1
+// 1e-5. When `actual` has teacher_forced/* tensors, each reference step1/<name> is also compared
+// with teacher_forced/step1/<name> in families "step1/muon teacher-forced" (5e-3) and
+// "step1/adamw teacher-forced" (1e-5).
 // `exact`, when given, is the case computed with precision fp64: each family's `floor` is its worst
 // error against `reference` (information only; PASS/FAIL uses the fixed tolerances).
 std::vector<FamilyComparison> CompareAgainstReference(
