@@ -1,10 +1,18 @@
 #include "worker/exit_classification.h"
 
+#include "common/run_states.h"
+
 #include <signal.h>
 
 #include <cstdio>
 
 namespace xv::worker {
+namespace {
+
+// The wire name of a state (Finished.state).
+std::string StateName(ExperimentState state) { return std::string(ToString(state)); }
+
+}  // namespace
 
 std::string SignalName(int sig) {
   switch (sig) {
@@ -52,26 +60,30 @@ AttemptOutcome ClassifyExit(const ExitStatus& exit, KillReason reason, double de
   if (reason == KillReason::kDeadline) {
     char buf[96];
     std::snprintf(buf, sizeof(buf), "killed at the hard deadline of %.0f s", deadline_s);
-    return {"timed_out", "timed_out", buf};
+    return {StateName(ExperimentState::kTimedOut), "timed_out", buf};
   }
-  if (reason == KillReason::kCancel) return {"cancelled", "cancelled", "cancelled by the daemon"};
+  if (reason == KillReason::kCancel)
+    return {StateName(ExperimentState::kCancelled), "cancelled", "cancelled by the daemon"};
   if (!exit.exited) {
-    return {"failed", "crashed", "killed by " + SignalName(exit.term_signal)};
+    return {StateName(ExperimentState::kFailed), "crashed",
+            "killed by " + SignalName(exit.term_signal)};
   }
   switch (exit.exit_code) {
     case 0:
-      return {"succeeded", "", ""};
+      return {StateName(ExperimentState::kSucceeded), "", ""};
     case 2:
-      return {"invalid", "invalid_config", detail("exit code 2 (invalid config)")};
+      return {StateName(ExperimentState::kInvalid), "invalid_config",
+              detail("exit code 2 (invalid config)")};
     case 3:
-      return {"diverged", "diverged", detail("exit code 3 (diverged)")};
+      return {StateName(ExperimentState::kDiverged), "diverged", detail("exit code 3 (diverged)")};
     case 4:
-      return {"failed", "oom", detail("exit code 4 (out of memory)")};
+      return {StateName(ExperimentState::kFailed), "oom", detail("exit code 4 (out of memory)")};
     case 5:
-      return {"failed", "data_error", detail("exit code 5 (data error)")};
+      return {StateName(ExperimentState::kFailed), "data_error",
+              detail("exit code 5 (data error)")};
     default: {
       std::string code = "exit code " + std::to_string(exit.exit_code);
-      return {"failed", "crashed",
+      return {StateName(ExperimentState::kFailed), "crashed",
               error_message.empty() ? code : error_message + " (" + code + ")"};
     }
   }

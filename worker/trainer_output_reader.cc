@@ -1,9 +1,17 @@
 #include "worker/trainer_output_reader.h"
 
+#include "common/run_states.h"
+
 #include "common/bounded_json.h"
 #include "common/bounded_json_or_discarded.h"
 
 namespace xv::worker {
+namespace {
+
+// The wire name of a state (Finished.state).
+std::string StateName(ExperimentState state) { return std::string(ToString(state)); }
+
+}  // namespace
 
 using nlohmann::json;
 
@@ -57,9 +65,11 @@ std::vector<TrainerOutputEvent> TrainerOutputReader::Finish(double now_s) {
 AttemptOutcome ApplyOutputVerdict(const AttemptOutcome& by_exit, KillReason reason,
                                   const TrainerOutputReader& output, bool require_summary) {
   if (reason != KillReason::kNone) return by_exit;
-  if (output.diverged()) return {"diverged", "diverged", output.divergence_detail()};
-  if (require_summary && by_exit.state == "succeeded" && !output.saw_summary()) {
-    return {"failed", "crashed",
+  if (output.diverged())
+    return {StateName(ExperimentState::kDiverged), "diverged", output.divergence_detail()};
+  if (require_summary && by_exit.state == ToString(ExperimentState::kSucceeded) &&
+      !output.saw_summary()) {
+    return {StateName(ExperimentState::kFailed), "crashed",
             "exited 0 without a summary (no summary event and no val_bpb in a --- block)"};
   }
   return by_exit;

@@ -1,5 +1,7 @@
 #include "client/mcp/mcp_tools.h"
 
+#include "common/run_states.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,6 +37,15 @@
 
 namespace xv::client {
 namespace {
+
+// Every experiment state's name (common/run_states.h), in order.
+std::vector<std::string> ExperimentStateNames() {
+  std::vector<std::string> names;
+  for (int i = 0; !ToString(static_cast<ExperimentState>(i)).empty(); ++i) {
+    names.emplace_back(ToString(static_cast<ExperimentState>(i)));
+  }
+  return names;
+}
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -260,8 +271,7 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
       {{"campaign", CampaignProperty("only this campaign (name or id)")},
        {"state",
         {{"type", "string"},
-         {"enum", json::array({"queued", "assigned", "running", "succeeded", "diverged", "failed",
-                               "invalid", "cancelled", "timed_out", "lost"})},
+         {"enum", ExperimentStateNames()},
          {"description", "only experiments in this state"}}},
        {"decision",
         {{"type", "string"},

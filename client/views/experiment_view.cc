@@ -1,5 +1,7 @@
 #include "client/views/experiment_view.h"
 
+#include "common/run_states.h"
+
 #include <cmath>
 
 #include "client/views/device_health_view.h"
@@ -10,8 +12,8 @@
 namespace xv::client {
 
 bool IsTerminalState(const std::string& state) {
-  return state == "succeeded" || state == "diverged" || state == "failed" || state == "invalid" ||
-         state == "cancelled" || state == "timed_out" || state == "lost";
+  ExperimentState parsed = ExperimentState::kQueued;
+  return ParseExperimentState(state, &parsed) && IsTerminal(parsed);
 }
 
 nlohmann::json ExperimentJson(const v1::Experiment& e) {
@@ -86,7 +88,8 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
   TextTable t(columns);
   for (const auto& e : experiments) {
     std::string state = e.state();
-    if (!e.failure_kind().empty() && e.state() != "succeeded" && e.failure_kind() != e.state()) {
+    if (!e.failure_kind().empty() && e.state() != ToString(ExperimentState::kSucceeded) &&
+        e.failure_kind() != e.state()) {
       state += "/" + e.failure_kind();
     }
     std::string val_bpb = "-", tok = "-", mfu = "-", steps = "-", secs = "-";

@@ -1,5 +1,7 @@
 #include "daemon/api/request_limits.h"
 
+#include "common/run_states.h"
+
 #include <map>
 #include <utility>
 
@@ -7,6 +9,21 @@
 
 namespace xv::daemon {
 namespace {
+
+// Every experiment state's name (common/run_states.h), in order.
+std::vector<std::string> ExperimentStateNames() {
+  std::vector<std::string> names;
+  for (int i = 0; !ToString(static_cast<ExperimentState>(i)).empty(); ++i) {
+    names.emplace_back(ToString(static_cast<ExperimentState>(i)));
+  }
+  return names;
+}
+
+// "" (no filter) and `names`.
+std::vector<std::string> WithEmpty(std::vector<std::string> names) {
+  names.insert(names.begin(), "");
+  return names;
+}
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
@@ -99,12 +116,7 @@ const std::vector<RequestFieldLimit>& RequestFieldLimits() {
        kMaxKindBytes,
        kName,
        {"", "candidates", "sweep", "ablation", "confirm"}},
-      {"ListExperimentsRequest",
-       "state",
-       kMaxKindBytes,
-       kName,
-       {"", "queued", "assigned", "running", "succeeded", "diverged", "failed", "invalid",
-        "cancelled", "timed_out", "lost"}},
+      {"ListExperimentsRequest", "state", kMaxKindBytes, kName, WithEmpty(ExperimentStateNames())},
       {"ListExperimentsRequest", "campaign", kMaxNameBytes, kName, {}},
       {"ListExperimentsRequest",
        "decision",

@@ -1,5 +1,7 @@
 #include "daemon/web/dashboard_html.h"
 
+#include "common/run_states.h"
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -89,7 +91,8 @@ std::string Page(const std::string& title, const std::string& body, const std::s
 
 std::string StateCell(const xv::v1::Experiment& e) {
   std::string s = e.state();
-  if (!e.failure_kind().empty() && e.state() != "succeeded" && e.failure_kind() != e.state()) {
+  if (!e.failure_kind().empty() && e.state() != ToString(ExperimentState::kSucceeded) &&
+      e.failure_kind() != e.state()) {
     s += "/" + e.failure_kind();
   }
   return E(s);
@@ -236,7 +239,8 @@ SvgPlot ValBpbOverRoundsPlot(const CampaignPageData& data) {
     double kept_sum = 0, control_sum = 0;
     int kept_n = 0, control_n = 0;
     for (const xv::v1::Experiment* e : by_round[r.id()]) {
-      if (!e->has_result() || !std::isfinite(e->result().val_bpb()) || e->state() != "succeeded") {
+      if (!e->has_result() || !std::isfinite(e->result().val_bpb()) ||
+          e->state() != ToString(ExperimentState::kSucceeded)) {
         continue;
       }
       const double y = e->result().val_bpb();

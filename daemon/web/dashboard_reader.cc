@@ -1,5 +1,7 @@
 #include "daemon/web/dashboard_reader.h"
 
+#include "common/run_states.h"
+
 #include <sys/stat.h>
 
 #include <chrono>
@@ -8,9 +10,6 @@
 
 namespace xv::daemon::web {
 namespace {
-
-const char* const kExperimentStates[] = {"queued", "assigned", "running",   "succeeded", "diverged",
-                                         "failed", "invalid",  "cancelled", "timed_out", "lost"};
 
 int64_t FileBytes(const std::string& path) {
   struct stat st {};
@@ -54,7 +53,10 @@ Status DashboardReader::Open(const std::string& db_path, std::unique_ptr<Dashboa
 
 Status DashboardReader::ReadOverview(OverviewData* out) {
   *out = OverviewData();
-  for (const char* s : kExperimentStates) out->experiments_by_state[s] = 0;
+  // Every state shows, with 0 when no experiment is in it (ToString answers "" past the last).
+  for (int i = 0; !ToString(static_cast<ExperimentState>(i)).empty(); ++i) {
+    out->experiments_by_state[std::string(ToString(static_cast<ExperimentState>(i)))] = 0;
+  }
   std::map<std::string, int64_t> counts;
   XV_RETURN_IF_ERROR(store_->experiments().CountByState(&counts));
   for (const auto& [state, n] : counts) out->experiments_by_state[state] = n;
@@ -86,7 +88,7 @@ Status DashboardReader::ReadOverview(OverviewData* out) {
       if (last.experiment_id() != 0) {
         xv::v1::Experiment e;
         if (store_->experiments().GetExperiment(last.experiment_id(), &e).ok() && e.has_result() &&
-            e.state() == "succeeded") {
+            e.state() == ToString(ExperimentState::kSucceeded)) {
           c.head_val_bpb = e.result().val_bpb();
         }
       }
