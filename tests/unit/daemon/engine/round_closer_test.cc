@@ -21,7 +21,7 @@
 #include "daemon/engine/campaign_policy.h"
 #include "daemon/engine/round_closer.h"
 #include "daemon/engine/submission_builder.h"
-#include "tests/unit/daemon/store_fixture.h"
+#include "tests/unit/daemon/fixtures/store_fixture.h"
 
 namespace xv::daemon {
 namespace {

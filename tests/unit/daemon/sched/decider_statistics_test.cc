@@ -186,7 +186,7 @@ TEST(DeciderStatisticsTest, InvariantsOverRandomRounds) {
     }
     EXPECT_LE(round_keeps, 1);
     keeps += round_keeps;
-    EXPECT_NO_THROW((void)nlohmann::json::parse(d.ToJson().dump()));  // only that it parses
+    EXPECT_TRUE(nlohmann::json::accept(d.ToJson().dump()));  // only that it parses
   }
   EXPECT_GT(keeps, 0) << "the random rounds must exercise keeps too";
 }

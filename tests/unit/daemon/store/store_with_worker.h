@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "../store_fixture.h"
+#include "tests/unit/daemon/fixtures/store_fixture.h"
 #include "daemon/store/store.h"
 
 namespace xv::store::testing {
