@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -45,6 +46,17 @@ DaemonLoopOptions LoopOptions(const DaemonOptions& options) {
   loop.wal_checkpoint_ms = options.wal_checkpoint_ms;
   loop.wal_idle_ms = options.wal_idle_ms;
   return loop;
+}
+
+// Writes "<port>\n" to `path` through a temporary file and a rename, so that a reader that sees
+// the file (a script or test polling for it) never reads it empty or half written.
+void WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) spdlog::warn("cannot write {}", path);
 }
 
 }  // namespace
@@ -169,7 +181,7 @@ Status DaemonServer::StartGrpcServer(const DaemonOptions& options, const ListenA
   if (tcp.enabled) {
     tcp_port_ = bound_port;
     port_file_ = options.state_dir + "/xvd.port";
-    std::ofstream(port_file_) << bound_port << "\n";
+    WritePortFile(port_file_, bound_port);
   }
   return Status::Ok();
 }
@@ -188,7 +200,7 @@ Status DaemonServer::StartDashboard(const DaemonOptions& options, const ListenAd
   }
   http_port_ = dashboard_->port();
   http_port_file_ = options.state_dir + "/http.port";
-  std::ofstream(http_port_file_) << http_port_ << "\n";
+  WritePortFile(http_port_file_, http_port_);
   spdlog::info("dashboard on http://{}:{}/ (read-only; /metrics)", http.host, http_port_);
   return Status::Ok();
 }
