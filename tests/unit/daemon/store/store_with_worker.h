@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "tests/unit/daemon/fixtures/store_fixture.h"
 #include "daemon/store/store.h"
+#include "tests/unit/daemon/fixtures/store_fixture.h"
 
 namespace xv::store::testing {
 
