@@ -7,7 +7,7 @@
 // and its rest is dropped. No padding: every position of every row is a token. The batch's epoch is
 // the epoch of the last document taken from the source, as upstream reports it. Upstream refills
 // 128 documents at a time (its tokenizer batch) with buffer_size 1000;
-// ../shared/reference/packing.json is made with refill_chunk 1 and buffer_size 16.
+// tests/reference/packing.json is made with refill_chunk 1 and buffer_size 16.
 // Thread-safety: one thread at a time.
 #pragma once
 

@@ -1,4 +1,4 @@
-// BOS-aligned best-fit packing against ../shared/reference/packing.json (made by upstream's
+// BOS-aligned best-fit packing against tests/reference/packing.json (made by upstream's
 // make_dataloader logic), through memory and through token shards, and the prefetching loader.
 #include <cstdlib>
 #include <fstream>
