@@ -667,9 +667,11 @@ TEST_F(FaultInjectionTest, RealTrainerSurvivesDaemonKill) {
     GTEST_SKIP() << BinaryPath("xv-train") << " is not built in this build";
   }
   ASSERT_TRUE(sb_.PrepareTinyData());
-  // The lease covers the worker's reconnect backoff after the restart (up to ~5 s); one LibTorch
-  // thread keeps the trainer fast on a loaded 2-core CI machine.
-  StartDaemon(/*lease_ms=*/8000);
+  // The lease covers the daemon's restart on a loaded machine plus the worker's reconnect backoff
+  // (its own, up to 5 s, jittered, on top of gRPC's channel backoff, up to 2 s): CI has measured
+  // more than 8 s between the new xvd's start and the worker's first heartbeat. One LibTorch thread
+  // keeps the trainer fast on a loaded 2-core CI machine.
+  StartDaemon(/*lease_ms=*/20000);
   StartWorker("real", {{"OMP_NUM_THREADS", "1"}}, BinaryPath("xv-train"));
   // 256-token steps (4 rows of 64): the 11 untimed warm-up steps stay short on a busy machine.
   auto ids =
@@ -689,7 +691,13 @@ TEST_F(FaultInjectionTest, RealTrainerSurvivesDaemonKill) {
   ASSERT_TRUE(WaitAllTerminal(180)) << Logs();
   auto e = Experiment(ids[0]);
   EXPECT_EQ(e["state"], "succeeded") << e["failure_detail"] << Logs();
-  EXPECT_EQ(e["attempt"], "1") << "the worker reconnects within the lease and keeps its attempt";
+  EXPECT_EQ(e["attempt"], "1")
+      << "the worker reconnects within the lease and keeps its attempt; attempts: "
+      << Db(db_path_).Value(
+             "SELECT group_concat(attempt || ' ' || state || ' (' || failure_detail || ')', '; ') "
+             "FROM attempts WHERE experiment_id = " +
+             sid)
+      << Logs();
   std::string bpb = Db(db_path_).Value("SELECT val_bpb FROM results WHERE experiment_id = " + sid);
   ASSERT_FALSE(bpb.empty());
   EXPECT_TRUE(std::isfinite(std::stod(bpb)) && std::stod(bpb) > 0) << bpb;
