@@ -26,6 +26,15 @@
 #define XV_TORCH_HAS_FLASH_WINDOW 0
 #endif
 
+// ATen's cuDNN attention (_scaled_dot_product_cudnn_attention with an optional bias, autograd
+// through _scaled_dot_product_cudnn_attention_backward) has this signature from 2.5 on; it has no
+// sliding window, so it serves full-causal layers only.
+#if XV_TORCH_AT_LEAST(2, 5)
+#define XV_TORCH_HAS_CUDNN_ATTENTION 1
+#else
+#define XV_TORCH_HAS_CUDNN_ATTENTION 0
+#endif
+
 namespace xv::trainer::compat {
 
 inline std::string TorchVersionString() { return TORCH_VERSION; }
@@ -101,6 +110,40 @@ inline torch::Tensor FlashAttention(const torch::Tensor& q, const torch::Tensor&
   (void)v;
   (void)window_left;
   TORCH_CHECK(false, "flash attention needs LibTorch >= 2.5 with CUDA; this build has ",
+              TORCH_VERSION);
+  return q;
+#endif
+}
+
+// True when this build has ATen's cuDNN attention and `x` is a CUDA bf16/fp16 tensor (whether the
+// installed cuDNN runs it is only known by calling it: see attention.h's
+// CudnnAttentionMatchesMath).
+inline bool CudnnAttentionUsable(const torch::Tensor& x) {
+#if XV_TORCH_HAS_CUDNN_ATTENTION
+  return x.is_cuda() && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) &&
+         torch::cuda::is_available();
+#else
+  (void)x;
+  return false;
+#endif
+}
+
+// Full causal attention through cuDNN over [B, T, H, D] q, k and v (same head count), scale
+// 1/sqrt(D), differentiable. Returns [B, T, H, D] (a transposed view of cuDNN's [B, H, T, D]
+// output, whose memory is laid out as [B, T, H, D]). REQUIRES: CudnnAttentionUsable(q).
+inline torch::Tensor CudnnCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v) {
+#if XV_TORCH_HAS_CUDNN_ATTENTION
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  auto result = at::_scaled_dot_product_cudnn_attention(
+      q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), /*attn_bias=*/c10::nullopt,
+      /*compute_log_sumexp=*/true, /*dropout_p=*/0.0, /*is_causal=*/true,
+      /*return_debug_mask=*/false, scale);
+  return std::get<0>(result).transpose(1, 2);
+#else
+  (void)k;
+  (void)v;
+  TORCH_CHECK(false, "cuDNN attention needs LibTorch >= 2.5 with CUDA; this build has ",
               TORCH_VERSION);
   return q;
 #endif

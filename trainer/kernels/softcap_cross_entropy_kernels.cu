@@ -40,8 +40,22 @@ __device__ __forceinline__ gpu::Half FromFloat<gpu::Half>(float v) {
   return gpu::FloatToHalf(v);
 }
 
+// kFast: exp through the special-function unit (__expf, ~2 ulp) and tanh from it, as
+// sign(y) (1 - 2 / (exp(2|y|) + 1)) (absolute error ~1e-7); else the libm functions.
+template <bool kFast>
+__device__ __forceinline__ float Exp(float x) {
+  return kFast ? __expf(x) : expf(x);
+}
+template <bool kFast>
+__device__ __forceinline__ float Tanh(float y) {
+  if (!kFast) return tanhf(y);
+  const float e = __expf(2.f * fabsf(y));
+  return copysignf(1.f - __fdividef(2.f, e + 1.f), y);
+}
+
+template <bool kFast>
 __device__ __forceinline__ float Capped(float z, float cap) {
-  return cap > 0.f ? cap * tanhf(z / cap) : z;
+  return cap > 0.f ? cap * Tanh<kFast>(z / cap) : z;
 }
 
 // Elements per 16-byte vector.
@@ -61,7 +75,7 @@ __device__ __forceinline__ void Merge(float& m, float& s, float m2, float s2) {
   }
 }
 
-template <typename T, bool kVector>
+template <typename T, bool kVector, bool kFast>
 __global__ void __launch_bounds__(kThreads)
     ForwardKernel(const T* __restrict__ logits, const int64_t* __restrict__ targets, int64_t vocab,
                   float cap, float* __restrict__ lse_out, float* __restrict__ loss_out) {
@@ -73,25 +87,41 @@ __global__ void __launch_bounds__(kThreads)
     const Vec<T>* xv = reinterpret_cast<const Vec<T>*>(x);
     for (int64_t i = threadIdx.x; i < vocab / kN; i += kThreads) {
       Vec<T> v = xv[i];
+      if (kFast) {
+        // One rescale per vector, not per element: the vector's max first.
+        float c[kN], vm = -FLT_MAX;
 #pragma unroll
-      for (int k = 0; k < kN; ++k) {
-        float c = Capped(ToFloat(v.v[k]), cap);
-        if (c > m) {
-          s = s * expf(m - c) + 1.f;
-          m = c;
-        } else {
-          s += expf(c - m);
+        for (int k = 0; k < kN; ++k) {
+          c[k] = Capped<kFast>(ToFloat(v.v[k]), cap);
+          vm = fmaxf(vm, c[k]);
+        }
+        if (vm > m) {
+          s *= Exp<kFast>(m - vm);
+          m = vm;
+        }
+#pragma unroll
+        for (int k = 0; k < kN; ++k) s += Exp<kFast>(c[k] - m);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          float c = Capped<kFast>(ToFloat(v.v[k]), cap);
+          if (c > m) {
+            s = s * expf(m - c) + 1.f;
+            m = c;
+          } else {
+            s += expf(c - m);
+          }
         }
       }
     }
   } else {
     for (int64_t j = threadIdx.x; j < vocab; j += kThreads) {
-      float c = Capped(ToFloat(x[j]), cap);
+      float c = Capped<kFast>(ToFloat(x[j]), cap);
       if (c > m) {
-        s = s * expf(m - c) + 1.f;
+        s = s * Exp<kFast>(m - c) + 1.f;
         m = c;
       } else {
-        s += expf(c - m);
+        s += Exp<kFast>(c - m);
       }
     }
   }
@@ -117,11 +147,12 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t t = targets[row];
     // A target outside the vocabulary gives NaN (the loop's divergence check names it).
     loss_out[row] =
-        t < 0 ? 0.f : (t < vocab ? lse - Capped(ToFloat(x[t]), cap) : __int_as_float(0x7fc00000));
+        t < 0 ? 0.f
+              : (t < vocab ? lse - Capped<kFast>(ToFloat(x[t]), cap) : __int_as_float(0x7fc00000));
   }
 }
 
-template <typename T, bool kVector>
+template <typename T, bool kVector, bool kFast>
 __global__ void __launch_bounds__(kThreads)
     BackwardKernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
                    const float* __restrict__ lse_in, const float* __restrict__ row_scale,
@@ -135,11 +166,11 @@ __global__ void __launch_bounds__(kThreads)
   auto grad = [&](float z, int64_t j) {
     float g;
     if (cap > 0.f) {
-      const float th = tanhf(z / cap);
-      const float p = expf(cap * th - lse);
+      const float th = Tanh<kFast>(z / cap);
+      const float p = Exp<kFast>(cap * th - lse);
       g = (p - (j == t ? 1.f : 0.f)) * scale * (1.f - th * th);
     } else {
-      g = (expf(z - lse) - (j == t ? 1.f : 0.f)) * scale;
+      g = (Exp<kFast>(z - lse) - (j == t ? 1.f : 0.f)) * scale;
     }
     return g;
   };
@@ -164,20 +195,28 @@ bool Aligned(const void* p, int64_t vocab) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0 && vocab % Vec<T>::kN == 0;
 }
 
-template <typename T>
+template <typename T, bool kFast>
 const char* Forward(const void* logits, const int64_t* targets, int64_t rows, int64_t vocab,
                     float cap, float* lse, float* loss, gpu::Stream stream) {
   if (rows == 0) return nullptr;
   const T* x = static_cast<const T*>(logits);
   if (Aligned<T>(logits, vocab)) {
-    ForwardKernel<T, true><<<rows, kThreads, 0, stream>>>(x, targets, vocab, cap, lse, loss);
+    ForwardKernel<T, true, kFast><<<rows, kThreads, 0, stream>>>(x, targets, vocab, cap, lse, loss);
   } else {
-    ForwardKernel<T, false><<<rows, kThreads, 0, stream>>>(x, targets, vocab, cap, lse, loss);
+    ForwardKernel<T, false, kFast>
+        <<<rows, kThreads, 0, stream>>>(x, targets, vocab, cap, lse, loss);
   }
   return gpu::LastErrorText();
 }
 
 template <typename T>
+const char* Forward(const void* logits, const int64_t* targets, int64_t rows, int64_t vocab,
+                    float cap, bool fast_math, float* lse, float* loss, gpu::Stream stream) {
+  return fast_math ? Forward<T, true>(logits, targets, rows, vocab, cap, lse, loss, stream)
+                   : Forward<T, false>(logits, targets, rows, vocab, cap, lse, loss, stream);
+}
+
+template <typename T, bool kFast>
 const char* Backward(const void* logits, const int64_t* targets, const float* lse,
                      const float* row_scale, int64_t rows, int64_t vocab, float cap, void* dlogits,
                      gpu::Stream stream) {
@@ -185,28 +224,40 @@ const char* Backward(const void* logits, const int64_t* targets, const float* ls
   const T* x = static_cast<const T*>(logits);
   T* dx = static_cast<T*>(dlogits);
   if (Aligned<T>(logits, vocab) && Aligned<T>(dlogits, vocab)) {
-    BackwardKernel<T, true>
+    BackwardKernel<T, true, kFast>
         <<<rows, kThreads, 0, stream>>>(x, targets, lse, row_scale, vocab, cap, dx);
   } else {
-    BackwardKernel<T, false>
+    BackwardKernel<T, false, kFast>
         <<<rows, kThreads, 0, stream>>>(x, targets, lse, row_scale, vocab, cap, dx);
   }
   return gpu::LastErrorText();
+}
+
+template <typename T>
+const char* Backward(const void* logits, const int64_t* targets, const float* lse,
+                     const float* row_scale, int64_t rows, int64_t vocab, float cap, bool fast_math,
+                     void* dlogits, gpu::Stream stream) {
+  return fast_math
+             ? Backward<T, true>(logits, targets, lse, row_scale, rows, vocab, cap, dlogits, stream)
+             : Backward<T, false>(logits, targets, lse, row_scale, rows, vocab, cap, dlogits,
+                                  stream);
 }
 
 }  // namespace
 
 const char* LaunchSoftcapCrossEntropyForward(const void* logits, LogitsType type,
                                              const int64_t* targets, int64_t rows, int64_t vocab,
-                                             float softcap, float* lse, float* loss, void* stream) {
+                                             float softcap, bool fast_math, float* lse, float* loss,
+                                             void* stream) {
   auto s = static_cast<gpu::Stream>(stream);
+  const bool f = fast_math;
   switch (type) {
     case LogitsType::kFloat32:
-      return Forward<float>(logits, targets, rows, vocab, softcap, lse, loss, s);
+      return Forward<float>(logits, targets, rows, vocab, softcap, f, lse, loss, s);
     case LogitsType::kBFloat16:
-      return Forward<gpu::BFloat16>(logits, targets, rows, vocab, softcap, lse, loss, s);
+      return Forward<gpu::BFloat16>(logits, targets, rows, vocab, softcap, f, lse, loss, s);
     case LogitsType::kFloat16:
-      return Forward<gpu::Half>(logits, targets, rows, vocab, softcap, lse, loss, s);
+      return Forward<gpu::Half>(logits, targets, rows, vocab, softcap, f, lse, loss, s);
   }
   return "unknown logits type";
 }
@@ -214,16 +265,19 @@ const char* LaunchSoftcapCrossEntropyForward(const void* logits, LogitsType type
 const char* LaunchSoftcapCrossEntropyBackward(const void* logits, LogitsType type,
                                               const int64_t* targets, const float* lse,
                                               const float* row_scale, int64_t rows, int64_t vocab,
-                                              float softcap, void* dlogits, void* stream) {
+                                              float softcap, bool fast_math, void* dlogits,
+                                              void* stream) {
   auto s = static_cast<gpu::Stream>(stream);
+  const bool f = fast_math;
   switch (type) {
     case LogitsType::kFloat32:
-      return Backward<float>(logits, targets, lse, row_scale, rows, vocab, softcap, dlogits, s);
+      return Backward<float>(logits, targets, lse, row_scale, rows, vocab, softcap, f, dlogits, s);
     case LogitsType::kBFloat16:
-      return Backward<gpu::BFloat16>(logits, targets, lse, row_scale, rows, vocab, softcap, dlogits,
-                                     s);
+      return Backward<gpu::BFloat16>(logits, targets, lse, row_scale, rows, vocab, softcap, f,
+                                     dlogits, s);
     case LogitsType::kFloat16:
-      return Backward<gpu::Half>(logits, targets, lse, row_scale, rows, vocab, softcap, dlogits, s);
+      return Backward<gpu::Half>(logits, targets, lse, row_scale, rows, vocab, softcap, f, dlogits,
+                                 s);
   }
   return "unknown logits type";
 }

@@ -1,11 +1,14 @@
 #include "trainer/model/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
+#include "trainer/model/speed_levers.h"
 #include "trainer/torch_compat.h"
 
 namespace xv::trainer {
@@ -41,6 +44,79 @@ bool FlashAttentionHonoursWindows(const torch::Tensor& x) {
   }
   verdicts[key] = honoured;
   return honoured;
+}
+
+namespace {
+
+// ||a - b|| / ||b|| in fp32.
+double RelativeDifference(const torch::Tensor& a, const torch::Tensor& b) {
+  torch::Tensor bf = b.to(torch::kFloat);
+  return ((a.to(torch::kFloat) - bf).norm() / bf.norm().clamp_min(1e-30)).item<double>();
+}
+
+struct AttentionGrads {
+  torch::Tensor y, dq, dk, dv;
+};
+
+AttentionGrads AttentionWithGrads(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const torch::Tensor& dy,
+                                  const std::string& backend) {
+  torch::Tensor qq = q.detach().clone().requires_grad_(true);
+  torch::Tensor kk = k.detach().clone().requires_grad_(true);
+  torch::Tensor vv = v.detach().clone().requires_grad_(true);
+  torch::Tensor y = CausalAttention(qq, kk, vv, q.size(1), backend);
+  auto grads = torch::autograd::grad({y}, {qq, kk, vv}, {dy});
+  return {y.detach(), grads[0], grads[1], grads[2]};
+}
+
+}  // namespace
+
+bool CudnnAttentionMatchesMath(const torch::Tensor& x) {
+  if (!compat::CudnnAttentionUsable(x)) return false;
+  const int64_t d = x.dim() == 4 ? x.size(3) : 64;
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int64_t>, bool> verdicts;
+  const std::tuple<int, int, int64_t> key(x.device().index(), static_cast<int>(x.scalar_type()), d);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = verdicts.find(key);
+  if (it != verdicts.end()) return it->second;
+  bool matches = false;
+  try {
+    torch::AutoGradMode grad_mode(true);
+    // Deterministic data (no RNG draw): 2 x 128 positions, 2 heads, values that vary with the
+    // position so causal masking matters.
+    const int64_t b = 2, t = 128, h = 2;
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
+    torch::Tensor pos = torch::arange(b * t, f32).reshape({b, t, 1, 1});
+    torch::Tensor lane = torch::arange(h * d, f32).reshape({1, 1, h, d});
+    torch::Tensor q = torch::sin(pos * 0.37 + lane * 0.11).to(x.scalar_type());
+    torch::Tensor k = torch::cos(pos * 0.23 - lane * 0.07).to(x.scalar_type());
+    torch::Tensor v = torch::sin(pos * 0.05 + lane * 0.03).to(x.scalar_type());
+    torch::Tensor dy = torch::cos(pos * 0.13 + lane * 0.05).to(x.scalar_type());
+    AttentionGrads c = AttentionWithGrads(q, k, v, dy, "cudnn");
+    AttentionGrads m = AttentionWithGrads(q, k, v, dy, "math");
+    double worst = 0;
+    for (auto [a, r] : {std::pair(c.y, m.y), std::pair(c.dq, m.dq), std::pair(c.dk, m.dk),
+                        std::pair(c.dv, m.dv)}) {
+      worst = std::max(worst, RelativeDifference(a, r));
+    }
+    matches = worst < 3e-2;
+  } catch (const c10::Error&) {
+    matches = false;  // no cuDNN kernel for this device, dtype or shape
+  }
+  verdicts[key] = matches;
+  return matches;
+}
+
+std::string LayerAttentionBackend(const torch::Tensor& q, const torch::Tensor& k,
+                                  int64_t window_left, const std::string& backend) {
+  static const bool cudnn_lever = SpeedLeverEnabled(kLeverCudnnAttention);
+  const bool full_causal = window_left < 0 || window_left >= q.size(1) - 1;
+  if (backend == "flash" && cudnn_lever && full_causal && k.size(2) == q.size(2) &&
+      CudnnAttentionMatchesMath(q)) {
+    return "cudnn";
+  }
+  return backend;
 }
 
 std::string ResolveAttentionBackend(const std::string& requested, const torch::Tensor& x) {
@@ -92,6 +168,12 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
   TORCH_CHECK(n_head % k.size(2) == 0, "CausalAttention: kv heads (", k.size(2),
               ") must divide query heads (", n_head, ")");
   const int64_t t = q.size(1);
+  if (backend == "cudnn") {
+    TORCH_CHECK(k.size(2) == n_head,
+                "CausalAttention: cudnn needs as many kv heads as query heads");
+    return compat::CudnnCausalAttention(q, k.to(q.scalar_type()), v.to(q.scalar_type()))
+        .contiguous();
+  }
   if (backend == "flash") {
     // The kernel needs one dtype; under autocast v can arrive in fp32 (the value embeddings are
     // fp32 parameters here, bf16 upstream), so k and v follow q.

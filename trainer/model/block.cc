@@ -42,14 +42,17 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   }
   q = RotaryRmsNorm(q, cos, sin, norm_eps_);
   k = RotaryRmsNorm(k, cos, sin, norm_eps_);
-  last_backend = ResolveAttentionBackend(requested_backend, q);
+  last_backend =
+      LayerAttentionBackend(q, k, window_left, ResolveAttentionBackend(requested_backend, q));
   torch::Tensor y = CausalAttention(q, k, v, window_left, last_backend);
   return c_proj(y.view({b, t, c}));
 }
 
 MLPImpl::MLPImpl(int64_t n_embd, int64_t hidden, const std::string& activation)
     : swiglu_(activation == "swiglu"),
-      relu_squared_function_(SpeedLeverEnabled(kLeverReluSquared)) {
+      relu_squared_function_(SpeedLeverEnabled(kLeverReluSquared)),
+      recompute_relu_squared_(relu_squared_function_ &&
+                              SpeedLeverEnabled(kLeverRecomputeReluSquared)) {
   c_fc = register_module("c_fc", BiaslessLinear(n_embd, swiglu_ ? 2 * hidden : hidden));
   c_proj = register_module("c_proj", BiaslessLinear(hidden, n_embd));
 }
@@ -59,6 +62,9 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
   if (swiglu_) {
     auto parts = h.chunk(2, -1);
     h = torch::silu(parts[0]) * parts[1];
+  } else if (recompute_relu_squared_) {
+    // c_proj's weight in h's dtype, as autocast casts it for c_proj(h); a no-op without autocast.
+    return ReluSquaredLinear(h, c_proj->weight.to(h.scalar_type()));
   } else if (relu_squared_function_) {
     h = ReluSquared(h);
   } else {

@@ -45,7 +45,8 @@ class MLPImpl : public torch::nn::Module {
 
  private:
   bool swiglu_;
-  bool relu_squared_function_;  // ReluSquared (XV_TRAIN_RELU2) instead of relu().square()
+  bool relu_squared_function_;   // ReluSquared (XV_TRAIN_RELU2) instead of relu().square()
+  bool recompute_relu_squared_;  // ReluSquaredLinear with c_proj (XV_TRAIN_RECOMPUTE_RELU2)
 };
 TORCH_MODULE(MLP);
 

@@ -123,6 +123,12 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, const torch::Tensor& ta
     x = blocks[i]->forward(x, ve, cos, sin, window_sizes_[i][0], cfg_.attention_backend);
   }
   last_backend_ = blocks[0]->attn->last_backend;
+  for (int64_t i = 1; i < cfg_.n_layer; ++i) {  // e.g. "flash+cudnn": windowed and full layers
+    const std::string& b = blocks[i]->attn->last_backend;
+    if (("+" + last_backend_ + "+").find("+" + b + "+") == std::string::npos) {
+      last_backend_ += "+" + b;
+    }
+  }
   x = compat::RmsNorm(x, cfg_.norm_eps);
   torch::Tensor logits = lm_head_(x);
   if (targets.defined()) {

@@ -107,8 +107,9 @@ class GPTImpl : public torch::nn::Module {
   // Upstream num_scaling_params: wte, value_embeds, lm_head, transformer_matrices, scalars, total.
   std::map<std::string, int64_t> NumScalingParams() const;
   // The attention backend that actually runs for the model's current device and dtype:
-  // "flash" | "sdpa" | "math". Decided at each forward; before the first forward, for fp32 inputs
-  // on the parameters' device.
+  // "flash" | "sdpa" | "math", or the layers' distinct backends joined by '+' when they differ
+  // ("flash+cudnn": cuDNN for the full-causal layers, see attention.h). Decided at each forward;
+  // before the first forward, for fp32 inputs on the parameters' device.
   std::string AttentionBackend() const;
   // The backend attention would resolve to for activations of `compute_dtype` (the autocast dtype,
   // bf16 on GPUs) on the parameters' device, before any forward has run.

@@ -19,6 +19,16 @@ namespace xv::trainer {
 // composite (the tests compare the two).
 torch::Tensor ReluSquared(const torch::Tensor& x, bool allow_fused = true);
 
+// relu(h)^2 @ w^T, differentiable in h and w (first order), as one node that saves h and w only and
+// recomputes relu(h)^2 in the backward: ReluSquared followed by a bias-free linear layer saves
+// both h and relu(h)^2 (c_proj's input), and the latter is the MLP's largest saved activation
+// (4x the residual width, one per layer). Same roundings as that pair (relu(h)^2 rounded once to
+// h's dtype, the products in h's dtype); the backward runs relu(h)^2 once more. h: [..., hidden];
+// w: [out, hidden] in h's dtype (cast it first, as autocast would). Returns [..., out].
+// allow_fused = false forces the composite elementwise parts.
+torch::Tensor ReluSquaredLinear(const torch::Tensor& h, const torch::Tensor& w,
+                                bool allow_fused = true);
+
 // True when ReluSquared runs the fused kernels on `x`.
 bool FusedReluSquaredUsable(const torch::Tensor& x);
 

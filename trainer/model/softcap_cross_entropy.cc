@@ -48,6 +48,14 @@ kernels::LogitsType KernelType(const torch::Tensor& t) {
       return kernels::LogitsType::kFloat32;
   }
 }
+
+// The kernels' fast math (XV_TRAIN_FAST_CE) for half-precision logits only: their own rounding
+// (2^-8 relative in bf16) dwarfs its ~1e-7; fp32 and fp64 logits (the reference cases) keep libm's
+// exp and tanh.
+bool FastMath(const torch::Tensor& logits) {
+  static const bool enabled = SpeedLeverEnabled(kLeverFastCrossEntropy);
+  return enabled && logits.scalar_type() != torch::kFloat;
+}
 #endif
 
 // (lse, per-row losses), fp32 [N] each, from the fused forward kernel.
@@ -62,7 +70,7 @@ std::pair<torch::Tensor, torch::Tensor> FusedForward(const torch::Tensor& logits
   torch::Tensor losses = torch::empty({x.size(0)}, f32);
   const char* err = kernels::LaunchSoftcapCrossEntropyForward(
       x.data_ptr(), KernelType(x), t.data_ptr<int64_t>(), x.size(0), x.size(1),
-      static_cast<float>(softcap), lse.data_ptr<float>(), losses.data_ptr<float>(),
+      static_cast<float>(softcap), FastMath(x), lse.data_ptr<float>(), losses.data_ptr<float>(),
       at::cuda::getCurrentCUDAStream(x.device().index()).stream());
   TORCH_CHECK(err == nullptr, "fused cross-entropy forward kernel: ", err);
   return {lse, losses};
@@ -85,8 +93,8 @@ torch::Tensor FusedBackward(const torch::Tensor& logits, const torch::Tensor& ta
   torch::Tensor dx = torch::empty_like(x);
   const char* err = kernels::LaunchSoftcapCrossEntropyBackward(
       x.data_ptr(), KernelType(x), t.data_ptr<int64_t>(), l.data_ptr<float>(),
-      scale.data_ptr<float>(), x.size(0), x.size(1), static_cast<float>(softcap), dx.data_ptr(),
-      at::cuda::getCurrentCUDAStream(x.device().index()).stream());
+      scale.data_ptr<float>(), x.size(0), x.size(1), static_cast<float>(softcap), FastMath(x),
+      dx.data_ptr(), at::cuda::getCurrentCUDAStream(x.device().index()).stream());
   TORCH_CHECK(err == nullptr, "fused cross-entropy backward kernel: ", err);
   return dx;
 #else

@@ -20,6 +20,14 @@
 //                             composite)
 //   XV_TRAIN_CHUNKED_CE       soft-cap + cross-entropy over chunks of positions (no fp32 logits for
 //                             the whole batch, the logits' gradient written in their own dtype)
+//   XV_TRAIN_CUDNN_ATTENTION  full-causal layers of the flash backend through cuDNN's attention
+//                             (CUDA, LibTorch >= 2.5, checked against the math backend once)
+//   XV_TRAIN_RECOMPUTE_RELU2  ReLU^2 and c_proj as one node that saves the MLP's pre-activation
+//                             only and recomputes relu(h)^2 in the backward (off: ReluSquared's
+//                             output is saved too, by c_proj)
+//   XV_TRAIN_FAST_CE          those kernels with fast exp and tanh for bf16/fp16 logits (off:
+//   libm's
+//                             expf and tanhf)
 // Thread-safety: reads the environment each call; call from one thread at start-up.
 #pragma once
 
@@ -47,5 +55,8 @@ inline constexpr const char kLeverFusedRotary[] = "XV_TRAIN_FUSED_ROTARY";
 inline constexpr const char kLeverFusedReluSquared[] = "XV_TRAIN_FUSED_RELU2";
 inline constexpr const char kLeverFusedResidual[] = "XV_TRAIN_FUSED_RESIDUAL";
 inline constexpr const char kLeverVectorRotary[] = "XV_TRAIN_VECTOR_ROTARY";
+inline constexpr const char kLeverCudnnAttention[] = "XV_TRAIN_CUDNN_ATTENTION";
+inline constexpr const char kLeverRecomputeReluSquared[] = "XV_TRAIN_RECOMPUTE_RELU2";
+inline constexpr const char kLeverFastCrossEntropy[] = "XV_TRAIN_FAST_CE";
 
 }  // namespace xv::trainer

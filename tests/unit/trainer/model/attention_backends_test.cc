@@ -1,5 +1,6 @@
 // The attention backends agree with each other: sdpa vs math on the CPU (windows and GQA), and on
-// CUDA the flash backend (native window) vs the math fallback in bf16, forward and backward.
+// CUDA the flash backend (native window) and cuDNN's full-causal attention vs the math fallback in
+// bf16, forward and backward.
 #include <gtest/gtest.h>
 
 #include "tests/unit/trainer/model/reference_fixture.h"
@@ -74,6 +75,43 @@ TEST(AttentionBackendsTest, FlashMatchesMathOnCudaInBf16) {
     double ek = RelativeError(f.dk, m.dk), ev = RelativeError(f.dv, m.dv);
     std::printf("flash vs math, window %ld: y %.2e dq %.2e dk %.2e dv %.2e\n",
                 static_cast<long>(window), ey, eq, ek, ev);
+    EXPECT_LE(ey, 2e-2);
+    EXPECT_LE(eq, 3e-2);
+    EXPECT_LE(ek, 3e-2);
+    EXPECT_LE(ev, 3e-2);
+  }
+}
+
+TEST(AttentionBackendsTest, FullCausalLayersStayOnTheirBackendWithoutCudnn) {
+  auto cpu = torch::zeros({1, 16, 2, 32}, torch::TensorOptions().dtype(torch::kBFloat16));
+  EXPECT_FALSE(CudnnAttentionMatchesMath(cpu));
+  EXPECT_EQ(LayerAttentionBackend(cpu, cpu, 16, "sdpa"), "sdpa");
+  EXPECT_EQ(LayerAttentionBackend(cpu, cpu, -1, "math"), "math");
+}
+
+TEST(AttentionBackendsTest, CudnnMatchesMathOnCudaInBf16ForFullCausalLayers) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(1);
+  auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  for (int64_t d : {64, 128}) {
+    const int64_t b = 2, t = 256, h = 4;
+    auto q = torch::randn({b, t, h, d}, opts), k = torch::randn({b, t, h, d}, opts);
+    auto v = torch::randn({b, t, h, d}, opts), dy = torch::randn({b, t, h, d}, opts);
+    ASSERT_TRUE(compat::CudnnAttentionUsable(q)) << "LibTorch " << compat::TorchVersionString();
+    ASSERT_TRUE(CudnnAttentionMatchesMath(q)) << "head size " << d;
+    // Full-causal flash layers go to cuDNN; windowed ones and GQA stay on flash.
+    EXPECT_EQ(LayerAttentionBackend(q, k, t, "flash"), "cudnn");
+    EXPECT_EQ(LayerAttentionBackend(q, k, t - 1, "flash"), "cudnn");
+    EXPECT_EQ(LayerAttentionBackend(q, k, t / 2, "flash"), "flash");
+    EXPECT_EQ(LayerAttentionBackend(q, k.narrow(2, 0, 2), t, "flash"), "flash");
+    EXPECT_EQ(LayerAttentionBackend(q, k, t, "sdpa"), "sdpa");
+    Grads c = RunBackend(q, k, v, t, "cudnn", dy);
+    Grads m = RunBackend(q, k, v, t, "math", dy);
+    double ey = RelativeError(c.y, m.y), eq = RelativeError(c.dq, m.dq);
+    double ek = RelativeError(c.dk, m.dk), ev = RelativeError(c.dv, m.dv);
+    std::printf("cudnn vs math, head size %ld: y %.2e dq %.2e dk %.2e dv %.2e\n",
+                static_cast<long>(d), ey, eq, ek, ev);
+    EXPECT_EQ(c.y.sizes(), q.sizes());
     EXPECT_LE(ey, 2e-2);
     EXPECT_LE(eq, 3e-2);
     EXPECT_LE(ek, 3e-2);

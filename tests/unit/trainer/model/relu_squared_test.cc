@@ -1,6 +1,7 @@
 // ReluSquared is the plain relu(x).square() in fp32 and fp64, and in bf16 gives exactly what the
 // plain path gives under autocast (square in fp32, rounded to bf16 by the next matmul; gradient
-// rounded once).
+// rounded once). ReluSquaredLinear (relu(h)^2 recomputed in the backward) gives what ReluSquared
+// followed by a bias-free linear layer gives, forward and gradients.
 #include <gtest/gtest.h>
 
 #include "tests/unit/trainer/model/reference_fixture.h"
@@ -8,6 +9,8 @@
 
 namespace xv::trainer {
 namespace {
+
+using testing::RelativeError;
 
 struct ValueAndGrad {
   torch::Tensor y, dx;
@@ -54,6 +57,56 @@ TEST(ReluSquaredTest, EqualsThePlainPathInEveryDtype) {
       EXPECT_TRUE(torch::equal(fused.dx.abs(), composite.dx.abs()));
     }
   }
+}
+
+struct LinearGrads {
+  torch::Tensor y, dh, dw;
+};
+
+// recompute: ReluSquaredLinear; else ReluSquared then matmul with w^T (the pair the MLP ran).
+LinearGrads ApplyLinear(const torch::Tensor& h, const torch::Tensor& w, const torch::Tensor& dy,
+                        bool recompute, bool allow_kernels) {
+  torch::Tensor hh = h.detach().clone().requires_grad_(true);
+  torch::Tensor ww = w.detach().clone().requires_grad_(true);
+  torch::Tensor y = recompute ? ReluSquaredLinear(hh, ww, allow_kernels)
+                              : torch::matmul(ReluSquared(hh, allow_kernels), ww.t());
+  y.backward(dy);
+  return {y.detach(), hh.grad(), ww.grad()};
+}
+
+TEST(ReluSquaredLinearTest, MatchesReluSquaredThenLinearInEveryDtype) {
+  torch::manual_seed(7);
+  std::vector<torch::Device> devices = {torch::kCPU};
+  if (torch::cuda::is_available()) devices.push_back(torch::kCUDA);
+  for (const auto& device : devices) {
+    for (auto dtype : {torch::kFloat, torch::kDouble, torch::kBFloat16}) {
+      auto opts = torch::TensorOptions().dtype(dtype).device(device);
+      torch::Tensor h = torch::randn({3, 40, 96}, opts) * 2;
+      torch::Tensor w = torch::randn({24, 96}, opts) * 0.1;
+      torch::Tensor dy = torch::randn({3, 40, 24}, opts);
+      // GEMMs may sum in another order (the weight's gradient is one product, not autograd's).
+      const double tol = dtype == torch::kDouble ? 1e-12 : dtype == torch::kFloat ? 1e-5 : 1e-2;
+      for (bool kernels : {true, false}) {
+        SCOPED_TRACE(device.str() + " " + c10::toString(dtype) + (kernels ? " kernels" : ""));
+        LinearGrads pair = ApplyLinear(h, w, dy, /*recompute=*/false, kernels);
+        LinearGrads node = ApplyLinear(h, w, dy, /*recompute=*/true, kernels);
+        EXPECT_EQ(node.y.scalar_type(), dtype);
+        EXPECT_EQ(node.dh.scalar_type(), dtype);
+        EXPECT_EQ(node.dw.scalar_type(), dtype);
+        EXPECT_EQ(node.y.sizes(), pair.y.sizes());
+        EXPECT_LE(RelativeError(node.y, pair.y), tol);
+        EXPECT_LE(RelativeError(node.dh, pair.dh), tol);
+        EXPECT_LE(RelativeError(node.dw, pair.dw), tol);
+        EXPECT_EQ(node.dh.masked_select(h <= 0).abs().max().item<double>(), 0.0);
+      }
+    }
+  }
+}
+
+TEST(ReluSquaredLinearTest, RejectsAWeightOfAnotherWidthOrDtype) {
+  torch::Tensor h = torch::randn({4, 8});
+  EXPECT_THROW(ReluSquaredLinear(h, torch::randn({3, 7})), c10::Error);
+  EXPECT_THROW(ReluSquaredLinear(h, torch::randn({3, 8}, torch::kDouble)), c10::Error);
 }
 
 }  // namespace
