@@ -5,8 +5,8 @@
 //  - "flash": ATen's flash attention with a native window (CUDA or ROCm, bf16/fp16, LibTorch >=
 //    2.5), where it honours windows. Its full-causal layers (no window, as many kv heads as query
 //    heads) run cuDNN's attention instead where that runs and matches the math backend
-//    (CudnnAttentionMatchesMath) and XV_TRAIN_CUDNN_ATTENTION is not 0: on Hopper it is faster
-//    than ATen's FA2 kernels; it has no sliding window.
+//    (CudnnAttentionMatchesMath) and XV_TRAIN_CUDNN_ATTENTION is not 0: on the H200 it beats
+//    ATen's FA2 kernels (bench/README.md: +11 % tok/s with window L); it has no sliding window.
 // Window convention (flash): query i sees key j when j <= i and i - j <= window_left.
 // Thread-safety: stateless functions, but for the guarded verdict caches of
 // FlashAttentionHonoursWindows and CudnnAttentionMatchesMath.
