@@ -1,6 +1,9 @@
 // xvctl mcp: a Model Context Protocol server on stdin/stdout for AI agents (docs/agent.md). Takes
 // the daemon address like every command (--daemon, --state-dir, $XV_DAEMON); the daemon need not
 // be up when it starts: each tool call dials it and says how to start it when it does not answer.
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
 #include <iostream>
 
 #include "client/commands/commands.h"
@@ -18,6 +21,9 @@ namespace {
 int RunMcp(const ClientOptions& options) {
   // stdout carries the protocol only; everything else (gRPC, logs) goes to stderr.
   std::ios::sync_with_stdio(false);
+  // stderr is the server's log: say when calls are cancelled (XV_LOG_LEVEL still wins).
+  const char* level = std::getenv("XV_LOG_LEVEL");
+  if (level == nullptr || *level == '\0') spdlog::set_level(spdlog::level::info);
   auto client = std::make_shared<DaemonClient>(options);
   McpServerInfo info;
   info.version = XV_VERSION;

@@ -716,7 +716,7 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
         unreachable_since.reset();
       }
       if (done) break;
-      if (SecondsSince(t0) >= timeout_s) break;
+      if (SecondsSince(t0) >= timeout_s || ctx->cancelled()) break;
       if (st.ok()) {
         // A notification when the counts change and every 10 s (a heartbeat for clients that
         // extend their timeout on progress). Progress must grow: finished experiments plus a
@@ -735,8 +735,10 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
           last_progress = Clock::now();
         }
       }
-      std::this_thread::sleep_for(std::chrono::duration<double>(
-          std::min(kWaitPollS, std::max(0.05, timeout_s - SecondsSince(t0)))));
+      if (!ctx->SleepFor(std::min(kWaitPollS, std::max(0.05, timeout_s - SecondsSince(t0))))) {
+        // Cancelled by the client: nobody reads the answer.
+        return McpToolResult::Error(Status::Cancelled("wait: cancelled by the client"));
+      }
     }
     json j = {{"done", done},
               {"timed_out", !done},

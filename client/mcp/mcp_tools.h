@@ -4,7 +4,8 @@
 // the matching `xvctl ... --json` command prints (client/*_view.h). A refusal by the daemon (an
 // unknown knob, a no-op override, an unknown campaign) or an unreachable daemon is a tool error
 // carrying the daemon's message, which names the field.
-// Thread-safety: the tools share `client` (thread-safe); McpServer calls them from one thread.
+// Thread-safety: the tools share `client` (thread-safe) and no other state; McpServer runs calls
+// concurrently.
 #pragma once
 
 #include <memory>
@@ -17,9 +18,11 @@
 
 namespace xv::client {
 
-// Longest `wait` an agent may ask for, in seconds; the default is kMcpWaitDefaultS.
+// Longest `wait` an agent may ask for, in seconds; the default is kMcpWaitDefaultS, under the 60 s
+// after which common MCP hosts (the TypeScript SDK) give up on a call: `wait` answers timed_out
+// and the agent calls again.
 constexpr double kMcpWaitMaxS = 3600;
-constexpr double kMcpWaitDefaultS = 600;
+constexpr double kMcpWaitDefaultS = 50;
 
 // The tool table over `client`. `options` gives the state directory that `results` reads
 // read-only when no daemon answers.
