@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "client/experiment_listing.h"
+#include "client/mcp/mcp_answers.h"
 #include "client/mcp/mcp_arguments.h"
 #include "client/numeric_ref.h"
 #include "client/requests/submit_request.h"
@@ -119,6 +120,53 @@ const json& OverrideMapSchema() {
   return *s;
 }
 
+// How many runs a submission queued (replicates and head controls included) and when they should
+// be done: {runs, candidate_runs, control_runs, reused (rows that reuse an earlier result and do
+// not run), eta_s, eta_basis}. The estimate (EtaEstimate) takes the wall time (total_seconds) of
+// the campaign's 20 most recent succeeded runs (any campaign's when it has none) and the workers
+// that are connected and not draining. Best effort: a failed lookup leaves the estimate out.
+json SubmissionCost(DaemonClient* client, const v1::SubmitResponse& resp) {
+  json cost = {{"runs", resp.experiment_ids_size()}};
+  v1::ListExperimentsRequest round_req;
+  round_req.set_round_id(resp.round_id());
+  round_req.set_limit(1000);
+  v1::ListExperimentsResponse round_rows;
+  if (client->ListExperiments(round_req, &round_rows).ok()) {
+    int controls = 0, reused = 0;
+    for (const auto& e : round_rows.experiments()) {
+      controls += e.role() == "control" ? 1 : 0;
+      reused += e.reused_from_id() != 0 ? 1 : 0;
+    }
+    cost["candidate_runs"] = round_rows.experiments_size() - controls;
+    cost["control_runs"] = controls;
+    if (reused > 0) cost["reused"] = reused;
+  }
+  std::vector<double> recent;
+  for (const int64_t campaign_id : {resp.campaign_id(), int64_t{0}}) {
+    v1::ListExperimentsRequest req;
+    req.set_campaign_id(campaign_id);
+    req.set_state("succeeded");
+    req.set_descending(true);
+    req.set_limit(20);
+    v1::ListExperimentsResponse rows;
+    if (!client->ListExperiments(req, &rows).ok()) break;
+    for (const auto& e : rows.experiments()) {
+      if (e.has_result() && e.reused_from_id() == 0) recent.push_back(e.result().total_seconds());
+    }
+    if (!recent.empty()) break;
+  }
+  v1::StatusResponse status;
+  if (!client->GetStatus(&status).ok()) return cost;
+  int64_t workers = 0;
+  for (const auto& w : status.workers()) {
+    workers += w.state() == "idle" || w.state() == "busy" ? 1 : 0;
+  }
+  const json eta = EtaEstimate(recent, status.queued() + status.running(), workers);
+  if (eta.contains("eta_s")) cost["eta_s"] = eta["eta_s"];
+  cost["eta_basis"] = eta["basis"];
+  return cost;
+}
+
 // ---- submit ----
 
 McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
@@ -206,6 +254,7 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
     json names = json::array();
     for (const auto& c : req.candidates()) names.push_back(c.name().empty() ? "base" : c.name());
     j["candidates"] = names;
+    j.update(SubmissionCost(client.get(), resp));
     return McpToolResult::Json(j);
   };
   return t;
@@ -228,7 +277,7 @@ McpTool StatusTool(std::shared_ptr<DaemonClient> client) {
     v1::StatusResponse resp;
     Status st = client->GetStatus(&resp);
     if (!st.ok()) return McpToolResult::Error(st);
-    return McpToolResult::Json(StatusJson(resp, client->address()));
+    return McpToolResult::Json(StatusSummary(resp, client->address()));
   };
   return t;
 }
@@ -281,11 +330,24 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
         {{"type", "string"},
          {"enum", json::array({"id", "val_bpb"})},
          {"description", "id (default) or val_bpb (best first)"}}},
+       {"round_id",
+        {{"type", "integer"}, {"minimum", 1}, {"description", "only this round's experiments"}}},
+       {"ids",
+        {{"type", "array"},
+         {"items", {{"type", "integer"}, {"minimum", 1}}},
+         {"maxItems", 1000},
+         {"description", "only these experiment ids"}}},
+       {"after_id",
+        {{"type", "integer"},
+         {"minimum", 1},
+         {"description",
+          "a cursor: the first `limit` experiments with a larger id, in id order (next_after_id "
+          "of the previous answer)"}}},
        {"limit",
         {{"type", "integer"},
          {"minimum", 0},
          {"maximum", 100000},
-         {"description", "at most this many (default 50; 0 = all)"}}},
+         {"description", "at most this many (default 20; 0 = all)"}}},
        {"failures",
         {{"type", "boolean"},
          {"description", "the failure summary per knob value instead (campaign filter only)"}}}});
@@ -309,7 +371,12 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
     filter.state = Str(args, "state");
     filter.decision = Str(args, "decision");
     filter.sort = Str(args, "sort");
-    filter.limit = static_cast<int>(Int(args, "limit", 50));
+    ResultsPage page;
+    page.round_id = Int(args, "round_id", 0);
+    if (args.contains("ids")) page.ids = args["ids"].get<std::vector<int64_t>>();
+    page.after_id = Int(args, "after_id", 0);
+    page.limit = static_cast<int>(Int(args, "limit", 20));
+    page.best_first = filter.sort == "val_bpb" && page.after_id == 0;
     std::vector<v1::Experiment> rows;
     std::string source = "daemon";
     Status st = ListFromDaemon(client.get(), filter, &rows);
@@ -321,9 +388,9 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
       }
     }
     if (!st.ok()) return McpToolResult::Error(st);
-    json arr = json::array();
-    for (const auto& e : rows) arr.push_back(ExperimentJson(e));
-    return McpToolResult::Json({{"experiments", arr}, {"count", rows.size()}, {"source", source}});
+    json j = ResultsAnswer(rows, page);
+    j["source"] = source;
+    return McpToolResult::Json(j);
   };
   return t;
 }
@@ -433,7 +500,7 @@ McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
       j["events_left_out"] = first;
       j["events_complete"] = complete;
     }
-    return McpToolResult::Json(j);
+    return McpToolResult::Json(DropEmpty(j));
   };
   return t;
 }
@@ -507,7 +574,7 @@ McpTool CampaignCreateTool(std::shared_ptr<DaemonClient> client) {
       st = st.WithContext("arguments.recipe_path: ");
     }
     if (!st.ok()) return McpToolResult::Error(st);
-    return McpToolResult::Json(CampaignJson(c));
+    return McpToolResult::Json(CampaignSummary(c, 0, true));
   };
   return t;
 }
@@ -523,13 +590,24 @@ McpTool CampaignShowTool(std::shared_ptr<DaemonClient> client) {
       "decision's statistics (per candidate: mean and sd of val_bpb, n, the head's mean/sd/n, "
       "improvement, p-value, noise band, keep/discard and the reason). Read it after a round is "
       "decided to learn what the head is now.";
-  t.input_schema = Schema({{"campaign", CampaignProperty("campaign name or id")}}, {"campaign"});
+  t.input_schema =
+      Schema({{"campaign", CampaignProperty("campaign name or id")},
+              {"last_rounds",
+               {{"type", "integer"},
+                {"minimum", 0},
+                {"maximum", 100000},
+                {"description", "only the latest rounds and head changes (default 5; 0 = all)"}}},
+              {"head_recipe",
+               {{"type", "boolean"},
+                {"description", "include every knob of the head recipe (default true)"}}}},
+             {"campaign"});
   t.handler = [client](const json& args, McpCallContext*) {
     v1::Campaign c;
     Status st = client->GetCampaign(CampaignRef(args, "campaign"), &c);
     if (st.code() == Status::Code::kNotFound) st = st.WithContext("arguments.campaign: ");
     if (!st.ok()) return McpToolResult::Error(st);
-    return McpToolResult::Json(CampaignJson(c));
+    return McpToolResult::Json(CampaignSummary(c, static_cast<int>(Int(args, "last_rounds", 5)),
+                                               args.value("head_recipe", true)));
   };
   return t;
 }
@@ -547,7 +625,7 @@ McpTool CampaignListTool(std::shared_ptr<DaemonClient> client) {
     Status st = client->ListCampaigns(&resp);
     if (!st.ok()) return McpToolResult::Error(st);
     json arr = json::array();
-    for (const auto& c : resp.campaigns()) arr.push_back(CampaignJson(c));
+    for (const auto& c : resp.campaigns()) arr.push_back(CampaignSummary(c, 0, false));
     return McpToolResult::Json({{"campaigns", arr}});
   };
   return t;
@@ -616,10 +694,9 @@ Status ViewRounds(DaemonClient* client, const std::map<std::string, std::set<int
       const v1::RoundInfo& r = c.rounds(i);
       const bool latest = i + 1 == c.rounds_size();
       if (!round_ids.count(r.id()) && !(latest_too && latest)) continue;
-      json j = RoundJson(r);
+      json j = RoundSummary(r);
       j["campaign"] = c.name();
-      j["campaign_id"] = c.id();
-      j["campaign_head_recipe_hash"] = c.head_recipe_hash();
+      j["campaign_head"] = c.head_recipe_hash().substr(0, 12);
       if (r.state() == "open" && r.unfinished() == 0 && automatic) view->decision_pending = true;
       view->rounds.push_back(std::move(j));
     }
@@ -634,9 +711,10 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
   t.description =
       "Block until the given experiments (experiment_ids), or every experiment of `campaign`, or "
       "everything, have finished, and, for a campaign whose policy decides automatically, until "
-      "their rounds are decided; then return. Bounded by timeout_s (default 600, at most 3600): "
-      "when it expires the answer says timed_out: true and what is unfinished (not an error: "
-      "call wait again). The answer has the experiments' figures (with experiment_ids), the "
+      "their rounds are decided; then return. Bounded by timeout_s (default 50 s, under the 60 s "
+      "many MCP hosts allow a call; at most 3600): when it expires the answer says timed_out: "
+      "true and what is unfinished; this is not an error: call wait again while timed_out. The "
+      "answer has the experiments' figures (with experiment_ids), the "
       "unfinished ids, and the rounds involved with their decision (state decided, "
       "decision_summary, kept_candidate, statistics) and the campaign's head hash after it. "
       "Sends progress notifications when the call has a progressToken.";
@@ -650,7 +728,7 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
                {{"type", "number"},
                 {"minimum", 0},
                 {"maximum", kMcpWaitMaxS},
-                {"description", "give up after this many seconds (default 600, at most 3600)"}}}});
+                {"description", "give up after this many seconds (default 50, at most 3600)"}}}});
   t.handler = [client](const json& args, McpCallContext* ctx) {
     WaitScope scope;
     if (args.contains("experiment_ids")) {
@@ -748,14 +826,14 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
       json arr = json::array();
       std::map<std::string, int> states;
       for (const auto& e : all) {
-        arr.push_back(ExperimentJson(e));
+        arr.push_back(ExperimentSummary(e));
         ++states[e.state()];
       }
       j["experiments"] = arr;
       j["states"] = states;
     }
     if (done) j["rounds"] = rounds.rounds;
-    return McpToolResult::Json(j);
+    return McpToolResult::Json(DropEmpty(j));
   };
   return t;
 }
@@ -791,7 +869,7 @@ McpTool DecideTool(std::shared_ptr<DaemonClient> client) {
     v1::RoundInfo round;
     Status st = client->Decide(req, &round);
     if (!st.ok()) return McpToolResult::Error(st);
-    return McpToolResult::Json(RoundJson(round));
+    return McpToolResult::Json(RoundSummary(round));
   };
   return t;
 }
