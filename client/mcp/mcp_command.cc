@@ -8,6 +8,7 @@
 
 #include "client/commands/commands.h"
 #include "client/daemon_client.h"
+#include "client/mcp/mcp_resources.h"
 #include "client/mcp/mcp_server.h"
 #include "client/mcp/mcp_tools.h"
 
@@ -28,7 +29,7 @@ int RunMcp(const ClientOptions& options) {
   McpServerInfo info;
   info.version = XV_VERSION;
   info.instructions = XvMcpInstructions();
-  McpServer server(info, XvMcpTools(client, options));
+  McpServer server(info, XvMcpTools(client, options), XvMcpResources());
   std::cerr << "xvctl mcp: serving MCP on stdin/stdout for xvd at " << client->address()
             << std::endl;
   Status st = server.Serve(std::cin, std::cout);

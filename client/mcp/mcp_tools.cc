@@ -24,6 +24,7 @@
 #include "client/experiment_listing.h"
 #include "client/mcp/mcp_answers.h"
 #include "client/mcp/mcp_arguments.h"
+#include "client/mcp/mcp_resources.h"
 #include "client/numeric_ref.h"
 #include "client/requests/submit_request.h"
 #include "client/views/campaign_view.h"
@@ -176,7 +177,8 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
   t.description =
       "Queue one round of training experiments and return its ids at once (it does not wait: "
       "call `wait` next). Each candidate is the base recipe plus overrides of recipe knobs "
-      "(docs/recipe.md); every candidate runs for the same fixed time budget and is judged on "
+      "(the knobs tool lists them); every candidate runs for the same fixed time budget and is "
+      "judged on "
       "val_bpb (lower is better). The base is `recipe_path` (a YAML file on this machine), or, "
       "without it, the head of `campaign` (its current best recipe): for a keep/discard loop, "
       "create the campaign once (campaign_create) and submit candidates against its head. "
@@ -518,7 +520,7 @@ McpTool CampaignCreateTool(std::shared_ptr<DaemonClient> client) {
       "the head by more than the noise (Welch test over replicates, or the head's noise band), "
       "at most one per round, and the kept recipe becomes the new head. `policy` e.g. {\"mode\": "
       "\"welch\", \"confidence\": 0.9, \"min_effect\": 0.001, \"replicates\": 2, "
-      "\"head_controls\": 2} (daemon/README.md); {\"decide\": \"manual\"} leaves rounds for "
+      "\"head_controls\": 2}; {\"decide\": \"manual\"} leaves rounds for "
       "`decide`. `budget` fixes the run time of every run, e.g. {\"time_budget_s\": 300}. "
       "Refusals name the field (policy: confidence: ...); a taken name is refused.";
   t.input_schema = Schema(
@@ -900,10 +902,18 @@ McpTool CancelTool(std::shared_ptr<DaemonClient> client) {
 
 std::vector<McpTool> XvMcpTools(std::shared_ptr<DaemonClient> client,
                                 const ClientOptions& options) {
-  return {SubmitTool(client),       WaitTool(client),           ResultsTool(client, options),
-          ExperimentTool(client),   CampaignCreateTool(client), CampaignShowTool(client),
-          CampaignListTool(client), DecideTool(client),         CancelTool(client),
-          StatusTool(client),       WorkersTool(client)};
+  std::vector<McpTool> tools = {
+      SubmitTool(client),       WaitTool(client),           ResultsTool(client, options),
+      ExperimentTool(client),   CampaignCreateTool(client), CampaignShowTool(client),
+      CampaignListTool(client), DecideTool(client),         CancelTool(client),
+      StatusTool(client),       WorkersTool(client),        KnobsTool()};
+  // Refusals point at what the agent can reach over MCP, not at files of a source tree.
+  for (McpTool& t : tools) {
+    t.handler = [handler = std::move(t.handler)](const json& args, McpCallContext* ctx) {
+      return PointDocsAtMcp(handler(args, ctx));
+    };
+  }
+  return tools;
 }
 
 std::string XvMcpInstructions() {
@@ -913,7 +923,8 @@ std::string XvMcpInstructions() {
          "policy), then repeat: campaign_show (the head and past decisions), submit candidates "
          "against the campaign (overrides of recipe knobs), wait (returns the figures and the "
          "round's decision), read what was kept. Refusals name the field; fix and resubmit. "
-         "docs/agent.md has the rules.";
+         "The knobs tool (or the resource xv://knobs) lists every knob with its type, default and "
+         "range; the resource xv://docs/agent.md (or knobs {doc: \"agent.md\"}) has the rules.";
 }
 
 }  // namespace xv::client
