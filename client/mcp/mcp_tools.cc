@@ -24,6 +24,7 @@
 #include "client/experiment_listing.h"
 #include "client/mcp/mcp_answers.h"
 #include "client/mcp/mcp_arguments.h"
+#include "client/mcp/mcp_campaign_tools.h"
 #include "client/mcp/mcp_resources.h"
 #include "client/numeric_ref.h"
 #include "client/requests/submit_request.h"
@@ -121,51 +122,17 @@ const json& OverrideMapSchema() {
   return *s;
 }
 
-// How many runs a submission queued (replicates and head controls included) and when they should
-// be done: {runs, candidate_runs, control_runs, reused (rows that reuse an earlier result and do
-// not run), eta_s, eta_basis}. The estimate (EtaEstimate) takes the wall time (total_seconds) of
-// the campaign's 20 most recent succeeded runs (any campaign's when it has none) and the workers
-// that are connected and not draining. Best effort: a failed lookup leaves the estimate out.
-json SubmissionCost(DaemonClient* client, const v1::SubmitResponse& resp) {
-  json cost = {{"runs", resp.experiment_ids_size()}};
-  v1::ListExperimentsRequest round_req;
-  round_req.set_round_id(resp.round_id());
-  round_req.set_limit(1000);
-  v1::ListExperimentsResponse round_rows;
-  if (client->ListExperiments(round_req, &round_rows).ok()) {
-    int controls = 0, reused = 0;
-    for (const auto& e : round_rows.experiments()) {
-      controls += e.role() == "control" ? 1 : 0;
-      reused += e.reused_from_id() != 0 ? 1 : 0;
-    }
-    cost["candidate_runs"] = round_rows.experiments_size() - controls;
-    cost["control_runs"] = controls;
-    if (reused > 0) cost["reused"] = reused;
-  }
-  std::vector<double> recent;
-  for (const int64_t campaign_id : {resp.campaign_id(), int64_t{0}}) {
-    v1::ListExperimentsRequest req;
-    req.set_campaign_id(campaign_id);
-    req.set_state("succeeded");
-    req.set_descending(true);
-    req.set_limit(20);
-    v1::ListExperimentsResponse rows;
-    if (!client->ListExperiments(req, &rows).ok()) break;
-    for (const auto& e : rows.experiments()) {
-      if (e.has_result() && e.reused_from_id() == 0) recent.push_back(e.result().total_seconds());
-    }
-    if (!recent.empty()) break;
-  }
-  v1::StatusResponse status;
-  if (!client->GetStatus(&status).ok()) return cost;
-  int64_t workers = 0;
-  for (const auto& w : status.workers()) {
-    workers += w.state() == "idle" || w.state() == "busy" ? 1 : 0;
-  }
-  const json eta = EtaEstimate(recent, status.queued() + status.running(), workers);
-  if (eta.contains("eta_s")) cost["eta_s"] = eta["eta_s"];
-  cost["eta_basis"] = eta["basis"];
-  return cost;
+// An output schema: the properties an answer has (none required, so that a tool error's
+// {error, code} fits it too).
+json Output(json properties) {
+  properties["error"] = {{"type", "string"}};
+  properties["code"] = {{"type", "string"}};
+  return {{"type", "object"}, {"properties", std::move(properties)}};
+}
+
+const json& ExperimentListOutput() {
+  static const json* s = new json{{"type", "array"}, {"items", {{"type", "object"}}}};
+  return *s;
 }
 
 // ---- submit ----
@@ -175,8 +142,10 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
   t.name = "submit";
   t.title = "Submit a round of candidates";
   t.description =
-      "Queue one round of training experiments and return its ids at once (it does not wait: "
-      "call `wait` next). Each candidate is the base recipe plus overrides of recipe knobs "
+      "Queue one round of training experiments and return at once with its ids, how many runs "
+      "that is (runs: candidates x replicates plus the policy's head controls) and an ETA from "
+      "the workers' recent throughput (eta_s, eta_basis says how); it does not wait: call `wait` "
+      "next. Each candidate is the base recipe plus overrides of recipe knobs "
       "(the knobs tool lists them); every candidate runs for the same fixed time budget and is "
       "judged on "
       "val_bpb (lower is better). The base is `recipe_path` (a YAML file on this machine), or, "
@@ -196,10 +165,8 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
           "base recipe YAML file (e.g. recipes/cpu-tiny.yaml); omit to build "
           "from campaign's head"}}},
        {"campaign",
-        {{"type", "string"},
-         {"description",
-          "campaign name (created on first use when recipe_path is given; must "
-          "exist without it); default: \"default\""}}},
+        CampaignProperty("campaign name or id (a name is created on first use when recipe_path "
+                         "is given; must exist without it); default: \"default\"")},
        {"candidates",
         {{"type", "array"},
          {"description", "one entry per candidate: an override object or a \"k=v,k2=v2\" string"},
@@ -235,7 +202,23 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
          {"minimum", -1000000},
          {"maximum", 1000000},
          {"description", "higher runs first (default 0)"}}}});
-  t.handler = [client](const json& args, McpCallContext*) {
+  t.output_schema = Output({{"campaign_id", {{"type", "integer"}}},
+                            {"round_id", {{"type", "integer"}}},
+                            {"experiment_ids", {{"type", "array"}}},
+                            {"candidates", {{"type", "array"}}},
+                            {"runs", {{"type", "integer"}}},
+                            {"candidate_runs", {{"type", "integer"}}},
+                            {"control_runs", {{"type", "integer"}}},
+                            {"eta_s", {{"type", "number"}}},
+                            {"eta_basis", {{"type", "string"}}}});
+  t.handler = [client](const json& given, McpCallContext*) {
+    json args = given;
+    if (args.contains("campaign")) {
+      std::string name;
+      Status st = CampaignNameOf(client.get(), args["campaign"], "arguments.campaign", &name);
+      if (!st.ok()) return McpToolResult::Error(st);
+      args["campaign"] = name;
+    }
     SubmitArgs sa;
     Status st = SubmitArgsFromJson(args, &sa);
     if (!st.ok()) return McpToolResult::Error(st);
@@ -275,6 +258,14 @@ McpTool StatusTool(std::shared_ptr<DaemonClient> client) {
       "disk is full: submissions are refused). Cheap; call it to see whether workers exist before "
       "submitting, or why nothing runs.";
   t.input_schema = Schema(json::object());
+  t.output_schema = Output({{"queued", {{"type", "integer"}}},
+                            {"running", {{"type", "integer"}}},
+                            {"finished", {{"type", "integer"}}},
+                            {"workers", {{"type", "array"}}},
+                            {"active", {{"type", "array"}}},
+                            {"write_mode", {{"type", "string"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json&, McpCallContext*) {
     v1::StatusResponse resp;
     Status st = client->GetStatus(&resp);
@@ -294,6 +285,9 @@ McpTool WorkersTool(std::shared_ptr<DaemonClient> client) {
       "probe measured (matmul TFLOP/s, memory bandwidth GB/s) beside the datasheet peak. Results "
       "are only comparable between runs on the same device class.";
   t.input_schema = Schema(json::object());
+  t.output_schema = Output({{"workers", {{"type", "array"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json&, McpCallContext*) {
     v1::StatusResponse resp;
     Status st = client->GetStatus(&resp);
@@ -353,6 +347,15 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
        {"failures",
         {{"type", "boolean"},
          {"description", "the failure summary per knob value instead (campaign filter only)"}}}});
+  t.output_schema = Output({{"experiments", ExperimentListOutput()},
+                            {"count", {{"type", "integer"}}},
+                            {"total", {{"type", "integer"}}},
+                            {"left_out", {{"type", "integer"}}},
+                            {"next_after_id", {{"type", "integer"}}},
+                            {"source", {{"type", "string"}}},
+                            {"failures", {{"type", "array"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client, options](const json& args, McpCallContext*) {
     if (args.value("failures", false)) {
       v1::FailureSummaryRequest req;
@@ -476,6 +479,13 @@ McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
                 {"maximum", 16384},
                 {"description", "at most this many bytes of the stderr tail (default 4096)"}}}},
              {"id"});
+  t.output_schema = Output({{"id", {{"type", "integer"}}},
+                            {"state", {{"type", "string"}}},
+                            {"val_bpb", {{"type", "number"}}},
+                            {"events", {{"type", "array"}}},
+                            {"stderr_tail", {{"type", "string"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json& args, McpCallContext*) {
     const int64_t id = Int(args, "id", 0);
     v1::Experiment e;
@@ -544,6 +554,11 @@ McpTool CampaignCreateTool(std::shared_ptr<DaemonClient> client) {
          {"maximum", 10},
          {"description", "attempts per experiment when workers are lost (default 2)"}}}},
       {"name", "recipe_path"});
+  t.output_schema = Output({{"id", {{"type", "integer"}}},
+                            {"name", {{"type", "string"}}},
+                            {"state", {{"type", "string"}}},
+                            {"head", {{"type", "string"}}},
+                            {"head_recipe", {{"type", "object"}}}});
   t.handler = [client](const json& args, McpCallContext*) {
     v1::CreateCampaignRequest req;
     req.set_name(Str(args, "name"));
@@ -603,6 +618,16 @@ McpTool CampaignShowTool(std::shared_ptr<DaemonClient> client) {
                {{"type", "boolean"},
                 {"description", "include every knob of the head recipe (default true)"}}}},
              {"campaign"});
+  t.output_schema = Output({{"id", {{"type", "integer"}}},
+                            {"name", {{"type", "string"}}},
+                            {"state", {{"type", "string"}}},
+                            {"head", {{"type", "string"}}},
+                            {"head_recipe", {{"type", "object"}}},
+                            {"rounds", {{"type", "array"}}},
+                            {"rounds_total", {{"type", "integer"}}},
+                            {"head_history", {{"type", "array"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json& args, McpCallContext*) {
     v1::Campaign c;
     Status st = client->GetCampaign(CampaignRef(args, "campaign"), &c);
@@ -622,6 +647,9 @@ McpTool CampaignListTool(std::shared_ptr<DaemonClient> client) {
       "Every campaign: id, name, state (active, paused, done), policy, budget, trainer, device "
       "filter and head recipe hash (without rounds; campaign_show has them).";
   t.input_schema = Schema(json::object());
+  t.output_schema = Output({{"campaigns", {{"type", "array"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json&, McpCallContext*) {
     v1::ListCampaignsResponse resp;
     Status st = client->ListCampaigns(&resp);
@@ -731,6 +759,14 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
                 {"minimum", 0},
                 {"maximum", kMcpWaitMaxS},
                 {"description", "give up after this many seconds (default 50, at most 3600)"}}}});
+  t.output_schema = Output({{"done", {{"type", "boolean"}}},
+                            {"timed_out", {{"type", "boolean"}}},
+                            {"waited_s", {{"type", "number"}}},
+                            {"unfinished", {{"type", "array"}}},
+                            {"experiments", ExperimentListOutput()},
+                            {"states", {{"type", "object"}}},
+                            {"rounds", {{"type", "array"}}}});
+  t.hints.read_only = true;
   t.handler = [client](const json& args, McpCallContext* ctx) {
     WaitScope scope;
     if (args.contains("experiment_ids")) {
@@ -860,6 +896,11 @@ McpTool DecideTool(std::shared_ptr<DaemonClient> client) {
                 {"description", "an experiment of the candidate to keep; 0 = keep none"}}},
               {"reason", {{"type", "string"}, {"description", "why (stored with the decision)"}}}},
              {"round_id", "keep_experiment_id", "reason"});
+  t.output_schema = Output({{"id", {{"type", "integer"}}},
+                            {"state", {{"type", "string"}}},
+                            {"kept", {{"type", "string"}}},
+                            {"summary", {{"type", "string"}}}});
+  t.hints.destructive = true;  // moves the campaign's head; a decided round stays decided
   t.handler = [client](const json& args, McpCallContext*) {
     v1::DecideRequest req;
     req.set_round_id(Int(args, "round_id", 0));
@@ -887,6 +928,10 @@ McpTool CancelTool(std::shared_ptr<DaemonClient> client) {
   t.input_schema = Schema(
       {{"experiment_id", {{"type", "integer"}, {"minimum", 1}, {"description", "experiment id"}}}},
       {"experiment_id"});
+  t.output_schema =
+      Output({{"experiment_id", {{"type", "integer"}}}, {"state", {{"type", "string"}}}});
+  t.hints.destructive = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json& args, McpCallContext*) {
     const int64_t id = Int(args, "experiment_id", 0);
     v1::CancelResponse resp;
@@ -907,6 +952,7 @@ std::vector<McpTool> XvMcpTools(std::shared_ptr<DaemonClient> client,
       ExperimentTool(client),   CampaignCreateTool(client), CampaignShowTool(client),
       CampaignListTool(client), DecideTool(client),         CancelTool(client),
       StatusTool(client),       WorkersTool(client),        KnobsTool()};
+  for (McpTool& t : CampaignControlTools(client)) tools.push_back(std::move(t));
   // Refusals point at what the agent can reach over MCP, not at files of a source tree.
   for (McpTool& t : tools) {
     t.handler = [handler = std::move(t.handler)](const json& args, McpCallContext* ctx) {

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -216,14 +217,26 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
 
   json list = mcp.Request({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});
   std::set<std::string> names;
+  std::map<std::string, json> annotations;
   for (const auto& t : list["result"]["tools"]) {
     names.insert(t["name"].get<std::string>());
     EXPECT_EQ(t["inputSchema"]["type"], "object") << t.dump();
     EXPECT_GT(t["description"].get<std::string>().size(), 80u) << t["name"];
+    EXPECT_EQ(t["outputSchema"]["type"], "object") << t["name"];
+    annotations[t["name"].get<std::string>()] = t["annotations"];
   }
-  EXPECT_EQ(names, (std::set<std::string>{"submit", "wait", "results", "experiment",
-                                          "campaign_create", "campaign_show", "campaign_list",
-                                          "decide", "cancel", "status", "workers", "knobs"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{
+                "submit",          "wait",          "results",     "experiment", "campaign_create",
+                "campaign_show",   "campaign_list", "decide",      "cancel",     "status",
+                "workers",         "knobs",         "ablate",      "confirm",    "campaign_pause",
+                "campaign_resume", "events",        "plan_submit", "plan_show",  "plan_control"}));
+  EXPECT_EQ(annotations["status"]["readOnlyHint"], true);
+  EXPECT_EQ(annotations["results"]["readOnlyHint"], true);
+  EXPECT_EQ(annotations["submit"]["readOnlyHint"], false);
+  EXPECT_EQ(annotations["submit"]["destructiveHint"], false);
+  EXPECT_EQ(annotations["cancel"]["destructiveHint"], true);
+  EXPECT_EQ(annotations["decide"]["destructiveHint"], true);
 
   // A campaign: head controls and a noise-band policy, 2 s runs.
   json created = CallOk(&mcp, "campaign_create",
@@ -346,6 +359,29 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   json shown = CallOk(&mcp, "campaign_show", {{"campaign", "agent"}});
   EXPECT_NEAR(shown["head_recipe"]["matrix_lr"].get<double>(), 0.02, 1e-12) << shown.dump(2);
   EXPECT_EQ(CallOk(&mcp, "campaign_list", json::object())["campaigns"].size(), 1u);
+
+  // events after a cursor: pages that follow on, and the round's decision among them.
+  json first_page = CallOk(&mcp, "events", {{"campaign", "agent"}, {"limit", 3}});
+  ASSERT_EQ(first_page["events"].size(), 3u) << first_page.dump();
+  EXPECT_EQ(first_page["more"], true);
+  const int64_t cursor = first_page["next_cursor"];
+  EXPECT_EQ(cursor, first_page["events"][2]["cursor"]);
+  json next_page = CallOk(&mcp, "events", {{"campaign", "agent"}, {"after", cursor}});
+  ASSERT_FALSE(next_page["events"].empty());
+  EXPECT_GT(next_page["events"][0]["cursor"].get<int64_t>(), cursor);
+  EXPECT_EQ(next_page["more"], false);
+  json decisions = CallOk(&mcp, "events", {{"campaign", "agent"}, {"kinds", {"decision"}}});
+  ASSERT_EQ(decisions["events"].size(), 1u) << decisions.dump();
+  EXPECT_EQ(decisions["events"][0]["round_id"], round_id);
+  // Pause and resume the campaign; no plans yet.
+  EXPECT_EQ(CallOk(&mcp, "campaign_pause", {{"campaign", "agent"}})["state"], "paused");
+  EXPECT_EQ(CallOk(&mcp, "campaign_resume", {{"campaign", "agent"}})["state"], "active");
+  EXPECT_TRUE(CallOk(&mcp, "plan_show", json::object()).value("plans", json::array()).empty());
+  json no_plan = Call(&mcp, "plan_show", {{"plan", "nope"}});
+  EXPECT_EQ(no_plan["isError"], true);
+  EXPECT_NE(no_plan["content"][0]["text"].get<std::string>().find("arguments.plan"),
+            std::string::npos)
+      << no_plan.dump();
 
   // cancel: a finished experiment keeps its state; an unknown one is a tool error naming it.
   EXPECT_EQ(CallOk(&mcp, "cancel", {{"experiment_id", ids[0]}})["state"], "succeeded");
@@ -616,6 +652,12 @@ TEST_F(McpE2eTest, ConcurrentCallsCancellationBoundedAnswersAndResources) {
   EXPECT_EQ(c["rounds_left_out"], 1);
   EXPECT_LT(shown["content"][0]["text"].get<std::string>().size(), 4000u) << c.dump();
   for (const auto& m : stray) EXPECT_NE(m.value("id", json()), wait_id) << m.dump();
+
+  // confirm (by campaign id): the head again with 2 fresh seeds, counted like submit.
+  json confirm = CallOk(&mcp, "confirm", {{"campaign", c["id"]}, {"seeds", 2}});
+  EXPECT_EQ(confirm["kind"], "confirm") << confirm.dump();
+  EXPECT_GE(confirm["runs"].get<int64_t>(), 2) << confirm.dump();
+  EXPECT_TRUE(confirm.contains("eta_s")) << confirm.dump();  // runs have finished: an estimate
   mcp.CloseStdin();
   EXPECT_EQ(mcp.Wait(20), 0) << Logs();
 }
