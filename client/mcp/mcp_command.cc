@@ -46,7 +46,8 @@ void AddMcpCommand(CLI::App* app, const ClientOptions* options) {
       "An MCP client starts it; stdout carries only JSON-RPC messages, one per line, and logs go "
       "to stderr.\nClient config: {\"mcpServers\": {\"xv\": {\"command\": \"xvctl\", \"args\": "
       "[\"mcp\"]}}}\n(add \"--state-dir\", \"DIR\" or \"--daemon\", \"ADDR\" before \"mcp\" for "
-      "another daemon). Tools, the loop and the rules: docs/agent.md");
+      "another daemon). Tools, the loop and the rules: docs/agent.md (also served as the resource "
+      "xv://docs/agent.md)");
   sub->callback([options] {
     int rc = RunMcp(*options);
     if (rc != kExitOk) throw CLI::RuntimeError(rc);

@@ -968,7 +968,9 @@ std::string XvMcpInstructions() {
          "the noise; lower val_bpb is better. The loop: campaign_create once (a base recipe and a "
          "policy), then repeat: campaign_show (the head and past decisions), submit candidates "
          "against the campaign (overrides of recipe knobs), wait (returns the figures and the "
-         "round's decision), read what was kept. Refusals name the field; fix and resubmit. "
+         "round's decision; it gives up after 50 s by default: call it again while timed_out), "
+         "read what was kept. Refusals name the field; fix and resubmit. Calls run concurrently: "
+         "status and results answer while a wait runs. "
          "The knobs tool (or the resource xv://knobs) lists every knob with its type, default and "
          "range; the resource xv://docs/agent.md (or knobs {doc: \"agent.md\"}) has the rules.";
 }

@@ -1,9 +1,10 @@
-// The tools `xvctl mcp` offers an agent (docs/agent.md § Tools): submit, status, results,
-// experiment, campaign_create, campaign_show, campaign_list, wait, decide, cancel, workers. Each is
-// a call (or a bounded series of calls) to xvd through DaemonClient, answering with the JSON that
-// the matching `xvctl ... --json` command prints (client/*_view.h). A refusal by the daemon (an
-// unknown knob, a no-op override, an unknown campaign) or an unreachable daemon is a tool error
-// carrying the daemon's message, which names the field.
+// The tools `xvctl mcp` offers an agent (docs/agent.md § Tools): submit, wait, results,
+// experiment, campaign_create, campaign_show, campaign_list, decide, cancel, status, workers,
+// knobs (mcp_resources.h) and the campaign controls of mcp_campaign_tools.h. Each is a call (or a
+// bounded series of calls) to xvd through DaemonClient, answering with compact JSON
+// (mcp_answers.h). A refusal by the daemon (an unknown knob, a no-op override, an unknown
+// campaign) or an unreachable daemon is a tool error carrying the daemon's message, which names
+// the field (a pointer to docs/recipe.md becomes one to the knobs tool).
 // Thread-safety: the tools share `client` (thread-safe) and no other state; McpServer runs calls
 // concurrently.
 #pragma once
