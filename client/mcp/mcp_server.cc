@@ -280,7 +280,7 @@ Status CheckToolArguments(const nlohmann::json& schema, const nlohmann::json& ar
     }
     if (!alternatives.empty() &&
         std::none_of(alternatives.begin(), alternatives.end(),
-                     [&](const std::string& t) { return HasSchemaType(value, t); })) {
+                     [&arg = value](const std::string& t) { return HasSchemaType(arg, t); })) {
       std::string list;
       for (const auto& t : alternatives) list += (list.empty() ? "" : " or ") + t;
       return Status::InvalidArgument(field + ": expected " + list + ", got " +
