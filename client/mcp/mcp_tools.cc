@@ -304,11 +304,13 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
   t.name = "results";
   t.title = "Experiment results";
   t.description =
-      "Experiments with their figures: state, val_bpb (lower is better), tok_per_sec, "
-      "mfu_percent, steps, seconds, peak memory, device, decision (keep, discard, pending, "
-      "control) and its reason; null figures for experiments without a result, failure_kind and "
-      "failure_detail for failed ones. Filter by campaign, state and decision; sort by id (the "
-      "`limit` most recent) or val_bpb (the `limit` best). When no daemon answers, the database "
+      "Experiments, one summary each: id, round, name, state, val_bpb (lower is better), steps, "
+      "tok_per_sec, peak_mem_mb, decision (keep, discard, pending, control) and its reason; "
+      "failure_kind and the start of failure_detail for failed ones (the experiment tool has the "
+      "whole row). Filter by campaign, state, decision, round_id or ids; sort by id (the `limit` "
+      "most recent, default 20; total and left_out say what was not shown) or val_bpb (the "
+      "`limit` best); after_id pages on in id order (next_after_id). When no daemon answers, the "
+      "database "
       "is read read-only (source says which). With failures: true it returns instead, per knob "
       "value that failed at least once, how its runs ended (runs, diverged, crashed, timed_out, "
       "nan_rate): the values to stop proposing.";
@@ -602,9 +604,10 @@ McpTool CampaignShowTool(std::shared_ptr<DaemonClient> client) {
   t.title = "A campaign: head, rounds, decisions";
   t.description =
       "One campaign: its policy and budget, the head recipe (head_recipe: every knob as it is "
-      "now), the head history (which candidate was kept in which round, and why), and each round "
-      "with its state (open, decided), one-line decision_summary, kept_candidate and the "
-      "decision's statistics (per candidate: mean and sd of val_bpb, n, the head's mean/sd/n, "
+      "now), the latest head changes (which candidate was kept in which round, and why), and the "
+      "latest `last_rounds` rounds (default 5; rounds_total and rounds_left_out say how many "
+      "there are) with their state (open, decided), one-line summary, kept candidate and the "
+      "decision's statistics (the head's mean/sd/n; per candidate: mean and sd of val_bpb, n, "
       "improvement, p-value, noise band, keep/discard and the reason). Read it after a round is "
       "decided to learn what the head is now.";
   t.input_schema =
@@ -744,10 +747,10 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
       "their rounds are decided; then return. Bounded by timeout_s (default 50 s, under the 60 s "
       "many MCP hosts allow a call; at most 3600): when it expires the answer says timed_out: "
       "true and what is unfinished; this is not an error: call wait again while timed_out. The "
-      "answer has the experiments' figures (with experiment_ids), the "
-      "unfinished ids, and the rounds involved with their decision (state decided, "
-      "decision_summary, kept_candidate, statistics) and the campaign's head hash after it. "
-      "Sends progress notifications when the call has a progressToken.";
+      "answer has the experiments' summaries (with experiment_ids), the unfinished ids, and the "
+      "rounds involved with their decision (state decided, summary, kept, statistics) and "
+      "campaign_head, the head after it. Sends progress notifications when the call has a "
+      "progressToken; a call the client cancels (notifications/cancelled) ends at once.";
   t.input_schema =
       Schema({{"experiment_ids",
                {{"type", "array"},
