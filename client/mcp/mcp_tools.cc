@@ -406,8 +406,9 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
 
 // The stored events of experiment `e` (kinds: everything but step), by a Watch replay from cursor
 // 0 that ends when the experiment's terminal state event arrives (*complete = true), or after
-// kEventQuiet without an event, or kEventReadMax in all (a very long event log: *complete = false).
-Status ReadExperimentEvents(DaemonClient* client, const v1::Experiment& e,
+// kEventQuiet without an event, or kEventReadMax in all (a very long event log: *complete = false),
+// or as soon as the call is cancelled.
+Status ReadExperimentEvents(DaemonClient* client, const v1::Experiment& e, McpCallContext* call,
                             std::vector<v1::WatchEvent>* out, bool* complete_out) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + kEventReadMax);
@@ -439,7 +440,7 @@ Status ReadExperimentEvents(DaemonClient* client, const v1::Experiment& e,
   });
   {
     std::unique_lock<std::mutex> lock(mu);
-    while (!ended && !complete && Clock::now() - last < kEventQuiet) {
+    while (!ended && !complete && Clock::now() - last < kEventQuiet && !call->cancelled()) {
       cv.wait_for(lock, std::chrono::milliseconds(50));
     }
     const bool cancel = !ended;
@@ -488,7 +489,7 @@ McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
                             {"stderr_tail", {{"type", "string"}}}});
   t.hints.read_only = true;
   t.hints.idempotent = true;
-  t.handler = [client](const json& args, McpCallContext*) {
+  t.handler = [client](const json& args, McpCallContext* ctx) {
     const int64_t id = Int(args, "id", 0);
     v1::Experiment e;
     Status st = client->GetExperiment(id, &e);
@@ -505,7 +506,7 @@ McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
     if (max_events > 0) {
       std::vector<v1::WatchEvent> events;
       bool complete = false;
-      st = ReadExperimentEvents(client.get(), e, &events, &complete);
+      st = ReadExperimentEvents(client.get(), e, ctx, &events, &complete);
       if (!st.ok()) return McpToolResult::Error(st);
       json arr = json::array();
       const size_t first = events.size() > max_events ? events.size() - max_events : 0;
