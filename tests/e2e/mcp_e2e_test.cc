@@ -588,6 +588,16 @@ TEST_F(McpE2eTest, ConcurrentCallsCancellationBoundedAnswersAndResources) {
   const json& st = status["result"]["structuredContent"];
   EXPECT_GE(st.value("queued", 0) + st.value("running", 0), 1) << st.dump();
   for (const auto& m : before_status) EXPECT_NE(m.value("id", json()), wait_id) << m.dump();
+  // status again (the wait still runs) until a running experiment reports its last loss.
+  bool saw_loss = false;
+  for (int i = 0; i < 40 && !saw_loss; ++i) {
+    json again = CallOk(&mcp, "status", json::object());
+    for (const auto& a : again.value("active", json::array())) {
+      saw_loss |= a.contains("last_loss") && a["last_loss"].is_number();
+    }
+    if (!saw_loss) ::usleep(50 * 1000);
+  }
+  EXPECT_TRUE(saw_loss) << "no running experiment with last_loss in status";
 
   // The client cancels the wait: it ends within a second (the server's log says so), and it is
   // never answered while a ping and later calls are.
