@@ -3,9 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/bounded_json.h"
@@ -70,13 +72,8 @@ json ErrorObject(int code, const std::string& message) {
   return {{"code", code}, {"message", message}};
 }
 
-void Write(std::ostream& out, const json& message) {
-  out << McpMessageLine(message);
-  out.flush();
-}
-
-void WriteError(std::ostream& out, const json& id, const json& error) {
-  Write(out, {{"jsonrpc", "2.0"}, {"id", id}, {"error", error}});
+void WriteError(McpOutput* out, const json& id, const json& error) {
+  out->Write({{"jsonrpc", "2.0"}, {"id", id}, {"error", error}});
 }
 
 // "string", "integer", ... as JSON Schema names the type of `v`.
@@ -180,14 +177,49 @@ McpToolResult McpToolResult::Error(const Status& status) {
   return r;
 }
 
+void McpOutput::Write(const nlohmann::json& message) {
+  const std::string line = McpMessageLine(message);
+  MutexLock lock(&mu_);
+  *out_ << line;
+  out_->flush();
+}
+
+void McpCancellation::Cancel() {
+  MutexLock lock(&mu_);
+  if (cancelled_.exchange(true)) return;
+  cancelled_at_ = std::chrono::steady_clock::now();
+  cv_.notify_all();
+}
+
+bool McpCancellation::SleepFor(double seconds) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(std::max(0.0, seconds)));
+  MutexLock lock(&mu_);
+  cv_.wait_until(mu_, until, [this] { return cancelled_.load(); });
+  return !cancelled_.load();
+}
+
+double McpCancellation::SecondsSinceCancel() {
+  MutexLock lock(&mu_);
+  if (!cancelled_.load()) return 0;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - cancelled_at_).count();
+}
+
+bool McpCallContext::SleepFor(double seconds) {
+  if (cancellation_) return cancellation_->SleepFor(seconds);
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, seconds)));
+  return true;
+}
+
 void McpCallContext::Progress(double progress, double total, const std::string& message) {
-  if (progress_token_.is_null() || out_ == nullptr) return;
+  if (progress_token_.is_null() || out_ == nullptr || cancelled()) return;
   if (last_progress_ && progress <= *last_progress_) return;
   last_progress_ = progress;
   json params = {{"progressToken", progress_token_}, {"progress", progress}};
   if (total > 0) params["total"] = total;
   if (!message.empty()) params["message"] = message;
-  Write(*out_, {{"jsonrpc", "2.0"}, {"method", "notifications/progress"}, {"params", params}});
+  out_->Write({{"jsonrpc", "2.0"}, {"method", "notifications/progress"}, {"params", params}});
 }
 
 const std::vector<std::string>& McpProtocolVersions() {
@@ -248,7 +280,7 @@ Status CheckToolArguments(const nlohmann::json& schema, const nlohmann::json& ar
     }
     if (!alternatives.empty() &&
         std::none_of(alternatives.begin(), alternatives.end(),
-                     [&](const std::string& t) { return HasSchemaType(value, t); })) {
+                     [&arg = value](const std::string& t) { return HasSchemaType(arg, t); })) {
       std::string list;
       for (const auto& t : alternatives) list += (list.empty() ? "" : " or ") + t;
       return Status::InvalidArgument(field + ": expected " + list + ", got " +
@@ -293,26 +325,39 @@ Status CheckToolArguments(const nlohmann::json& schema, const nlohmann::json& ar
   return Status::Ok();
 }
 
-McpServer::McpServer(McpServerInfo info, std::vector<McpTool> tools)
-    : info_(std::move(info)), tools_(std::move(tools)) {}
+McpServer::McpServer(McpServerInfo info, std::vector<McpTool> tools,
+                     std::vector<McpResource> resources)
+    : info_(std::move(info)), tools_(std::move(tools)), resources_(std::move(resources)) {}
 
-Status McpServer::Serve(std::istream& in, std::ostream& out) {
+McpServer::~McpServer() { CancelAndJoinAll(); }
+
+Status McpServer::Serve(std::istream& in, std::ostream& out_stream) {
+  McpOutput out(&out_stream);
   std::string line;
   size_t size = 0;
   while (ReadBoundedLine(in, kMaxLineBytes, &line, &size)) {
     if (size > kMaxLineBytes) {
-      WriteError(out, nullptr,
+      WriteError(&out, nullptr,
                  ErrorObject(kInvalidRequest, "message of " + std::to_string(size) +
                                                   " bytes: larger than the limit of " +
                                                   std::to_string(kMaxLineBytes)));
       continue;
     }
-    HandleLine(line, out);
+    Handle(line, &out, /*concurrent=*/true);
+    ReapFinishedCalls();
   }
+  // No more requests: the calls still running end (a `wait` within its timeout) and are answered,
+  // so `printf '...' | xvctl mcp` gets every answer.
+  JoinAll();
   return Status::Ok();
 }
 
-void McpServer::HandleLine(const std::string& raw, std::ostream& out) {
+void McpServer::HandleLine(const std::string& line, std::ostream& out_stream) {
+  McpOutput out(&out_stream);
+  Handle(line, &out, /*concurrent=*/false);
+}
+
+void McpServer::Handle(const std::string& raw, McpOutput* out, bool concurrent) {
   std::string line = raw;
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (line.find_first_not_of(" \t") == std::string::npos) return;
@@ -376,8 +421,10 @@ void McpServer::HandleLine(const std::string& raw, std::ostream& out) {
   }
   const json params = msg.contains("params") ? msg["params"] : json::object();
   if (!has_id) {
-    // A notification: never answered. initialized / cancelled / anything else: nothing to do.
-    if (method != "notifications/initialized" && method != "notifications/cancelled") {
+    // A notification: never answered.
+    if (method == "notifications/cancelled") {
+      CancelCall(params);
+    } else if (method != "notifications/initialized") {
       spdlog::debug("mcp: ignoring notification {}", FieldNameForMessage(method));
     }
     return;
@@ -389,7 +436,16 @@ void McpServer::HandleLine(const std::string& raw, std::ostream& out) {
   json error;
   json result;
   try {
-    result = Dispatch(method, params, out, &error);
+    if (method == "tools/call") {
+      const McpTool* tool = FindTool(params, &error);
+      if (tool != nullptr && concurrent) {
+        StartCall(id, *tool, params, out);
+        return;
+      }
+      if (tool != nullptr) result = CallTool(*tool, params, out, nullptr);
+    } else {
+      result = Dispatch(method, params, out, &error);
+    }
   } catch (const std::exception& e) {
     spdlog::error("mcp: {} failed: {}", FieldNameForMessage(method), e.what());
     error = ErrorObject(kInternalError, std::string("internal error: ") + e.what());
@@ -397,19 +453,21 @@ void McpServer::HandleLine(const std::string& raw, std::ostream& out) {
   if (!error.is_null()) {
     WriteError(out, id, error);
   } else {
-    Write(out, {{"jsonrpc", "2.0"}, {"id", id}, {"result", result}});
+    out->Write({{"jsonrpc", "2.0"}, {"id", id}, {"result", result}});
   }
 }
 
 nlohmann::json McpServer::Dispatch(const std::string& method, const nlohmann::json& params,
-                                   std::ostream& out, nlohmann::json* error) {
+                                   McpOutput*, nlohmann::json* error) {
   if (method == "initialize") return Initialize(params, error);
   if (method == "ping") return json::object();
   if (method == "tools/list") return ListTools();
-  if (method == "tools/call") return CallTool(params, out, error);
-  *error = ErrorObject(kMethodNotFound,
-                       "method not found: " + FieldNameForMessage(method) +
-                           " (this server offers initialize, ping, tools/list, tools/call)");
+  if (method == "resources/list") return ListResources();
+  if (method == "resources/read") return ReadResource(params, error);
+  if (method == "resources/templates/list") return {{"resourceTemplates", json::array()}};
+  *error = ErrorObject(kMethodNotFound, "method not found: " + FieldNameForMessage(method) +
+                                            " (this server offers initialize, ping, tools/list, "
+                                            "tools/call, resources/list, resources/read)");
   return nullptr;
 }
 
@@ -429,8 +487,10 @@ nlohmann::json McpServer::Initialize(const nlohmann::json& params, nlohmann::jso
     return nullptr;
   }
   initialized_ = true;
+  json capabilities = {{"tools", json::object()}};
+  if (!resources_.empty()) capabilities["resources"] = json::object();
   json result = {{"protocolVersion", version},
-                 {"capabilities", {{"tools", json::object()}}},
+                 {"capabilities", capabilities},
                  {"serverInfo", {{"name", info_.name}, {"version", info_.version}}}};
   if (!info_.instructions.empty()) result["instructions"] = info_.instructions;
   return result;
@@ -441,13 +501,48 @@ nlohmann::json McpServer::ListTools() const {
   for (const auto& t : tools_) {
     json tool = {{"name", t.name}, {"description", t.description}, {"inputSchema", t.input_schema}};
     if (!t.title.empty()) tool["title"] = t.title;
+    if (!t.output_schema.is_null()) tool["outputSchema"] = t.output_schema;
+    tool["annotations"] = {{"readOnlyHint", t.hints.read_only},
+                           {"destructiveHint", t.hints.destructive},
+                           {"idempotentHint", t.hints.idempotent},
+                           {"openWorldHint", false}};
     list.push_back(std::move(tool));
   }
   return {{"tools", list}};
 }
 
-nlohmann::json McpServer::CallTool(const nlohmann::json& params, std::ostream& out,
-                                   nlohmann::json* error) {
+nlohmann::json McpServer::ListResources() const {
+  json list = json::array();
+  for (const auto& r : resources_) {
+    json item = {{"uri", r.uri}, {"name", r.name}, {"mimeType", r.mime_type}};
+    if (!r.title.empty()) item["title"] = r.title;
+    if (!r.description.empty()) item["description"] = r.description;
+    list.push_back(std::move(item));
+  }
+  return {{"resources", list}};
+}
+
+nlohmann::json McpServer::ReadResource(const nlohmann::json& params, nlohmann::json* error) const {
+  if (!params.contains("uri") || !params["uri"].is_string()) {
+    *error = ErrorObject(kInvalidParams, "params.uri: required, a string (see resources/list)");
+    return nullptr;
+  }
+  const std::string uri = params["uri"].get<std::string>();
+  for (const auto& r : resources_) {
+    if (r.uri != uri) continue;
+    return {{"contents",
+             json::array({{{"uri", r.uri}, {"mimeType", r.mime_type}, {"text", r.read()}}})}};
+  }
+  std::string known;
+  for (const auto& r : resources_) known += (known.empty() ? "" : ", ") + r.uri;
+  // MCP's "resource not found" code.
+  *error = ErrorObject(-32002, "params.uri: no resource '" + FieldNameForMessage(uri) +
+                                   "' (resources: " + (known.empty() ? "none" : known) + ")");
+  (*error)["data"] = {{"uri", uri}};
+  return nullptr;
+}
+
+const McpTool* McpServer::FindTool(const nlohmann::json& params, nlohmann::json* error) const {
   if (!params.contains("name")) {
     *error = ErrorObject(kInvalidParams, "params.name: required (the tool to call)");
     return nullptr;
@@ -466,6 +561,12 @@ nlohmann::json McpServer::CallTool(const nlohmann::json& params, std::ostream& o
                                              "' (tools: " + known + ")");
     return nullptr;
   }
+  return &*tool;
+}
+
+nlohmann::json McpServer::CallTool(const McpTool& tool, const nlohmann::json& params,
+                                   McpOutput* out,
+                                   std::shared_ptr<McpCancellation> cancellation) const {
   json arguments = params.contains("arguments") ? params["arguments"] : json::object();
   if (arguments.is_null()) arguments = json::object();
   json token = nullptr;
@@ -474,23 +575,138 @@ nlohmann::json McpServer::CallTool(const nlohmann::json& params, std::ostream& o
     token = params["_meta"]["progressToken"];
   }
   McpToolResult r;
-  Status st = CheckToolArguments(tool->input_schema, arguments);
+  Status st = CheckToolArguments(tool.input_schema, arguments);
   if (!st.ok()) {
     r = McpToolResult::Error(st);
   } else {
-    McpCallContext ctx(&out, token);
-    r = tool->handler(arguments, &ctx);
+    McpCallContext ctx(out, token, std::move(cancellation));
+    r = tool.handler(arguments, &ctx);
   }
   std::string text;
   if (r.is_error && r.structured.contains("error") && r.structured["error"].is_string()) {
     text = r.structured["error"].get<std::string>();
   } else {
-    text = r.structured.dump(2, ' ', false, json::error_handler_t::replace);
+    text = r.structured.dump(-1, ' ', false, json::error_handler_t::replace);
   }
-  json result = {{"content", json::array({{{"type", "text"}, {"text", text}}})},
-                 {"structuredContent", r.structured},
-                 {"isError", r.is_error}};
-  return result;
+  return {{"content", json::array({{{"type", "text"}, {"text", text}}})},
+          {"structuredContent", r.structured},
+          {"isError", r.is_error}};
+}
+
+void McpServer::StartCall(const nlohmann::json& id, const McpTool& tool,
+                          const nlohmann::json& params, McpOutput* out) {
+  const std::string key = id.dump();
+  auto cancellation = std::make_shared<McpCancellation>();
+  MutexLock lock(&mu_);
+  auto existing = calls_.find(key);
+  if (existing != calls_.end() && !existing->second.finished) {
+    WriteError(out, id,
+               ErrorObject(kInvalidRequest,
+                           "invalid request: id: " + key + " is in use by a call still running"));
+    return;
+  }
+  size_t running = 0;
+  for (const auto& [unused, c] : calls_) running += c.finished ? 0 : 1;
+  if (running >= kMaxCallsInFlight) {
+    WriteError(out, id,
+               ErrorObject(kInternalError, "too many calls at once: " + std::to_string(running) +
+                                               " are running (the limit is " +
+                                               std::to_string(kMaxCallsInFlight) +
+                                               "); wait for an answer or cancel a call"));
+    return;
+  }
+  if (existing != calls_.end()) {
+    // The same id, answered already: its thread is about to end.
+    existing->second.thread.join();
+    calls_.erase(existing);
+  }
+  CallInFlight& call = calls_[key];
+  call.cancellation = cancellation;
+  call.tool = tool.name;
+  call.thread = std::thread([this, id, key, &tool, params, out, cancellation] {
+    json response;
+    try {
+      response = {
+          {"jsonrpc", "2.0"}, {"id", id}, {"result", CallTool(tool, params, out, cancellation)}};
+    } catch (const std::exception& e) {
+      spdlog::error("mcp: tools/call {} failed: {}", tool.name, e.what());
+      response = {
+          {"jsonrpc", "2.0"},
+          {"id", id},
+          {"error", ErrorObject(kInternalError, std::string("internal error: ") + e.what())}};
+    }
+    {
+      // Marked finished before the answer goes out, so a client that reuses the id at once is
+      // not refused.
+      MutexLock done(&mu_);
+      auto it = calls_.find(key);
+      if (it != calls_.end()) it->second.finished = true;
+    }
+    if (cancellation->cancelled()) {
+      spdlog::info(
+          "mcp: call {} ({}) was cancelled by the client and ended {:.2f} s later; its answer is "
+          "dropped",
+          EscapeForTerminal(key), tool.name, cancellation->SecondsSinceCancel());
+      return;
+    }
+    out->Write(response);
+  });
+}
+
+void McpServer::CancelCall(const nlohmann::json& params) {
+  if (!params.is_object() || !params.contains("requestId")) return;
+  const std::string key = params["requestId"].dump();
+  MutexLock lock(&mu_);
+  auto it = calls_.find(key);
+  if (it == calls_.end() || it->second.finished) {
+    spdlog::debug("mcp: notifications/cancelled for {}: no such call running",
+                  EscapeForTerminal(key));
+    return;
+  }
+  it->second.cancellation->Cancel();
+  std::string reason;
+  if (params.contains("reason") && params["reason"].is_string()) {
+    reason = EscapeForTerminal(Utf8Prefix(params["reason"].get<std::string>(), 200));
+  }
+  spdlog::info("mcp: call {} ({}) cancelled by the client{}{}", EscapeForTerminal(key),
+               it->second.tool, reason.empty() ? "" : ": ", reason);
+}
+
+void McpServer::ReapFinishedCalls() {
+  std::vector<std::thread> ended;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (!it->second.finished) {
+        ++it;
+        continue;
+      }
+      ended.push_back(std::move(it->second.thread));
+      it = calls_.erase(it);
+    }
+  }
+  for (auto& t : ended) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void McpServer::JoinAll() { JoinAllCancelling(false); }
+
+void McpServer::CancelAndJoinAll() { JoinAllCancelling(true); }
+
+void McpServer::JoinAllCancelling(bool cancel) {
+  std::vector<std::thread> all;
+  {
+    MutexLock lock(&mu_);
+    for (auto& [unused, call] : calls_) {
+      if (cancel) call.cancellation->Cancel();
+      all.push_back(std::move(call.thread));
+    }
+    calls_.clear();
+  }
+  for (auto& t : all) {
+    if (t.joinable()) t.join();
+  }
 }
 
 }  // namespace xv::client

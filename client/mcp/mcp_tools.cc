@@ -22,7 +22,10 @@
 #include <thread>
 
 #include "client/experiment_listing.h"
+#include "client/mcp/mcp_answers.h"
 #include "client/mcp/mcp_arguments.h"
+#include "client/mcp/mcp_campaign_tools.h"
+#include "client/mcp/mcp_resources.h"
 #include "client/numeric_ref.h"
 #include "client/requests/submit_request.h"
 #include "client/views/campaign_view.h"
@@ -119,6 +122,19 @@ const json& OverrideMapSchema() {
   return *s;
 }
 
+// An output schema: the properties an answer has (none required, so that a tool error's
+// {error, code} fits it too).
+json Output(json properties) {
+  properties["error"] = {{"type", "string"}};
+  properties["code"] = {{"type", "string"}};
+  return {{"type", "object"}, {"properties", std::move(properties)}};
+}
+
+const json& ExperimentListOutput() {
+  static const json* s = new json{{"type", "array"}, {"items", {{"type", "object"}}}};
+  return *s;
+}
+
 // ---- submit ----
 
 McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
@@ -126,9 +142,12 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
   t.name = "submit";
   t.title = "Submit a round of candidates";
   t.description =
-      "Queue one round of training experiments and return its ids at once (it does not wait: "
-      "call `wait` next). Each candidate is the base recipe plus overrides of recipe knobs "
-      "(docs/recipe.md); every candidate runs for the same fixed time budget and is judged on "
+      "Queue one round of training experiments and return at once with its ids, how many runs "
+      "that is (runs: candidates x replicates plus the policy's head controls) and an ETA from "
+      "the workers' recent throughput (eta_s, eta_basis says how); it does not wait: call `wait` "
+      "next. Each candidate is the base recipe plus overrides of recipe knobs "
+      "(the knobs tool lists them); every candidate runs for the same fixed time budget and is "
+      "judged on "
       "val_bpb (lower is better). The base is `recipe_path` (a YAML file on this machine), or, "
       "without it, the head of `campaign` (its current best recipe): for a keep/discard loop, "
       "create the campaign once (campaign_create) and submit candidates against its head. "
@@ -146,10 +165,8 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
           "base recipe YAML file (e.g. recipes/cpu-tiny.yaml); omit to build "
           "from campaign's head"}}},
        {"campaign",
-        {{"type", "string"},
-         {"description",
-          "campaign name (created on first use when recipe_path is given; must "
-          "exist without it); default: \"default\""}}},
+        CampaignProperty("campaign name or id (a name is created on first use when recipe_path "
+                         "is given; must exist without it); default: \"default\"")},
        {"candidates",
         {{"type", "array"},
          {"description", "one entry per candidate: an override object or a \"k=v,k2=v2\" string"},
@@ -185,7 +202,23 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
          {"minimum", -1000000},
          {"maximum", 1000000},
          {"description", "higher runs first (default 0)"}}}});
-  t.handler = [client](const json& args, McpCallContext*) {
+  t.output_schema = Output({{"campaign_id", {{"type", "integer"}}},
+                            {"round_id", {{"type", "integer"}}},
+                            {"experiment_ids", {{"type", "array"}}},
+                            {"candidates", {{"type", "array"}}},
+                            {"runs", {{"type", "integer"}}},
+                            {"candidate_runs", {{"type", "integer"}}},
+                            {"control_runs", {{"type", "integer"}}},
+                            {"eta_s", {{"type", "number"}}},
+                            {"eta_basis", {{"type", "string"}}}});
+  t.handler = [client](const json& given, McpCallContext*) {
+    json args = given;
+    if (args.contains("campaign")) {
+      std::string name;
+      Status st = CampaignNameOf(client.get(), args["campaign"], "arguments.campaign", &name);
+      if (!st.ok()) return McpToolResult::Error(st);
+      args["campaign"] = name;
+    }
     SubmitArgs sa;
     Status st = SubmitArgsFromJson(args, &sa);
     if (!st.ok()) return McpToolResult::Error(st);
@@ -206,6 +239,7 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
     json names = json::array();
     for (const auto& c : req.candidates()) names.push_back(c.name().empty() ? "base" : c.name());
     j["candidates"] = names;
+    j.update(SubmissionCost(client.get(), resp));
     return McpToolResult::Json(j);
   };
   return t;
@@ -224,11 +258,19 @@ McpTool StatusTool(std::shared_ptr<DaemonClient> client) {
       "disk is full: submissions are refused). Cheap; call it to see whether workers exist before "
       "submitting, or why nothing runs.";
   t.input_schema = Schema(json::object());
+  t.output_schema = Output({{"queued", {{"type", "integer"}}},
+                            {"running", {{"type", "integer"}}},
+                            {"finished", {{"type", "integer"}}},
+                            {"workers", {{"type", "array"}}},
+                            {"active", {{"type", "array"}}},
+                            {"write_mode", {{"type", "string"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json&, McpCallContext*) {
     v1::StatusResponse resp;
     Status st = client->GetStatus(&resp);
     if (!st.ok()) return McpToolResult::Error(st);
-    return McpToolResult::Json(StatusJson(resp, client->address()));
+    return McpToolResult::Json(StatusSummary(resp, client->address()));
   };
   return t;
 }
@@ -243,6 +285,9 @@ McpTool WorkersTool(std::shared_ptr<DaemonClient> client) {
       "probe measured (matmul TFLOP/s, memory bandwidth GB/s) beside the datasheet peak. Results "
       "are only comparable between runs on the same device class.";
   t.input_schema = Schema(json::object());
+  t.output_schema = Output({{"workers", {{"type", "array"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json&, McpCallContext*) {
     v1::StatusResponse resp;
     Status st = client->GetStatus(&resp);
@@ -259,11 +304,13 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
   t.name = "results";
   t.title = "Experiment results";
   t.description =
-      "Experiments with their figures: state, val_bpb (lower is better), tok_per_sec, "
-      "mfu_percent, steps, seconds, peak memory, device, decision (keep, discard, pending, "
-      "control) and its reason; null figures for experiments without a result, failure_kind and "
-      "failure_detail for failed ones. Filter by campaign, state and decision; sort by id (the "
-      "`limit` most recent) or val_bpb (the `limit` best). When no daemon answers, the database "
+      "Experiments, one summary each: id, round, name, state, val_bpb (lower is better), steps, "
+      "tok_per_sec, peak_mem_mb, decision (keep, discard, pending, control) and its reason; "
+      "failure_kind and the start of failure_detail for failed ones (the experiment tool has the "
+      "whole row). Filter by campaign, state, decision, round_id or ids; sort by id (the `limit` "
+      "most recent, default 20; total and left_out say what was not shown) or val_bpb (the "
+      "`limit` best); after_id pages on in id order (next_after_id). When no daemon answers, the "
+      "database "
       "is read read-only (source says which). With failures: true it returns instead, per knob "
       "value that failed at least once, how its runs ended (runs, diverged, crashed, timed_out, "
       "nan_rate): the values to stop proposing.";
@@ -281,14 +328,36 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
         {{"type", "string"},
          {"enum", json::array({"id", "val_bpb"})},
          {"description", "id (default) or val_bpb (best first)"}}},
+       {"round_id",
+        {{"type", "integer"}, {"minimum", 1}, {"description", "only this round's experiments"}}},
+       {"ids",
+        {{"type", "array"},
+         {"items", {{"type", "integer"}, {"minimum", 1}}},
+         {"maxItems", 1000},
+         {"description", "only these experiment ids"}}},
+       {"after_id",
+        {{"type", "integer"},
+         {"minimum", 1},
+         {"description",
+          "a cursor: the first `limit` experiments with a larger id, in id order (next_after_id "
+          "of the previous answer)"}}},
        {"limit",
         {{"type", "integer"},
          {"minimum", 0},
          {"maximum", 100000},
-         {"description", "at most this many (default 50; 0 = all)"}}},
+         {"description", "at most this many (default 20; 0 = all)"}}},
        {"failures",
         {{"type", "boolean"},
          {"description", "the failure summary per knob value instead (campaign filter only)"}}}});
+  t.output_schema = Output({{"experiments", ExperimentListOutput()},
+                            {"count", {{"type", "integer"}}},
+                            {"total", {{"type", "integer"}}},
+                            {"left_out", {{"type", "integer"}}},
+                            {"next_after_id", {{"type", "integer"}}},
+                            {"source", {{"type", "string"}}},
+                            {"failures", {{"type", "array"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client, options](const json& args, McpCallContext*) {
     if (args.value("failures", false)) {
       v1::FailureSummaryRequest req;
@@ -309,7 +378,12 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
     filter.state = Str(args, "state");
     filter.decision = Str(args, "decision");
     filter.sort = Str(args, "sort");
-    filter.limit = static_cast<int>(Int(args, "limit", 50));
+    ResultsPage page;
+    page.round_id = Int(args, "round_id", 0);
+    if (args.contains("ids")) page.ids = args["ids"].get<std::vector<int64_t>>();
+    page.after_id = Int(args, "after_id", 0);
+    page.limit = static_cast<int>(Int(args, "limit", 20));
+    page.best_first = filter.sort == "val_bpb" && page.after_id == 0;
     std::vector<v1::Experiment> rows;
     std::string source = "daemon";
     Status st = ListFromDaemon(client.get(), filter, &rows);
@@ -321,9 +395,9 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
       }
     }
     if (!st.ok()) return McpToolResult::Error(st);
-    json arr = json::array();
-    for (const auto& e : rows) arr.push_back(ExperimentJson(e));
-    return McpToolResult::Json({{"experiments", arr}, {"count", rows.size()}, {"source", source}});
+    json j = ResultsAnswer(rows, page);
+    j["source"] = source;
+    return McpToolResult::Json(j);
   };
   return t;
 }
@@ -332,8 +406,9 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
 
 // The stored events of experiment `e` (kinds: everything but step), by a Watch replay from cursor
 // 0 that ends when the experiment's terminal state event arrives (*complete = true), or after
-// kEventQuiet without an event, or kEventReadMax in all (a very long event log: *complete = false).
-Status ReadExperimentEvents(DaemonClient* client, const v1::Experiment& e,
+// kEventQuiet without an event, or kEventReadMax in all (a very long event log: *complete = false),
+// or as soon as the call is cancelled.
+Status ReadExperimentEvents(DaemonClient* client, const v1::Experiment& e, McpCallContext* call,
                             std::vector<v1::WatchEvent>* out, bool* complete_out) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + kEventReadMax);
@@ -365,7 +440,7 @@ Status ReadExperimentEvents(DaemonClient* client, const v1::Experiment& e,
   });
   {
     std::unique_lock<std::mutex> lock(mu);
-    while (!ended && !complete && Clock::now() - last < kEventQuiet) {
+    while (!ended && !complete && Clock::now() - last < kEventQuiet && !call->cancelled()) {
       cv.wait_for(lock, std::chrono::milliseconds(50));
     }
     const bool cancel = !ended;
@@ -407,7 +482,14 @@ McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
                 {"maximum", 16384},
                 {"description", "at most this many bytes of the stderr tail (default 4096)"}}}},
              {"id"});
-  t.handler = [client](const json& args, McpCallContext*) {
+  t.output_schema = Output({{"id", {{"type", "integer"}}},
+                            {"state", {{"type", "string"}}},
+                            {"val_bpb", {{"type", "number"}}},
+                            {"events", {{"type", "array"}}},
+                            {"stderr_tail", {{"type", "string"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
+  t.handler = [client](const json& args, McpCallContext* ctx) {
     const int64_t id = Int(args, "id", 0);
     v1::Experiment e;
     Status st = client->GetExperiment(id, &e);
@@ -424,7 +506,7 @@ McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
     if (max_events > 0) {
       std::vector<v1::WatchEvent> events;
       bool complete = false;
-      st = ReadExperimentEvents(client.get(), e, &events, &complete);
+      st = ReadExperimentEvents(client.get(), e, ctx, &events, &complete);
       if (!st.ok()) return McpToolResult::Error(st);
       json arr = json::array();
       const size_t first = events.size() > max_events ? events.size() - max_events : 0;
@@ -433,7 +515,7 @@ McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
       j["events_left_out"] = first;
       j["events_complete"] = complete;
     }
-    return McpToolResult::Json(j);
+    return McpToolResult::Json(DropEmpty(j));
   };
   return t;
 }
@@ -451,7 +533,7 @@ McpTool CampaignCreateTool(std::shared_ptr<DaemonClient> client) {
       "the head by more than the noise (Welch test over replicates, or the head's noise band), "
       "at most one per round, and the kept recipe becomes the new head. `policy` e.g. {\"mode\": "
       "\"welch\", \"confidence\": 0.9, \"min_effect\": 0.001, \"replicates\": 2, "
-      "\"head_controls\": 2} (daemon/README.md); {\"decide\": \"manual\"} leaves rounds for "
+      "\"head_controls\": 2}; {\"decide\": \"manual\"} leaves rounds for "
       "`decide`. `budget` fixes the run time of every run, e.g. {\"time_budget_s\": 300}. "
       "Refusals name the field (policy: confidence: ...); a taken name is refused.";
   t.input_schema = Schema(
@@ -475,6 +557,11 @@ McpTool CampaignCreateTool(std::shared_ptr<DaemonClient> client) {
          {"maximum", 10},
          {"description", "attempts per experiment when workers are lost (default 2)"}}}},
       {"name", "recipe_path"});
+  t.output_schema = Output({{"id", {{"type", "integer"}}},
+                            {"name", {{"type", "string"}}},
+                            {"state", {{"type", "string"}}},
+                            {"head", {{"type", "string"}}},
+                            {"head_recipe", {{"type", "object"}}}});
   t.handler = [client](const json& args, McpCallContext*) {
     v1::CreateCampaignRequest req;
     req.set_name(Str(args, "name"));
@@ -507,7 +594,7 @@ McpTool CampaignCreateTool(std::shared_ptr<DaemonClient> client) {
       st = st.WithContext("arguments.recipe_path: ");
     }
     if (!st.ok()) return McpToolResult::Error(st);
-    return McpToolResult::Json(CampaignJson(c));
+    return McpToolResult::Json(CampaignSummary(c, 0, true));
   };
   return t;
 }
@@ -518,18 +605,40 @@ McpTool CampaignShowTool(std::shared_ptr<DaemonClient> client) {
   t.title = "A campaign: head, rounds, decisions";
   t.description =
       "One campaign: its policy and budget, the head recipe (head_recipe: every knob as it is "
-      "now), the head history (which candidate was kept in which round, and why), and each round "
-      "with its state (open, decided), one-line decision_summary, kept_candidate and the "
-      "decision's statistics (per candidate: mean and sd of val_bpb, n, the head's mean/sd/n, "
+      "now), the latest head changes (which candidate was kept in which round, and why), and the "
+      "latest `last_rounds` rounds (default 5; rounds_total and rounds_left_out say how many "
+      "there are) with their state (open, decided), one-line summary, kept candidate and the "
+      "decision's statistics (the head's mean/sd/n; per candidate: mean and sd of val_bpb, n, "
       "improvement, p-value, noise band, keep/discard and the reason). Read it after a round is "
       "decided to learn what the head is now.";
-  t.input_schema = Schema({{"campaign", CampaignProperty("campaign name or id")}}, {"campaign"});
+  t.input_schema =
+      Schema({{"campaign", CampaignProperty("campaign name or id")},
+              {"last_rounds",
+               {{"type", "integer"},
+                {"minimum", 0},
+                {"maximum", 100000},
+                {"description", "only the latest rounds and head changes (default 5; 0 = all)"}}},
+              {"head_recipe",
+               {{"type", "boolean"},
+                {"description", "include every knob of the head recipe (default true)"}}}},
+             {"campaign"});
+  t.output_schema = Output({{"id", {{"type", "integer"}}},
+                            {"name", {{"type", "string"}}},
+                            {"state", {{"type", "string"}}},
+                            {"head", {{"type", "string"}}},
+                            {"head_recipe", {{"type", "object"}}},
+                            {"rounds", {{"type", "array"}}},
+                            {"rounds_total", {{"type", "integer"}}},
+                            {"head_history", {{"type", "array"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json& args, McpCallContext*) {
     v1::Campaign c;
     Status st = client->GetCampaign(CampaignRef(args, "campaign"), &c);
     if (st.code() == Status::Code::kNotFound) st = st.WithContext("arguments.campaign: ");
     if (!st.ok()) return McpToolResult::Error(st);
-    return McpToolResult::Json(CampaignJson(c));
+    return McpToolResult::Json(CampaignSummary(c, static_cast<int>(Int(args, "last_rounds", 5)),
+                                               args.value("head_recipe", true)));
   };
   return t;
 }
@@ -542,12 +651,15 @@ McpTool CampaignListTool(std::shared_ptr<DaemonClient> client) {
       "Every campaign: id, name, state (active, paused, done), policy, budget, trainer, device "
       "filter and head recipe hash (without rounds; campaign_show has them).";
   t.input_schema = Schema(json::object());
+  t.output_schema = Output({{"campaigns", {{"type", "array"}}}});
+  t.hints.read_only = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json&, McpCallContext*) {
     v1::ListCampaignsResponse resp;
     Status st = client->ListCampaigns(&resp);
     if (!st.ok()) return McpToolResult::Error(st);
     json arr = json::array();
-    for (const auto& c : resp.campaigns()) arr.push_back(CampaignJson(c));
+    for (const auto& c : resp.campaigns()) arr.push_back(CampaignSummary(c, 0, false));
     return McpToolResult::Json({{"campaigns", arr}});
   };
   return t;
@@ -616,10 +728,9 @@ Status ViewRounds(DaemonClient* client, const std::map<std::string, std::set<int
       const v1::RoundInfo& r = c.rounds(i);
       const bool latest = i + 1 == c.rounds_size();
       if (!round_ids.count(r.id()) && !(latest_too && latest)) continue;
-      json j = RoundJson(r);
+      json j = RoundSummary(r);
       j["campaign"] = c.name();
-      j["campaign_id"] = c.id();
-      j["campaign_head_recipe_hash"] = c.head_recipe_hash();
+      j["campaign_head"] = c.head_recipe_hash().substr(0, 12);
       if (r.state() == "open" && r.unfinished() == 0 && automatic) view->decision_pending = true;
       view->rounds.push_back(std::move(j));
     }
@@ -634,12 +745,13 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
   t.description =
       "Block until the given experiments (experiment_ids), or every experiment of `campaign`, or "
       "everything, have finished, and, for a campaign whose policy decides automatically, until "
-      "their rounds are decided; then return. Bounded by timeout_s (default 600, at most 3600): "
-      "when it expires the answer says timed_out: true and what is unfinished (not an error: "
-      "call wait again). The answer has the experiments' figures (with experiment_ids), the "
-      "unfinished ids, and the rounds involved with their decision (state decided, "
-      "decision_summary, kept_candidate, statistics) and the campaign's head hash after it. "
-      "Sends progress notifications when the call has a progressToken.";
+      "their rounds are decided; then return. Bounded by timeout_s (default 50 s, under the 60 s "
+      "many MCP hosts allow a call; at most 3600): when it expires the answer says timed_out: "
+      "true and what is unfinished; this is not an error: call wait again while timed_out. The "
+      "answer has the experiments' summaries (with experiment_ids), the unfinished ids, and the "
+      "rounds involved with their decision (state decided, summary, kept, statistics) and "
+      "campaign_head, the head after it. Sends progress notifications when the call has a "
+      "progressToken; a call the client cancels (notifications/cancelled) ends at once.";
   t.input_schema =
       Schema({{"experiment_ids",
                {{"type", "array"},
@@ -650,7 +762,15 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
                {{"type", "number"},
                 {"minimum", 0},
                 {"maximum", kMcpWaitMaxS},
-                {"description", "give up after this many seconds (default 600, at most 3600)"}}}});
+                {"description", "give up after this many seconds (default 50, at most 3600)"}}}});
+  t.output_schema = Output({{"done", {{"type", "boolean"}}},
+                            {"timed_out", {{"type", "boolean"}}},
+                            {"waited_s", {{"type", "number"}}},
+                            {"unfinished", {{"type", "array"}}},
+                            {"experiments", ExperimentListOutput()},
+                            {"states", {{"type", "object"}}},
+                            {"rounds", {{"type", "array"}}}});
+  t.hints.read_only = true;
   t.handler = [client](const json& args, McpCallContext* ctx) {
     WaitScope scope;
     if (args.contains("experiment_ids")) {
@@ -716,7 +836,7 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
         unreachable_since.reset();
       }
       if (done) break;
-      if (SecondsSince(t0) >= timeout_s) break;
+      if (SecondsSince(t0) >= timeout_s || ctx->cancelled()) break;
       if (st.ok()) {
         // A notification when the counts change and every 10 s (a heartbeat for clients that
         // extend their timeout on progress). Progress must grow: finished experiments plus a
@@ -735,8 +855,10 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
           last_progress = Clock::now();
         }
       }
-      std::this_thread::sleep_for(std::chrono::duration<double>(
-          std::min(kWaitPollS, std::max(0.05, timeout_s - SecondsSince(t0)))));
+      if (!ctx->SleepFor(std::min(kWaitPollS, std::max(0.05, timeout_s - SecondsSince(t0))))) {
+        // Cancelled by the client: nobody reads the answer.
+        return McpToolResult::Error(Status::Cancelled("wait: cancelled by the client"));
+      }
     }
     json j = {{"done", done},
               {"timed_out", !done},
@@ -746,14 +868,14 @@ McpTool WaitTool(std::shared_ptr<DaemonClient> client) {
       json arr = json::array();
       std::map<std::string, int> states;
       for (const auto& e : all) {
-        arr.push_back(ExperimentJson(e));
+        arr.push_back(ExperimentSummary(e));
         ++states[e.state()];
       }
       j["experiments"] = arr;
       j["states"] = states;
     }
     if (done) j["rounds"] = rounds.rounds;
-    return McpToolResult::Json(j);
+    return McpToolResult::Json(DropEmpty(j));
   };
   return t;
 }
@@ -778,6 +900,11 @@ McpTool DecideTool(std::shared_ptr<DaemonClient> client) {
                 {"description", "an experiment of the candidate to keep; 0 = keep none"}}},
               {"reason", {{"type", "string"}, {"description", "why (stored with the decision)"}}}},
              {"round_id", "keep_experiment_id", "reason"});
+  t.output_schema = Output({{"id", {{"type", "integer"}}},
+                            {"state", {{"type", "string"}}},
+                            {"kept", {{"type", "string"}}},
+                            {"summary", {{"type", "string"}}}});
+  t.hints.destructive = true;  // moves the campaign's head; a decided round stays decided
   t.handler = [client](const json& args, McpCallContext*) {
     v1::DecideRequest req;
     req.set_round_id(Int(args, "round_id", 0));
@@ -789,7 +916,7 @@ McpTool DecideTool(std::shared_ptr<DaemonClient> client) {
     v1::RoundInfo round;
     Status st = client->Decide(req, &round);
     if (!st.ok()) return McpToolResult::Error(st);
-    return McpToolResult::Json(RoundJson(round));
+    return McpToolResult::Json(RoundSummary(round));
   };
   return t;
 }
@@ -805,6 +932,10 @@ McpTool CancelTool(std::shared_ptr<DaemonClient> client) {
   t.input_schema = Schema(
       {{"experiment_id", {{"type", "integer"}, {"minimum", 1}, {"description", "experiment id"}}}},
       {"experiment_id"});
+  t.output_schema =
+      Output({{"experiment_id", {{"type", "integer"}}}, {"state", {{"type", "string"}}}});
+  t.hints.destructive = true;
+  t.hints.idempotent = true;
   t.handler = [client](const json& args, McpCallContext*) {
     const int64_t id = Int(args, "experiment_id", 0);
     v1::CancelResponse resp;
@@ -820,10 +951,19 @@ McpTool CancelTool(std::shared_ptr<DaemonClient> client) {
 
 std::vector<McpTool> XvMcpTools(std::shared_ptr<DaemonClient> client,
                                 const ClientOptions& options) {
-  return {SubmitTool(client),       WaitTool(client),           ResultsTool(client, options),
-          ExperimentTool(client),   CampaignCreateTool(client), CampaignShowTool(client),
-          CampaignListTool(client), DecideTool(client),         CancelTool(client),
-          StatusTool(client),       WorkersTool(client)};
+  std::vector<McpTool> tools = {
+      SubmitTool(client),       WaitTool(client),           ResultsTool(client, options),
+      ExperimentTool(client),   CampaignCreateTool(client), CampaignShowTool(client),
+      CampaignListTool(client), DecideTool(client),         CancelTool(client),
+      StatusTool(client),       WorkersTool(client),        KnobsTool()};
+  for (McpTool& t : CampaignControlTools(client)) tools.push_back(std::move(t));
+  // Refusals point at what the agent can reach over MCP, not at files of a source tree.
+  for (McpTool& t : tools) {
+    t.handler = [handler = std::move(t.handler)](const json& args, McpCallContext* ctx) {
+      return PointDocsAtMcp(handler(args, ctx));
+    };
+  }
+  return tools;
 }
 
 std::string XvMcpInstructions() {
@@ -832,8 +972,11 @@ std::string XvMcpInstructions() {
          "the noise; lower val_bpb is better. The loop: campaign_create once (a base recipe and a "
          "policy), then repeat: campaign_show (the head and past decisions), submit candidates "
          "against the campaign (overrides of recipe knobs), wait (returns the figures and the "
-         "round's decision), read what was kept. Refusals name the field; fix and resubmit. "
-         "docs/agent.md has the rules.";
+         "round's decision; it gives up after 50 s by default: call it again while timed_out), "
+         "read what was kept. Refusals name the field; fix and resubmit. Calls run concurrently: "
+         "status and results answer while a wait runs. "
+         "The knobs tool (or the resource xv://knobs) lists every knob with its type, default and "
+         "range; the resource xv://docs/agent.md (or knobs {doc: \"agent.md\"}) has the rules.";
 }
 
 }  // namespace xv::client

@@ -1,10 +1,12 @@
-// The tools `xvctl mcp` offers an agent (docs/agent.md § Tools): submit, status, results,
-// experiment, campaign_create, campaign_show, campaign_list, wait, decide, cancel, workers. Each is
-// a call (or a bounded series of calls) to xvd through DaemonClient, answering with the JSON that
-// the matching `xvctl ... --json` command prints (client/*_view.h). A refusal by the daemon (an
-// unknown knob, a no-op override, an unknown campaign) or an unreachable daemon is a tool error
-// carrying the daemon's message, which names the field.
-// Thread-safety: the tools share `client` (thread-safe); McpServer calls them from one thread.
+// The tools `xvctl mcp` offers an agent (docs/agent.md § Tools): submit, wait, results,
+// experiment, campaign_create, campaign_show, campaign_list, decide, cancel, status, workers,
+// knobs (mcp_resources.h) and the campaign controls of mcp_campaign_tools.h. Each is a call (or a
+// bounded series of calls) to xvd through DaemonClient, answering with compact JSON
+// (mcp_answers.h). A refusal by the daemon (an unknown knob, a no-op override, an unknown
+// campaign) or an unreachable daemon is a tool error carrying the daemon's message, which names
+// the field (a pointer to docs/recipe.md becomes one to the knobs tool).
+// Thread-safety: the tools share `client` (thread-safe) and no other state; McpServer runs calls
+// concurrently.
 #pragma once
 
 #include <memory>
@@ -17,9 +19,11 @@
 
 namespace xv::client {
 
-// Longest `wait` an agent may ask for, in seconds; the default is kMcpWaitDefaultS.
+// Longest `wait` an agent may ask for, in seconds; the default is kMcpWaitDefaultS, under the 60 s
+// after which common MCP hosts (the TypeScript SDK) give up on a call: `wait` answers timed_out
+// and the agent calls again.
 constexpr double kMcpWaitMaxS = 3600;
-constexpr double kMcpWaitDefaultS = 600;
+constexpr double kMcpWaitDefaultS = 50;
 
 // The tool table over `client`. `options` gives the state directory that `results` reads
 // read-only when no daemon answers.

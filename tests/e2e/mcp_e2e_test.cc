@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -216,14 +217,26 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
 
   json list = mcp.Request({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});
   std::set<std::string> names;
+  std::map<std::string, json> annotations;
   for (const auto& t : list["result"]["tools"]) {
     names.insert(t["name"].get<std::string>());
     EXPECT_EQ(t["inputSchema"]["type"], "object") << t.dump();
     EXPECT_GT(t["description"].get<std::string>().size(), 80u) << t["name"];
+    EXPECT_EQ(t["outputSchema"]["type"], "object") << t["name"];
+    annotations[t["name"].get<std::string>()] = t["annotations"];
   }
-  EXPECT_EQ(names, (std::set<std::string>{"submit", "wait", "results", "experiment",
-                                          "campaign_create", "campaign_show", "campaign_list",
-                                          "decide", "cancel", "status", "workers"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{
+                "submit",          "wait",          "results",     "experiment", "campaign_create",
+                "campaign_show",   "campaign_list", "decide",      "cancel",     "status",
+                "workers",         "knobs",         "ablate",      "confirm",    "campaign_pause",
+                "campaign_resume", "events",        "plan_submit", "plan_show",  "plan_control"}));
+  EXPECT_EQ(annotations["status"]["readOnlyHint"], true);
+  EXPECT_EQ(annotations["results"]["readOnlyHint"], true);
+  EXPECT_EQ(annotations["submit"]["readOnlyHint"], false);
+  EXPECT_EQ(annotations["submit"]["destructiveHint"], false);
+  EXPECT_EQ(annotations["cancel"]["destructiveHint"], true);
+  EXPECT_EQ(annotations["decide"]["destructiveHint"], true);
 
   // A campaign: head controls and a noise-band policy, 2 s runs.
   json created = CallOk(&mcp, "campaign_create",
@@ -269,7 +282,7 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   const json& w = waited["structuredContent"];
   ASSERT_EQ(w.value("done", false), true) << waited.dump(2) << Logs();
   EXPECT_EQ(w["timed_out"], false);
-  EXPECT_TRUE(w["unfinished"].empty());
+  EXPECT_FALSE(w.contains("unfinished")) << "empty lists are left out";
   ASSERT_GE(progress.size(), 1u);
   for (const auto& n : progress) {
     EXPECT_EQ(n["method"], "notifications/progress") << n.dump();
@@ -298,7 +311,7 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   ASSERT_EQ(w["rounds"].size(), 1u) << w.dump(2);
   EXPECT_EQ(w["rounds"][0]["id"], round_id);
   EXPECT_EQ(w["rounds"][0]["state"], "decided");
-  EXPECT_EQ(w["rounds"][0]["kept_candidate"], "matrix_lr=0.02") << w["rounds"][0].dump(2);
+  EXPECT_EQ(w["rounds"][0]["kept"], "matrix_lr=0.02") << w["rounds"][0].dump(2);
   EXPECT_EQ(w["rounds"][0]["campaign"], "agent");
 
   // results, best first: the kept candidate leads with its figures.
@@ -309,7 +322,7 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   EXPECT_EQ(best["name"], "matrix_lr=0.02");
   EXPECT_NEAR(best["val_bpb"].get<double>(), 1.2, 1e-9);
   EXPECT_EQ(best["decision"], "keep");
-  EXPECT_GT(best["num_steps"].get<int64_t>(), 0);
+  EXPECT_GT(best["steps"].get<int64_t>(), 0) << best.dump();
   EXPECT_TRUE(best["tok_per_sec"].is_number());
   // The failure summary names the diverging value.
   json failures = CallOk(&mcp, "results", {{"campaign", "agent"}, {"failures", true}});
@@ -346,6 +359,29 @@ TEST_F(McpE2eTest, AgentLoopThroughTheMcpServer) {
   json shown = CallOk(&mcp, "campaign_show", {{"campaign", "agent"}});
   EXPECT_NEAR(shown["head_recipe"]["matrix_lr"].get<double>(), 0.02, 1e-12) << shown.dump(2);
   EXPECT_EQ(CallOk(&mcp, "campaign_list", json::object())["campaigns"].size(), 1u);
+
+  // events after a cursor: pages that follow on, and the round's decision among them.
+  json first_page = CallOk(&mcp, "events", {{"campaign", "agent"}, {"limit", 3}});
+  ASSERT_EQ(first_page["events"].size(), 3u) << first_page.dump();
+  EXPECT_EQ(first_page["more"], true);
+  const int64_t cursor = first_page["next_cursor"];
+  EXPECT_EQ(cursor, first_page["events"][2]["cursor"]);
+  json next_page = CallOk(&mcp, "events", {{"campaign", "agent"}, {"after", cursor}});
+  ASSERT_FALSE(next_page["events"].empty());
+  EXPECT_GT(next_page["events"][0]["cursor"].get<int64_t>(), cursor);
+  EXPECT_EQ(next_page["more"], false);
+  json decisions = CallOk(&mcp, "events", {{"campaign", "agent"}, {"kinds", {"decision"}}});
+  ASSERT_EQ(decisions["events"].size(), 1u) << decisions.dump();
+  EXPECT_EQ(decisions["events"][0]["round_id"], round_id);
+  // Pause and resume the campaign; no plans yet.
+  EXPECT_EQ(CallOk(&mcp, "campaign_pause", {{"campaign", "agent"}})["state"], "paused");
+  EXPECT_EQ(CallOk(&mcp, "campaign_resume", {{"campaign", "agent"}})["state"], "active");
+  EXPECT_TRUE(CallOk(&mcp, "plan_show", json::object()).value("plans", json::array()).empty());
+  json no_plan = Call(&mcp, "plan_show", {{"plan", "nope"}});
+  EXPECT_EQ(no_plan["isError"], true);
+  EXPECT_NE(no_plan["content"][0]["text"].get<std::string>().find("arguments.plan"),
+            std::string::npos)
+      << no_plan.dump();
 
   // cancel: a finished experiment keeps its state; an unknown one is a tool error naming it.
   EXPECT_EQ(CallOk(&mcp, "cancel", {{"experiment_id", ids[0]}})["state"], "succeeded");
@@ -460,6 +496,178 @@ TEST_F(McpE2eTest, HostileArgumentsAreToolErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(mcp.Request({{"jsonrpc", "2.0"}, {"id", "after"}, {"method", "ping"}})["id"], "after");
   EXPECT_EQ(CallOk(&mcp, "campaign_list", json::object())["campaigns"].size(), 0u);
   EXPECT_TRUE(xvd_.Alive());
+  mcp.CloseStdin();
+  EXPECT_EQ(mcp.Wait(20), 0) << Logs();
+}
+
+// What an agent on a stock MCP host needs from the real `xvctl mcp` (issue 17): a `status` is
+// answered while a `wait` runs (each call on its own thread); a `wait` cancelled by the client
+// (notifications/cancelled) ends within a second and is never answered while other calls are
+// served; answers stay small (per-experiment summaries, campaign_show's last rounds); the knob
+// table and the agent guide are resources; submit says how many runs it queued and when they end.
+TEST_F(McpE2eTest, ConcurrentCallsCancellationBoundedAnswersAndResources) {
+  ASSERT_TRUE(Sandbox::BinariesBuilt());
+  ASSERT_TRUE(sb_.StartDaemon(&xvd_));
+  // Runs of about half a second each, one at a time: a wait for 5 of them lasts seconds.
+  worker_ = sb_.StartFakeWorker(
+      "mcp-cpu", {{"XV_FAKE_STEPS", "6"}, {"XV_FAKE_STEP_SECONDS", "0.08"}}, {}, "worker.log");
+  McpChild mcp(sb_.XvctlArgv({"mcp"}), sb_.Path("mcp.log"));
+  ASSERT_TRUE(mcp.started());
+  json init = mcp.Request({{"jsonrpc", "2.0"},
+                           {"id", 1},
+                           {"method", "initialize"},
+                           {"params", {{"protocolVersion", "2025-06-18"}}}});
+  EXPECT_TRUE(init["result"]["capabilities"]["resources"].is_object()) << init.dump();
+  mcp.SendLine(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+
+  // Resources: listed, and read back whole.
+  json listed = mcp.Request({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "resources/list"}});
+  std::set<std::string> uris;
+  for (const auto& r : listed["result"]["resources"]) uris.insert(r["uri"].get<std::string>());
+  EXPECT_TRUE(uris.count("xv://knobs") && uris.count("xv://docs/agent.md")) << listed.dump();
+  json guide = mcp.Request({{"jsonrpc", "2.0"},
+                            {"id", 3},
+                            {"method", "resources/read"},
+                            {"params", {{"uri", "xv://docs/agent.md"}}}});
+  EXPECT_EQ(guide["result"]["contents"][0]["text"], ReadFileText(SourcePath("docs/agent.md")));
+  json knobs_read = mcp.Request({{"jsonrpc", "2.0"},
+                                 {"id", 4},
+                                 {"method", "resources/read"},
+                                 {"params", {{"uri", "xv://knobs"}}}});
+  json knobs = json::parse(knobs_read["result"]["contents"][0]["text"].get<std::string>());
+  bool has_matrix_lr = false;
+  for (const auto& k : knobs["knobs"]) {
+    if (k["name"] != "matrix_lr") continue;
+    has_matrix_lr = true;
+    EXPECT_EQ(k["type"], "number");
+    EXPECT_TRUE(k["default"].is_number());
+    EXPECT_FALSE(k["range"].get<std::string>().empty());
+  }
+  EXPECT_TRUE(has_matrix_lr) << knobs.dump().substr(0, 500);
+  // An unknown knob's refusal points at the knobs tool, not at a file of the source tree.
+  CallOk(&mcp, "campaign_create",
+         {{"name", "night"},
+          {"recipe_path", SourcePath("recipes/cpu-tiny.yaml")},
+          {"policy", {{"mode", "noise_band"}, {"replicates", 1}, {"head_controls", 2}}},
+          {"budget", {{"time_budget_s", 5}}}});
+  json typo = Call(&mcp, "submit", {{"campaign", "night"}, {"candidates", {{{"matrx_lr", 0.02}}}}});
+  const std::string typo_text = typo["content"][0]["text"].get<std::string>();
+  EXPECT_NE(typo_text.find("knobs tool"), std::string::npos) << typo_text;
+  EXPECT_EQ(typo_text.find("docs/recipe.md"), std::string::npos) << typo_text;
+
+  // submit answers with its run count (3 candidates + 2 head controls) and how the ETA is made.
+  json sub = CallOk(&mcp, "submit",
+                    {{"campaign", "night"}, {"sweep", {{"matrix_lr", {0.01, 0.02, 0.03}}}}});
+  const std::vector<int64_t> ids = sub.value("experiment_ids", std::vector<int64_t>{});
+  ASSERT_EQ(ids.size(), 5u) << sub.dump();
+  EXPECT_EQ(sub["runs"], 5);
+  EXPECT_EQ(sub["control_runs"], 2);
+  EXPECT_EQ(sub["candidate_runs"], 3);
+  EXPECT_FALSE(sub.value("eta_basis", "").empty()) << sub.dump();
+
+  // A wait in flight, then a status: the status is answered first, the wait is still running.
+  const json wait_id = "long-wait";
+  mcp.SendLine(
+      json({{"jsonrpc", "2.0"},
+            {"id", wait_id},
+            {"method", "tools/call"},
+            {"params",
+             {{"name", "wait"}, {"arguments", {{"experiment_ids", ids}, {"timeout_s", 60}}}}}})
+          .dump());
+  std::vector<json> before_status;
+  const auto t_status = std::chrono::steady_clock::now();
+  json status = mcp.Request({{"jsonrpc", "2.0"},
+                             {"id", "s1"},
+                             {"method", "tools/call"},
+                             {"params", {{"name", "status"}, {"arguments", json::object()}}}},
+                            &before_status, 10);
+  const double status_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_status).count();
+  ASSERT_TRUE(status.contains("result")) << status.dump() << Logs();
+  EXPECT_LT(status_s, 5) << "status waited for the wait";
+  const json& st = status["result"]["structuredContent"];
+  EXPECT_GE(st.value("queued", 0) + st.value("running", 0), 1) << st.dump();
+  for (const auto& m : before_status) EXPECT_NE(m.value("id", json()), wait_id) << m.dump();
+  // status again (the wait still runs) until a running experiment reports its last loss.
+  bool saw_loss = false;
+  for (int i = 0; i < 40 && !saw_loss; ++i) {
+    json again = CallOk(&mcp, "status", json::object());
+    for (const auto& a : again.value("active", json::array())) {
+      saw_loss |= a.contains("last_loss") && a["last_loss"].is_number();
+    }
+    if (!saw_loss) ::usleep(50 * 1000);
+  }
+  EXPECT_TRUE(saw_loss) << "no running experiment with last_loss in status";
+
+  // The client cancels the wait: it ends within a second (the server's log says so), and it is
+  // never answered while a ping and later calls are.
+  mcp.SendLine(json({{"jsonrpc", "2.0"},
+                     {"method", "notifications/cancelled"},
+                     {"params", {{"requestId", wait_id}, {"reason", "the host timed out"}}}})
+                   .dump());
+  std::vector<json> stray;
+  EXPECT_EQ(mcp.Request({{"jsonrpc", "2.0"}, {"id", "p1"}, {"method", "ping"}}, &stray)["id"],
+            "p1");
+  std::string ended_line;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string log = ReadFileText(sb_.Path("mcp.log"));
+        const size_t at = log.find("(wait) was cancelled by the client and ended ");
+        if (at == std::string::npos) return false;
+        ended_line = log.substr(at, log.find('\n', at) - at);
+        return true;
+      },
+      5))
+      << Logs();
+  const double ended_after_s = std::stod(
+      ended_line.substr(std::string("(wait) was cancelled by the client and ended ").size()));
+  EXPECT_LT(ended_after_s, 1.5) << ended_line;
+
+  // A second wait (no cancellation) gets the figures and the decision, in small summaries.
+  json done = Call(&mcp, "wait", {{"experiment_ids", ids}, {"timeout_s", 60}}, &stray, nullptr, 90);
+  const json& w = done["structuredContent"];
+  ASSERT_EQ(w.value("done", false), true) << done.dump() << Logs();
+  ASSERT_EQ(w["experiments"].size(), 5u);
+  for (const auto& e : w["experiments"]) {
+    EXPECT_FALSE(e.contains("stderr_tail")) << e.dump();
+    EXPECT_LT(e.dump().size(), 450u) << e.dump();  // most of it the decision's reason
+  }
+  EXPECT_LT(done["content"][0]["text"].get<std::string>().size(), 4500u) << w.dump();
+  for (const auto& m : stray) EXPECT_NE(m.value("id", json()), wait_id) << m.dump();
+
+  // Bounded answers: results is a page of summaries; campaign_show keeps the last rounds.
+  json second =
+      CallOk(&mcp, "submit", {{"campaign", "night"}, {"candidates", {{{"matrix_lr", 0.015}}}}});
+  ASSERT_EQ(Call(&mcp, "wait", {{"campaign", "night"}, {"timeout_s", 60}}, &stray, nullptr,
+                 90)["structuredContent"]
+                .value("done", false),
+            true)
+      << Logs();
+  json results = Call(&mcp, "results", {{"campaign", "night"}});
+  const int64_t total = 5 + second["runs"].get<int64_t>();
+  EXPECT_EQ(results["structuredContent"]["total"], total);
+  EXPECT_LT(results["content"][0]["text"].get<std::string>().size(), 450u * total)
+      << results.dump();
+  json page = CallOk(&mcp, "results", {{"campaign", "night"}, {"after_id", ids[0]}, {"limit", 2}});
+  ASSERT_EQ(page["count"], 2);
+  EXPECT_EQ(page["experiments"][0]["id"], ids[1]);
+  EXPECT_EQ(page["next_after_id"], ids[2]);
+  json round_only = CallOk(&mcp, "results", {{"round_id", second["round_id"]}});
+  EXPECT_EQ(round_only["total"], second["runs"]) << round_only.dump();
+  for (const auto& e : round_only["experiments"]) EXPECT_EQ(e["round"], second["round_id"]);
+  json shown = Call(&mcp, "campaign_show", {{"campaign", "night"}, {"last_rounds", 1}});
+  const json& c = shown["structuredContent"];
+  ASSERT_EQ(c["rounds"].size(), 1u) << c.dump();
+  EXPECT_EQ(c["rounds"][0]["id"], second["round_id"]);
+  EXPECT_EQ(c["rounds_left_out"], 1);
+  EXPECT_LT(shown["content"][0]["text"].get<std::string>().size(), 4000u) << c.dump();
+  for (const auto& m : stray) EXPECT_NE(m.value("id", json()), wait_id) << m.dump();
+
+  // confirm (by campaign id): the head again with 2 fresh seeds, counted like submit.
+  json confirm = CallOk(&mcp, "confirm", {{"campaign", c["id"]}, {"seeds", 2}});
+  EXPECT_EQ(confirm["kind"], "confirm") << confirm.dump();
+  EXPECT_GE(confirm["runs"].get<int64_t>(), 2) << confirm.dump();
+  EXPECT_TRUE(confirm.contains("eta_s")) << confirm.dump();  // runs have finished: an estimate
   mcp.CloseStdin();
   EXPECT_EQ(mcp.Wait(20), 0) << Logs();
 }

@@ -27,9 +27,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // `wait` keeps dialing an unreachable daemon for 30 s by design: it is left out.
-constexpr const char* kTools[] = {"submit",          "status",        "results",       "experiment",
-                                  "campaign_create", "campaign_show", "campaign_list", "decide",
-                                  "cancel",          "workers"};
+constexpr const char* kTools[] = {
+    "submit",        "status",        "results",   "experiment",     "campaign_create",
+    "campaign_show", "campaign_list", "decide",    "cancel",         "workers",
+    "knobs",         "ablate",        "confirm",   "campaign_pause", "campaign_resume",
+    "events",        "plan_submit",   "plan_show", "plan_control"};
 
 class DeadDaemonServer {
  public:

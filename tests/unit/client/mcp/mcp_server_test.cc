@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <set>
 #include <sstream>
+#include <thread>
 
 namespace xv::client {
 namespace {
@@ -45,12 +48,35 @@ std::vector<McpTool> TestTools() {
     ctx->Progress(2, 2, "all");
     return McpToolResult::Json({{"done", true}});
   };
-  return {echo, slow};
+  // block: sleeps until the call is cancelled (at most 30 s), then says how it ended.
+  McpTool block;
+  block.name = "block";
+  block.description = "blocks until cancelled";
+  block.input_schema = {{"type", "object"}, {"properties", json::object()}};
+  block.hints.read_only = true;
+  block.output_schema = {{"type", "object"},
+                         {"properties", {{"cancelled", {{"type", "boolean"}}}}}};
+  block.handler = [](const json&, McpCallContext* ctx) {
+    const bool slept = ctx->SleepFor(30);
+    return McpToolResult::Json({{"cancelled", !slept}});
+  };
+  return {echo, slow, block};
+}
+
+std::vector<McpResource> TestResources() {
+  McpResource guide;
+  guide.uri = "xv://docs/guide.md";
+  guide.name = "guide";
+  guide.title = "The guide";
+  guide.description = "how to";
+  guide.mime_type = "text/markdown";
+  guide.read = [] { return std::string("# Guide\n"); };
+  return {guide};
 }
 
 class McpServerTest : public ::testing::Test {
  protected:
-  McpServerTest() : server_({"xv", "9.9.9", "use the tools"}, TestTools()) {}
+  McpServerTest() : server_({"xv", "9.9.9", "use the tools"}, TestTools(), TestResources()) {}
 
   // Every line the server writes for one input line, parsed.
   std::vector<json> Send(const std::string& line) {
@@ -176,22 +202,108 @@ TEST_F(McpServerTest, InvalidRequestsAreRefused) {
 }
 
 TEST_F(McpServerTest, UnknownMethodIsMethodNotFoundWithTheId) {
-  json r = Request({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "resources/list"}});
+  json r = Request({{"jsonrpc", "2.0"}, {"id", 9}, {"method", "prompts/list"}});
   EXPECT_EQ(r["id"], 9);
   EXPECT_EQ(r["error"]["code"], -32601);
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("resources/list"), std::string::npos);
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("prompts/list"), std::string::npos);
   EXPECT_FALSE(r.contains("result"));
 }
 
 TEST_F(McpServerTest, ToolsListHasNamesDescriptionsAndSchemas) {
   json r = Request({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});
   const json& tools = r["result"]["tools"];
-  ASSERT_EQ(tools.size(), 2u);
+  ASSERT_EQ(tools.size(), 3u);
   EXPECT_EQ(tools[0]["name"], "echo");
   EXPECT_EQ(tools[0]["description"], "returns its arguments");
   EXPECT_EQ(tools[0]["inputSchema"]["type"], "object");
   EXPECT_EQ(tools[0]["inputSchema"]["required"], json::array({"text"}));
+  EXPECT_FALSE(tools[0].contains("outputSchema"));
+  EXPECT_EQ(tools[0]["annotations"]["readOnlyHint"], false);
+  EXPECT_EQ(tools[0]["annotations"]["destructiveHint"], false);
   EXPECT_EQ(tools[1]["name"], "slow");
+  EXPECT_EQ(tools[2]["annotations"]["readOnlyHint"], true);
+  EXPECT_EQ(tools[2]["outputSchema"]["properties"]["cancelled"]["type"], "boolean");
+}
+
+TEST_F(McpServerTest, ResourcesAreListedAndReadAndAnUnknownUriIsNamed) {
+  json init = Request(
+      {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "initialize"}, {"params", json::object()}});
+  EXPECT_TRUE(init["result"]["capabilities"]["resources"].is_object()) << init.dump();
+  json list = Request({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "resources/list"}});
+  ASSERT_EQ(list["result"]["resources"].size(), 1u) << list.dump();
+  EXPECT_EQ(list["result"]["resources"][0]["uri"], "xv://docs/guide.md");
+  EXPECT_EQ(list["result"]["resources"][0]["mimeType"], "text/markdown");
+  json read = Request({{"jsonrpc", "2.0"},
+                       {"id", 3},
+                       {"method", "resources/read"},
+                       {"params", {{"uri", "xv://docs/guide.md"}}}});
+  ASSERT_EQ(read["result"]["contents"].size(), 1u) << read.dump();
+  EXPECT_EQ(read["result"]["contents"][0]["text"], "# Guide\n");
+  EXPECT_EQ(read["result"]["contents"][0]["uri"], "xv://docs/guide.md");
+  json unknown = Request({{"jsonrpc", "2.0"},
+                          {"id", 4},
+                          {"method", "resources/read"},
+                          {"params", {{"uri", "xv://nope"}}}});
+  EXPECT_EQ(unknown["error"]["code"], -32002);
+  EXPECT_NE(unknown["error"]["message"].get<std::string>().find("xv://docs/guide.md"),
+            std::string::npos)
+      << unknown.dump();
+  json missing = Request({{"jsonrpc", "2.0"}, {"id", 5}, {"method", "resources/read"}});
+  EXPECT_EQ(missing["error"]["code"], -32602);
+}
+
+// Serve runs each tools/call on its own thread: a blocking call does not hold up a ping or another
+// call, notifications/cancelled ends it early and its answer is dropped (Serve, which waits for
+// the calls still running at EOF, returns long before the 30 s the blocking tool would sleep).
+TEST_F(McpServerTest, ServeRunsCallsConcurrentlyAndHonoursCancellation) {
+  std::istringstream in(
+      R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"block"}})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":2,"method":"ping"})"
+      "\n"
+      R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"user"}})"
+      "\n"
+      // A cancellation of a call that is not running changes nothing.
+      R"({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":77}})"
+      "\n");
+  std::ostringstream out;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(server_.Serve(in, out).ok());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 10) << "a blocked call held Serve";
+  std::istringstream lines(out.str());
+  std::set<std::string> answered;
+  std::string l;
+  while (std::getline(lines, l)) {
+    json m = json::parse(l);
+    ASSERT_TRUE(m.contains("id")) << l;
+    answered.insert(m["id"].dump());
+    if (m["id"] == 3) EXPECT_EQ(m["result"]["structuredContent"]["echo"]["text"], "x");
+  }
+  // 1 was cancelled by the client: not answered.
+  EXPECT_EQ(answered, (std::set<std::string>{"2", "3"})) << out.str();
+}
+
+TEST_F(McpServerTest, CallContextSleepEndsEarlyWhenCancelled) {
+  auto cancellation = std::make_shared<McpCancellation>();
+  std::ostringstream sink;
+  McpOutput out(&sink);
+  McpCallContext ctx(&out, "tok", cancellation);
+  EXPECT_TRUE(ctx.SleepFor(0.01));
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    cancellation->Cancel();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ctx.SleepFor(20));
+  canceller.join();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
+  EXPECT_TRUE(ctx.cancelled());
+  // No progress once cancelled.
+  ctx.Progress(1, 2, "late");
+  EXPECT_EQ(sink.str(), "");
 }
 
 TEST_F(McpServerTest, BadToolsCallParamsAreInvalidParamsNamingTheField) {
@@ -209,7 +321,8 @@ TEST_F(McpServerTest, BadToolsCallParamsAreInvalidParamsNamingTheField) {
   EXPECT_EQ(unknown["error"]["code"], -32602);
   EXPECT_NE(unknown["error"]["message"].get<std::string>().find("unknown tool 'nope'"),
             std::string::npos);
-  EXPECT_NE(unknown["error"]["message"].get<std::string>().find("echo, slow"), std::string::npos);
+  EXPECT_NE(unknown["error"]["message"].get<std::string>().find("echo, slow, block"),
+            std::string::npos);
   json params_array = Send(R"({"jsonrpc":"2.0","id":4,"method":"tools/call","params":[1]})").at(0);
   EXPECT_EQ(params_array["error"]["code"], -32602);
   EXPECT_EQ(params_array["id"], 4);
@@ -225,9 +338,10 @@ TEST_F(McpServerTest, ToolResultHasTextAndStructuredContent) {
   EXPECT_EQ(result["structuredContent"]["echo"]["count"], 3);
   ASSERT_EQ(result["content"].size(), 1u);
   EXPECT_EQ(result["content"][0]["type"], "text");
-  // The text is the same JSON, pretty-printed.
+  // The text is the same JSON, compact (one line: a model's context is not spent on indentation).
   const std::string text = result["content"][0]["text"].get<std::string>();
-  EXPECT_NE(text.find('\n'), std::string::npos);
+  EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+  EXPECT_EQ(text.find(": "), std::string::npos) << text;
   EXPECT_EQ(json::parse(text), result["structuredContent"]);
 }
 
