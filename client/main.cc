@@ -1,5 +1,6 @@
 // xvctl: the command-line client of xvd. Subcommands: submit, status, results, wait, campaign,
-// decide, prepare, tokenize, mcp (the MCP server for agents) and more (docs/xvctl.md).
+// decide, prepare, tokenize, mcp (the MCP server for agents) and more (docs/xvctl.md). Exit codes:
+// client/client_options.h (one table for every command).
 #include <CLI/CLI.hpp>
 
 #include "client/client_options.h"
@@ -38,6 +39,10 @@ int main(int argc, char** argv) {
   xv::client::AddMcpCommand(&app, &options);
   xv::tok::AddPrepareCommand(&app);
   xv::tok::AddTokenizeCommand(&app);
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return xv::client::ExitCodeForParseError(app, e);
+  }
+  return xv::client::kExitOk;
 }

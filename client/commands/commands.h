@@ -37,4 +37,10 @@ void AddMcpCommand(CLI::App* app, const ClientOptions* options);
 // Prints "xvctl: <message>" to stderr and returns the exit code for `st` (2 for InvalidArgument).
 int ReportError(const Status& st);
 
+// The exit code of a command line CLI11 refused or a command ended: 0 for --help, the command's
+// own code for CLI::RuntimeError (thrown by the commands' callbacks), else kExitInvalid (every
+// usage error: unknown option, missing argument, a value that does not convert or check) after
+// printing CLI11's message and the usage hint to stderr.
+int ExitCodeForParseError(const CLI::App& app, const CLI::ParseError& e);
+
 }  // namespace xv::client
