@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   xv::client::AddStatusCommand(&app, &options);
   xv::client::AddWorkersCommand(&app, &options);
   xv::client::AddResultsCommand(&app, &options);
+  xv::client::AddShowCommand(&app, &options);
+  xv::client::AddBestCommand(&app, &options);
+  xv::client::AddCompareCommand(&app, &options);
+  xv::client::AddPlotCommand(&app, &options);
   xv::client::AddWaitCommand(&app, &options);
   xv::client::AddCampaignCommand(&app, &options);
   xv::client::AddDecideCommand(&app, &options);

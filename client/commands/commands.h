@@ -31,6 +31,14 @@ void AddWatchCommand(CLI::App* app, const ClientOptions* options);
 void AddDrainCommand(CLI::App* app, const ClientOptions* options);
 // `cancel ID...`: queued, assigned or running experiments end cancelled.
 void AddCancelCommand(CLI::App* app, const ClientOptions* options);
+// `show ID`: one experiment in full (recipe against the head, figures, events, failure tail).
+void AddShowCommand(CLI::App* app, const ClientOptions* options);
+// `best [--campaign X]`: the lowest val_bpb run, and the campaign's head.
+void AddBestCommand(CLI::App* app, const ClientOptions* options);
+// `compare (--round R | --recipe HASH | ID...)`: n, mean, sd and efficiency per group.
+void AddCompareCommand(CLI::App* app, const ClientOptions* options);
+// `plot --campaign X -o FILE.svg|png`: upstream's progress plot.
+void AddPlotCommand(CLI::App* app, const ClientOptions* options);
 // `mcp`: the Model Context Protocol server on stdin/stdout for AI agents (docs/agent.md).
 void AddMcpCommand(CLI::App* app, const ClientOptions* options);
 
