@@ -71,9 +71,10 @@ nlohmann::json RecipeDiffJson(const v1::Experiment& e, const std::string& head_r
 std::string RenderExperimentDetail(const v1::Experiment& e, const v1::Campaign& campaign,
                                    const EventsSummary& events, int tail_lines) {
   std::ostringstream out;
+  const bool kind_adds = !e.failure_kind().empty() && e.failure_kind() != e.state();
   out << "#" << e.id() << " " << e.name() << "  " << e.state()
-      << (e.failure_kind().empty() ? "" : "/" + e.failure_kind()) << "  (campaign "
-      << campaign.name() << " #" << e.campaign_id() << ", round " << e.round_id() << ", "
+      << (kind_adds ? "/" + e.failure_kind() : "") << "  (campaign " << campaign.name() << " #"
+      << e.campaign_id() << ", round " << e.round_id() << ", "
       << (e.role().empty() ? "candidate" : e.role()) << ", seed " << e.seed() << ", attempt "
       << e.attempt() << ")\n";
   out << "decision:  " << (e.decision().empty() ? "-" : e.decision())

@@ -134,7 +134,10 @@ TEST_F(ResearcherViewsE2eTest, TsvTableShowBestComparePlotOfADecidedRound) {
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("matrix_lr: 0.02 -> 0.06"), std::string::npos) << show.out;
   EXPECT_NE(show.out.find("diverged"), std::string::npos) << show.out;
-  EXPECT_NE(show.out.find("states:    queued -> assigned (attempt 1) -> running"),
+  EXPECT_NE(show.out.find("states:    queued -> assigned (attempt 1)"), std::string::npos)
+      << show.out;
+  EXPECT_NE(show.out.find(" -> diverged: "), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("#" + std::to_string(diverged_id) + " matrix_lr=0.06  diverged  ("),
             std::string::npos)
       << show.out;
   json show_json = XvctlJson({"show", std::to_string(kept_id), "--json"});
