@@ -75,7 +75,7 @@ std::vector<TextTable::Column> ResultsColumns(bool show_health) {
   using A = TextTable::Align;
   std::vector<TextTable::Column> columns = {{"id", A::kRight, 0},     {"name", A::kLeft, 0, true},
                                             {"state", A::kLeft, 0},   {"val_bpb", A::kRight, 0},
-                                            {"mem GB", A::kRight, 2}, {"tok/s", A::kRight, 3},
+                                            {"mem GB", A::kRight, 3}, {"tok/s", A::kRight, 4},
                                             {"MFU", A::kRight, 5}};
   if (show_health) columns.push_back({"MFU meas", A::kRight, 9});
   columns.insert(columns.end(), {{"steps", A::kRight, 8}, {"seconds", A::kRight, 6}});
@@ -84,7 +84,7 @@ std::vector<TextTable::Column> ResultsColumns(bool show_health) {
   }
   columns.insert(
       columns.end(),
-      {{"device", A::kLeft, 7}, {"decision", A::kLeft, 1}, {"reason", A::kLeft, 4, true}});
+      {{"device", A::kLeft, 7}, {"decision", A::kLeft, 1}, {"reason", A::kLeft, 2, true}});
   return columns;
 }
 

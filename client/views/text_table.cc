@@ -12,7 +12,7 @@ constexpr size_t kSeparatorWidth = 2;
 constexpr size_t kMinShrunkWidth = 8;
 // While columns are being left out, a shrinkable column counts at most this wide: a long name
 // should be cut before whole columns go.
-constexpr size_t kSoftShrinkableWidth = 20;
+constexpr size_t kSoftShrinkableWidth = 16;
 
 size_t TotalWidth(const std::vector<size_t>& visible, const std::vector<size_t>& width) {
   size_t total = 0;

@@ -34,7 +34,7 @@ class TextTable {
   // Header, a rule of '-', then the rows; two spaces between columns; no trailing spaces.
   std::string Render() const;
   // As Render, within `max_width` display columns where it can: columns are left out by priority
-  // until the table fits with shrinkable columns counted at most 20 wide, then the widest
+  // until the table fits with shrinkable columns counted at most 16 wide, then the widest
   // shrinkable column is narrowed (its cells cut) until the table fits. 0 = no limit (as Render). A
   // table whose priority-0 columns cannot be shrunk enough comes out wider than `max_width`.
   std::string RenderFitting(size_t max_width) const;

@@ -91,7 +91,7 @@ TEST(IsTerminalState, AllTerminalStates) {
   for (const char* s : {"queued", "assigned", "running", ""}) EXPECT_FALSE(IsTerminalState(s)) << s;
 }
 
-TEST(RenderResultsTable, FitsEightyColumnsKeepingIdNameStateValBpbMemoryAndDecision) {
+TEST(RenderResultsTable, FitsEightyColumnsKeepingIdNameStateValBpbMemoryDecisionAndReason) {
   std::vector<v1::Experiment> rows;
   for (int i = 0; i < 5; ++i) {
     v1::Experiment e = Succeeded();
@@ -119,7 +119,7 @@ TEST(RenderResultsTable, FitsEightyColumnsKeepingIdNameStateValBpbMemoryAndDecis
   std::istringstream lines(fitted);
   std::string header;
   std::getline(lines, header);
-  for (const char* kept : {"id", "name", "state", "val_bpb", "mem GB", "decision"}) {
+  for (const char* kept : {"id", "name", "state", "val_bpb", "mem GB", "decision", "reason"}) {
     EXPECT_NE(header.find(kept), std::string::npos) << kept << "\n" << fitted;
   }
   EXPECT_EQ(header.find("device"), std::string::npos) << fitted;
