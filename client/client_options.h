@@ -16,10 +16,11 @@ struct ClientOptions {
   std::string StateDir() const;
 };
 
-// Exit codes of xvctl commands.
+// Exit codes of every xvctl command (docs/xvctl.md § Exit codes).
 constexpr int kExitOk = 0;
-constexpr int kExitError = 1;      // daemon unreachable, I/O, anything else
-constexpr int kExitInvalid = 2;    // bad input: a recipe, an override, an argument
+constexpr int kExitError = 1;      // daemon unreachable, not found, I/O, anything else
+constexpr int kExitInvalid = 2;    // usage: an unknown or missing argument or option, a bad value,
+                                   // an invalid recipe or override (the message names it)
 constexpr int kExitTimeout = 124;  // `wait --timeout` expired (as timeout(1))
 
 }  // namespace xv::client

@@ -1,5 +1,6 @@
 // xvctl: the command-line client of xvd. Subcommands: submit, status, results, wait, campaign,
-// decide, prepare, tokenize, mcp (the MCP server for agents) and more (docs/xvctl.md).
+// decide, prepare, tokenize, mcp (the MCP server for agents) and more (docs/xvctl.md). Exit codes:
+// client/client_options.h (one table for every command).
 #include <CLI/CLI.hpp>
 
 #include "client/client_options.h"
@@ -26,6 +27,10 @@ int main(int argc, char** argv) {
   xv::client::AddStatusCommand(&app, &options);
   xv::client::AddWorkersCommand(&app, &options);
   xv::client::AddResultsCommand(&app, &options);
+  xv::client::AddShowCommand(&app, &options);
+  xv::client::AddBestCommand(&app, &options);
+  xv::client::AddCompareCommand(&app, &options);
+  xv::client::AddPlotCommand(&app, &options);
   xv::client::AddWaitCommand(&app, &options);
   xv::client::AddCampaignCommand(&app, &options);
   xv::client::AddDecideCommand(&app, &options);
@@ -38,6 +43,10 @@ int main(int argc, char** argv) {
   xv::client::AddMcpCommand(&app, &options);
   xv::tok::AddPrepareCommand(&app);
   xv::tok::AddTokenizeCommand(&app);
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return xv::client::ExitCodeForParseError(app, e);
+  }
+  return xv::client::kExitOk;
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job of `make demo`: prepare a small real English corpus, start xvd and one local worker, submit a
-# round of two cpu-tiny candidates, wait, print the results table, stop what it started, and leave the
-# database for `xvctl results --state-dir $STATE_DIR` to read again.
+# The main job of `make demo`: prepare a small real English corpus, start xvd and one local worker, create a
+# campaign with an acceptance policy (recipes/policies/demo.yaml), submit a round of two cpu-tiny candidates
+# (the daemon adds two head controls), wait until the round is decided, print the results table (each run's
+# decision and its reason), results.tsv and the progress plot, stop what it started, and leave the database
+# for `xvctl results --state-dir $STATE_DIR` to read again.
 #
 #   deploy/demo.sh data   only prepare the corpus (idempotent)
 #   deploy/demo.sh all    everything (default)
@@ -55,15 +57,29 @@ say "Starting one local CPU worker (log: $STATE_DIR/worker.log)"
   --work-dir "$STATE_DIR/worker" >"$STATE_DIR/worker.log" 2>&1 &
 pids+=($!)
 
-say "Submitting a round of two candidates of recipes/cpu-tiny.yaml (25 s training budget each)"
-"$BIN/xvctl" --daemon "$DAEMON" submit recipes/cpu-tiny.yaml \
-  --candidate "matrix_lr=0.02" --candidate "matrix_lr=0.06" --campaign demo
+CAMPAIGN="demo-$(date -u +%Y%m%d-%H%M%S)"
+XVCTL=("$BIN/xvctl" --daemon "$DAEMON")
+say "Creating campaign $CAMPAIGN: recipes/cpu-tiny.yaml (25 s training budget) as its head, decided by recipes/policies/demo.yaml (a noise band from 2 head controls)"
+"${XVCTL[@]}" campaign create "$CAMPAIGN" --recipe recipes/cpu-tiny.yaml --policy recipes/policies/demo.yaml
 
-say "Waiting for both experiments (they run one after the other on the single CPU worker)"
-"$BIN/xvctl" --daemon "$DAEMON" wait --timeout 600
+say "Submitting a round of two candidates from the head: matrix_lr=0.02 and matrix_lr=0.06 (plus the policy's 2 head controls: 4 runs)"
+"${XVCTL[@]}" submit --campaign "$CAMPAIGN" --candidate "matrix_lr=0.02" --candidate "matrix_lr=0.06"
 
-say "Results"
-"$BIN/xvctl" --daemon "$DAEMON" results --campaign demo
+say "Waiting for the 4 runs (one after the other on the single CPU worker) and the round's decision"
+"${XVCTL[@]}" wait --timeout 900
+"${XVCTL[@]}" watch --campaign "$CAMPAIGN" --since 0 --kind decision --kind head --until-idle
+
+say "Results (decision and reason per run)"
+"${XVCTL[@]}" results --campaign "$CAMPAIGN"
+
+say "The round's statistics"
+"${XVCTL[@]}" campaign show "$CAMPAIGN"
+
+say "The same rows as upstream's results.tsv ($STATE_DIR/results.tsv)"
+"${XVCTL[@]}" results --campaign "$CAMPAIGN" --format tsv | tee "$STATE_DIR/results.tsv"
+
+say "The progress plot"
+"${XVCTL[@]}" plot --campaign "$CAMPAIGN" -o "$STATE_DIR/progress.svg"
 
 cleanup
 pids=()
@@ -73,6 +89,6 @@ sqlite3 -header -column "$STATE_DIR/xv.db" \
   "SELECT e.id, e.name, e.state, printf('%.6f', r.val_bpb) AS val_bpb, printf('%.0f', r.tok_per_sec) AS tok_per_sec
      FROM experiments e LEFT JOIN results r ON r.experiment_id = e.id ORDER BY e.id;"
 
-say "Done. Read the results again at any time with: $BIN/xvctl results --state-dir $STATE_DIR"
+say "Done. Read the results again at any time with: $BIN/xvctl results --state-dir $STATE_DIR --campaign $CAMPAIGN"
 echo "Or in a browser (read-only dashboard, docs/dashboard.md): $BIN/xvd --state-dir $STATE_DIR --listen 127.0.0.1:0 --http 127.0.0.1:8470 &"
 echo "then open http://127.0.0.1:8470/ (stop it with: kill %1)"

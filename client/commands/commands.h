@@ -31,10 +31,24 @@ void AddWatchCommand(CLI::App* app, const ClientOptions* options);
 void AddDrainCommand(CLI::App* app, const ClientOptions* options);
 // `cancel ID...`: queued, assigned or running experiments end cancelled.
 void AddCancelCommand(CLI::App* app, const ClientOptions* options);
+// `show ID`: one experiment in full (recipe against the head, figures, events, failure tail).
+void AddShowCommand(CLI::App* app, const ClientOptions* options);
+// `best [--campaign X]`: the lowest val_bpb run, and the campaign's head.
+void AddBestCommand(CLI::App* app, const ClientOptions* options);
+// `compare (--round R | --recipe HASH | ID...)`: n, mean, sd and efficiency per group.
+void AddCompareCommand(CLI::App* app, const ClientOptions* options);
+// `plot --campaign X -o FILE.svg|png`: upstream's progress plot.
+void AddPlotCommand(CLI::App* app, const ClientOptions* options);
 // `mcp`: the Model Context Protocol server on stdin/stdout for AI agents (docs/agent.md).
 void AddMcpCommand(CLI::App* app, const ClientOptions* options);
 
 // Prints "xvctl: <message>" to stderr and returns the exit code for `st` (2 for InvalidArgument).
 int ReportError(const Status& st);
+
+// The exit code of a command line CLI11 refused or a command ended: 0 for --help, the command's
+// own code for CLI::RuntimeError (thrown by the commands' callbacks), else kExitInvalid (every
+// usage error: unknown option, missing argument, a value that does not convert or check) after
+// printing CLI11's message and the usage hint to stderr.
+int ExitCodeForParseError(const CLI::App& app, const CLI::ParseError& e);
 
 }  // namespace xv::client

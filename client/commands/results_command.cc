@@ -1,8 +1,8 @@
-// xvctl results [--json] [--campaign NAME|ID] [--state S] [--decision D] [--sort id|val_bpb]
-//               [--limit N]
-//               [--failures] [--state-dir DIR]
+// xvctl results [--json] [--format table|tsv|csv|json] [--wide] [--campaign NAME|ID] [--state S]
+//               [--decision D] [--sort id|val_bpb] [--limit N] [--failures] [--state-dir DIR]
 // Asks xvd; when no daemon answers, reads <state dir>/xv.db read-only. --failures prints the
-// failure summary (per knob value: diverged, crashed, timed out, NaN rate) instead.
+// failure summary (per knob value: diverged, crashed, timed out, NaN rate) instead. --format tsv
+// is upstream autoresearch's results.tsv (client/views/results_export.h).
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,8 +11,10 @@
 #include "client/daemon_client.h"
 #include "client/experiment_listing.h"
 #include "client/numeric_ref.h"
+#include "client/terminal_width.h"
 #include "client/views/experiment_view.h"
 #include "client/views/failure_summary_view.h"
+#include "client/views/results_export.h"
 #include "common/bounded_json.h"
 #include "daemon/store/results_reader.h"
 
@@ -23,6 +25,8 @@ struct ResultsArgs {
   ExperimentFilter filter;
   bool json = false;
   bool failures = false;
+  std::string format = "table";  // table | tsv | csv | json
+  bool wide = false;
 };
 
 int RunFailures(const ResultsArgs& a, const ClientOptions& options) {
@@ -80,6 +84,13 @@ int RunResults(const ResultsArgs& a, const ClientOptions& options) {
     st = ListFromDatabase(db, a.filter, &rows);
   }
   if (!st.ok()) return ReportError(st);
+  if (a.format != "table") {
+    const std::vector<ResultsExportRow> export_rows = BuildResultsExport(rows);
+    if (a.format == "tsv") std::cout << RenderResultsTsv(export_rows);
+    if (a.format == "csv") std::cout << RenderResultsCsv(export_rows);
+    if (a.format == "json") std::cout << ResultsExportJson(export_rows).dump() << std::endl;
+    return kExitOk;
+  }
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& e : rows) arr.push_back(ExperimentJson(e));
@@ -94,7 +105,7 @@ int RunResults(const ResultsArgs& a, const ClientOptions& options) {
               << std::endl;
     return kExitOk;
   }
-  std::cout << RenderResultsTable(rows);
+  std::cout << RenderResultsTable(rows, a.wide ? 0 : TerminalColumns());
   return kExitOk;
 }
 
@@ -104,7 +115,13 @@ void AddResultsCommand(CLI::App* app, const ClientOptions* options) {
   auto args = std::make_shared<ResultsArgs>();
   CLI::App* sub = app->add_subcommand(
       "results", "the results table (reads <state dir>/xv.db when no xvd answers)");
-  sub->add_flag("--json", args->json, "print JSON instead of a table");
+  sub->add_flag("--json", args->json, "print every experiment as JSON instead of a table");
+  sub->add_option("--format", args->format,
+                  "table (default); tsv: upstream's results.tsv (commit, val_bpb, memory_gb, "
+                  "status, description); csv or json: the same rows")
+      ->check(CLI::IsMember({"table", "tsv", "csv", "json"}));
+  sub->add_flag("--wide", args->wide,
+                "every column, uncut (default: fit $COLUMNS or the terminal, 80 when not a tty)");
   sub->add_option("--campaign", args->filter.campaign, "only this campaign (name or id)");
   sub->add_option("--state", args->filter.state, "only experiments in this state");
   sub->add_option("--decision", args->filter.decision,

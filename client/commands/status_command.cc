@@ -3,12 +3,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "client/campaign_time_budgets.h"
 #include "client/commands/commands.h"
 #include "client/daemon_client.h"
 #include "client/views/device_health_view.h"
 #include "client/views/experiment_view.h"
 #include "client/views/number_format.h"
-#include "client/views/progress_bar.h"
+#include "client/views/run_eta.h"
 #include "client/views/status_view.h"
 #include "client/views/text_table.h"
 #include "common/bounded_json.h"
@@ -22,7 +23,15 @@ int RunStatus(bool json, const ClientOptions& options) {
   Status st = client.GetStatus(&resp);
   if (!st.ok()) return ReportError(st);
   if (json) {
-    std::cout << DumpJsonLossless(StatusJson(resp, client.address()), 2) << std::endl;
+    nlohmann::json j = StatusJson(resp, client.address());
+    CampaignTimeBudgets budgets(&client);
+    for (size_t i = 0; i < j["active"].size() && i < static_cast<size_t>(resp.active_size()); ++i) {
+      const v1::Experiment& e = resp.active(static_cast<int>(i));
+      const auto left = TrainingSecondsLeft(e, budgets.ForExperiment(e));
+      j["active"][i]["warm_up"] = InWarmUp(e);
+      j["active"][i]["training_seconds_left"] = left ? nlohmann::json(*left) : nullptr;
+    }
+    std::cout << DumpJsonLossless(j, 2) << std::endl;
     return kExitOk;
   }
   std::cout << "xvd " << resp.version() << " at " << client.address() << " (database "
@@ -52,9 +61,10 @@ int RunStatus(bool json, const ClientOptions& options) {
                       {"worker", A::kLeft},
                       {"progress", A::kLeft},
                       {"loss", A::kRight}});
+    CampaignTimeBudgets budgets(&client);
     for (const auto& e : resp.active()) {
       active.AddRow({std::to_string(e.id()), e.name(), e.state(), e.worker(),
-                     RenderProgressBar(e.progress()),
+                     ProgressCell(e, budgets.ForExperiment(e)),
                      e.last_loss() > 0 ? FormatFixed(e.last_loss(), 4) : "-"});
     }
     std::cout << active.Render();

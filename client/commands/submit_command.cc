@@ -18,6 +18,19 @@
 namespace xv::client {
 namespace {
 
+// A campaign without an acceptance policy never decides its rounds: say so, so that `decision:
+// pending` is not read as "still deciding". Silent when the campaign cannot be read.
+void SayWhenNothingWillBeDecided(DaemonClient* client, int64_t campaign_id) {
+  v1::Campaign campaign;
+  if (!client->GetCampaign(std::to_string(campaign_id), &campaign).ok()) return;
+  const std::string& policy = campaign.policy_json();
+  if (!policy.empty() && policy != "{}") return;
+  std::cout << "note: campaign " << campaign.name()
+            << " has no acceptance policy, so nothing will be decided: the runs stay `pending`. "
+               "For keep/discard decisions create a campaign with one (xvctl campaign create NAME "
+               "--recipe FILE --policy POLICY.yaml) and submit with --campaign NAME\n";
+}
+
 int RunSubmit(const SubmitArgs& a, const ClientOptions& options) {
   v1::SubmitRequest req;
   Status st = BuildSubmitRequest(a, &req);
@@ -36,17 +49,11 @@ int RunSubmit(const SubmitArgs& a, const ClientOptions& options) {
             << ", round " << resp.round_id() << "):";
   for (int64_t id : resp.experiment_ids()) std::cout << " " << id;
   std::cout << std::endl;
+  SayWhenNothingWillBeDecided(&client, resp.campaign_id());
   return kExitOk;
 }
 
 }  // namespace
-
-int ReportError(const Status& st) {
-  // The message may quote text from the daemon or a file: control characters are shown escaped.
-  std::cerr << "xvctl: " << EscapeForTerminal(st.message(), /*keep_newlines_and_tabs=*/true)
-            << std::endl;
-  return st.code() == Status::Code::kInvalidArgument ? kExitInvalid : kExitError;
-}
 
 void AddSubmitCommand(CLI::App* app, const ClientOptions* options) {
   auto args = std::make_shared<SubmitArgs>();

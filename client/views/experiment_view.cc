@@ -67,8 +67,57 @@ nlohmann::json ExperimentJson(const v1::Experiment& e) {
   return j;
 }
 
-std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
+namespace {
+
+// The results table's columns. Priority 0 is always shown; at a narrow width the highest numbers
+// are left out first (docs/xvctl.md § results).
+std::vector<TextTable::Column> ResultsColumns(bool show_health) {
   using A = TextTable::Align;
+  std::vector<TextTable::Column> columns = {{"id", A::kRight, 0},     {"name", A::kLeft, 0, true},
+                                            {"state", A::kLeft, 0},   {"val_bpb", A::kRight, 0},
+                                            {"mem GB", A::kRight, 3}, {"tok/s", A::kRight, 4},
+                                            {"MFU", A::kRight, 5}};
+  if (show_health) columns.push_back({"MFU meas", A::kRight, 9});
+  columns.insert(columns.end(), {{"steps", A::kRight, 8}, {"seconds", A::kRight, 6}});
+  if (show_health) {
+    columns.insert(columns.end(), {{"energy", A::kRight, 10}, {"tok/J", A::kRight, 10}});
+  }
+  columns.insert(
+      columns.end(),
+      {{"device", A::kLeft, 7}, {"decision", A::kLeft, 1}, {"reason", A::kLeft, 2, true}});
+  return columns;
+}
+
+std::string StateCell(const v1::Experiment& e) {
+  std::string state = e.state();
+  if (!e.failure_kind().empty() && e.state() != ToString(ExperimentState::kSucceeded) &&
+      e.failure_kind() != e.state()) {
+    state += "/" + e.failure_kind();
+  }
+  return state;
+}
+
+std::string ReasonCell(const v1::Experiment& e) {
+  std::string reason = !e.decision_reason().empty()  ? e.decision_reason()
+                       : !e.round_decision().empty() ? e.round_decision()
+                                                     : "";
+  if (e.reused_from_id() != 0) {
+    // Identical figures to another row are not a coincidence: say whose run they are.
+    const std::string reuse = "result of #" + std::to_string(e.reused_from_id()) + " (not rerun)";
+    reason = reason.empty() ? reuse : reuse + "; " + reason;
+  }
+  return reason.empty() ? "-" : reason;
+}
+
+}  // namespace
+
+std::string MemoryGbCell(const v1::Experiment& e) {
+  if (!e.has_result()) return "-";
+  const double mb = e.result().peak_vram_mb();
+  return std::isfinite(mb) && mb > 0 ? FormatFixed(mb / 1024, 1) : "-";
+}
+
+std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments, size_t max_width) {
   // Energy, tokens per joule and MFU against the measured ceiling only when some row has them
   // (device health, issue 6; the worker's probe, issue 3).
   bool show_health = false;
@@ -77,21 +126,8 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
         e.has_result() && (e.result().measured_peak_flops() > 0 ||
                            e.result().health().has_energy_j() || e.result().health().throttled());
   }
-  std::vector<TextTable::Column> columns = {{"id", A::kRight},    {"name", A::kLeft},
-                                            {"state", A::kLeft},  {"val_bpb", A::kRight},
-                                            {"tok/s", A::kRight}, {"MFU", A::kRight}};
-  if (show_health) columns.push_back({"MFU meas", A::kRight});
-  columns.insert(columns.end(), {{"steps", A::kRight}, {"seconds", A::kRight}});
-  if (show_health) columns.insert(columns.end(), {{"energy", A::kRight}, {"tok/J", A::kRight}});
-  columns.insert(columns.end(),
-                 {{"device", A::kLeft}, {"decision", A::kLeft}, {"reason", A::kLeft}});
-  TextTable t(columns);
+  TextTable t(ResultsColumns(show_health));
   for (const auto& e : experiments) {
-    std::string state = e.state();
-    if (!e.failure_kind().empty() && e.state() != ToString(ExperimentState::kSucceeded) &&
-        e.failure_kind() != e.state()) {
-      state += "/" + e.failure_kind();
-    }
     std::string val_bpb = "-", tok = "-", mfu = "-", steps = "-", secs = "-";
     if (e.has_result()) {
       const v1::Result& r = e.result();
@@ -103,7 +139,8 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
     } else if (e.state() == "running") {
       val_bpb = "(" + FormatFixed(100 * e.progress(), 0) + "%)";
     }
-    std::vector<std::string> row = {std::to_string(e.id()), e.name(), state, val_bpb, tok, mfu};
+    std::vector<std::string> row = {std::to_string(e.id()), e.name(), StateCell(e), val_bpb,
+                                    MemoryGbCell(e),        tok,      mfu};
     if (show_health) {
       auto measured = e.has_result() ? MeasuredMfuPercent(e.result()) : std::nullopt;
       row.push_back(measured ? FormatFixed(*measured, 2) + "%" : "-");
@@ -113,20 +150,11 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments) {
       row.push_back(e.has_result() ? EnergyCell(e.result()) : "-");
       row.push_back(e.has_result() ? TokensPerJouleCell(e.result()) : "-");
     }
-    std::string reason = !e.decision_reason().empty()  ? e.decision_reason()
-                         : !e.round_decision().empty() ? e.round_decision()
-                                                       : "";
-    if (e.reused_from_id() != 0) {
-      // Identical figures to another row are not a coincidence: say whose run they are.
-      const std::string reuse = "result of #" + std::to_string(e.reused_from_id()) + " (not rerun)";
-      reason = reason.empty() ? reuse : reuse + "; " + reason;
-    }
-    row.insert(row.end(),
-               {e.device_name().empty() ? "-" : e.device_name(),
-                e.decision().empty() ? "-" : e.decision(), reason.empty() ? "-" : reason});
+    row.insert(row.end(), {e.device_name().empty() ? "-" : e.device_name(),
+                           e.decision().empty() ? "-" : e.decision(), ReasonCell(e)});
     t.AddRow(std::move(row));
   }
-  return t.Render();
+  return t.RenderFitting(max_width);
 }
 
 }  // namespace xv::client

@@ -2,6 +2,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,9 +19,14 @@ bool IsTerminalState(const std::string& state);
 // experiment has no result, mfu_percent null when unknown).
 nlohmann::json ExperimentJson(const v1::Experiment& e);
 
-// The results table: id, name, state, val_bpb (6 decimals), tok/s (thousands separators), MFU,
-// steps, seconds, device, decision, reason (the experiment's decision reason, else the round's
-// one-line decision summary, "-" when neither).
-std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments);
+// Peak allocated memory in GB (MB / 1024) with one decimal; "-" without a result or a measurement.
+std::string MemoryGbCell(const v1::Experiment& e);
+
+// The results table: id, name, state, val_bpb (6 decimals), mem GB, tok/s (thousands separators),
+// MFU, steps, seconds, device, decision, reason (the experiment's decision reason, else the round's
+// one-line decision summary, "-" when neither). Fitted to `max_width` display columns
+// (TextTable::RenderFitting: columns left out by priority, name and reason cut); 0 = every column.
+std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments,
+                               size_t max_width = 0);
 
 }  // namespace xv::client

@@ -16,6 +16,20 @@ std::string ClockTime(const std::string& t) {
   return c;
 }
 
+// "  42%  ~2m10s left" from a step event's progress and remaining_s; "  warm-up" before the first
+// timed step (progress 0); "" when the event has neither.
+std::string StepProgress(const v1::WatchEvent& ev) {
+  const nlohmann::json j = ParseBoundedJsonOrDiscarded(ev.json());
+  if (!j.is_object() || !j.contains("progress") || !j["progress"].is_number()) return "";
+  const double progress = j["progress"].get<double>();
+  if (!(progress > 0)) return "  warm-up";
+  std::string out = "  " + FormatFixed(100 * progress, 0) + "%";
+  if (j.contains("remaining_s") && j["remaining_s"].is_number()) {
+    out += "  ~" + FormatDuration(j["remaining_s"].get<double>()) + " left";
+  }
+  return out;
+}
+
 std::string WatchEventLineUnescaped(const v1::WatchEvent& ev) {
   std::string who;
   if (ev.experiment_id() != 0) {
@@ -34,7 +48,7 @@ std::string WatchEventLineUnescaped(const v1::WatchEvent& ev) {
     if (!ev.detail().empty()) what += ": " + ev.detail();
   } else if (k == "step") {
     what = "step " + std::to_string(ev.step()) + "  loss " + FormatFixed(ev.loss(), 4) +
-           "  tok/s " + FormatThousands(ev.tok_per_sec());
+           "  tok/s " + FormatThousands(ev.tok_per_sec()) + StepProgress(ev);
   } else if (k == "eval" || k == "summary") {
     what = k + "  val_bpb " + FormatFixed(ev.val_bpb(), 6);
   } else if (k == "nan") {

@@ -217,6 +217,25 @@ std::string RenderOverviewPage(const OverviewData& data, const std::string& writ
   return Page("overview", b, "/api/overview");
 }
 
+ProgressPlot CampaignProgressPlot(const CampaignPageData& data) {
+  std::vector<ProgressRun> runs;
+  runs.reserve(data.experiments.size());
+  for (const auto& e : data.experiments) {
+    ProgressRun r;
+    r.id = e.id();
+    r.round_id = e.round_id();
+    r.name = e.name();
+    r.state = e.state();
+    r.decision = e.decision();
+    r.role = e.role();
+    r.has_val_bpb = e.has_result();
+    r.val_bpb = e.has_result() ? e.result().val_bpb() : 0;
+    r.reused_from_id = e.reused_from_id();
+    runs.push_back(std::move(r));
+  }
+  return BuildProgressPlot(data.campaign.name(), runs);
+}
+
 SvgPlot ValBpbOverRoundsPlot(const CampaignPageData& data) {
   SvgPlot plot;
   plot.title = "val_bpb over rounds";
@@ -389,6 +408,7 @@ std::string RenderCampaignPage(const CampaignPageData& data) {
   const xv::v1::Campaign& c = data.campaign;
   std::string b = CampaignFacts(c);
   b += CampaignHead(data);
+  b += "<h2>Progress</h2>" + RenderProgressSvg(CampaignProgressPlot(data));
   b += "<h2>val_bpb over rounds</h2>" + RenderSvgPlot(ValBpbOverRoundsPlot(data));
   b += RoundsTable(c);
   b += DecisionsSection(c);

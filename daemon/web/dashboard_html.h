@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "common/progress_plot.h"
 #include "daemon/web/dashboard_reader.h"
 #include "daemon/web/svg_plot.h"
 
@@ -20,6 +21,9 @@ std::string RenderExperimentPage(const ExperimentPageData& data);
 // A page for 4xx/5xx answers; `message` is escaped.
 std::string RenderErrorPage(int status, const std::string& reason, const std::string& message);
 
+// The campaign's progress plot, the picture `xvctl plot` draws (common/progress_plot.h): running
+// best over kept runs, kept changes annotated, crashes marked, outliers clipped.
+ProgressPlot CampaignProgressPlot(const CampaignPageData& data);
 // The campaign's val_bpb over rounds: one marker per finished run (x = the round's ordinal,
 // 1-based, in creation order), kept candidates and head controls in their own series, and the
 // head's value after each round as a line.

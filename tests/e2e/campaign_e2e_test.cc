@@ -198,7 +198,7 @@ TEST_F(CampaignE2eTest, NoiseBandPolicyKeepsTheBetterCandidate) {
   EXPECT_EQ(keeps["experiments"].size(), 2u) << keeps.dump(2);
 
   // The text views: the results table's decision/reason columns, campaign show's statistics.
-  CommandResult table = Xvctl({"results", "--campaign", "lr"});
+  CommandResult table = Xvctl({"results", "--campaign", "lr", "--wide"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("decision  reason"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("keep"), std::string::npos) << table.out;

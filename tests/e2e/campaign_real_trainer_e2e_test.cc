@@ -449,7 +449,7 @@ TEST_F(CampaignRealTrainerE2eTest, SweepRoundWithReplicatesAndHeadControlsOnTwoW
   }
 
   // What a user reads: the results table with every run and its decision, and campaign show.
-  CommandResult table = Xvctl({"results", "--campaign", "lr"});
+  CommandResult table = Xvctl({"results", "--campaign", "lr", "--wide"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("decision  reason"), std::string::npos) << table.out;
   auto cells = TableCells(table.out, {"name", "state", "decision"});

@@ -136,7 +136,7 @@ TEST_F(DeviceHealthE2eTest, CpuWorker) {
   json wj = XvctlJson({"workers", "--json"});
   ASSERT_EQ(wj["workers"].size(), 1u);
   EXPECT_TRUE(wj["workers"][0]["probe_json"]["matmul"].is_array()) << wj.dump();
-  CommandResult table = Xvctl({"results"});
+  CommandResult table = Xvctl({"results", "--wide"});
   EXPECT_NE(table.out.find("MFU meas"), std::string::npos) << table.out;
 
   // A restarted worker registers with its cached probe: no second probe run.
@@ -194,7 +194,7 @@ TEST_F(DeviceHealthE2eTest, HwmonFixture) {
   EXPECT_TRUE(e["throttled"].is_null()) << e.dump();
   EXPECT_TRUE(e["measured_peak_flops"].is_null()) << "no probe: " << e.dump();
   EXPECT_NE(FileTail(sb_.Path("worker.log")).find("starting anyway"), std::string::npos) << Logs();
-  CommandResult table = Xvctl({"results"});
+  CommandResult table = Xvctl({"results", "--wide"});
   EXPECT_NE(table.out.find("energy"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("tok/J"), std::string::npos) << table.out;
   std::printf("hwmon fixture run: %.1f J over %d samples, %.1f W, %.0f tok/J, guard wait %.1f s\n",

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
+
+#include "client/views/text_table.h"
+
 namespace xv::client {
 namespace {
 
@@ -53,16 +58,15 @@ TEST(RenderResultsTable, FormatsNumbersAndShowsFailureKindsAndReasons) {
   failed.set_failure_kind("crashed");
   failed.set_round_decision("kept matrix_lr=0.02");
   std::string t = RenderResultsTable({ok, failed});
-  EXPECT_EQ(
-      t,
-      "id  name            state            val_bpb      tok/s  MFU  steps  seconds  device     "
-      "decision  reason\n"
-      "--  --------------  --------------  --------  ---------  ---  -----  -------  ---------  "
-      "--------  -------------------\n"
-      " 3  matrix_lr=0.02  succeeded       1.234568  1,234,567    ?  1,500     27.3  cpu: test  "
-      "keep      numbers\n"
-      "14  matrix_lr=0.07  failed/crashed         -          -    -      -        -  -          "
-      "-         kept matrix_lr=0.02\n");
+  EXPECT_EQ(t,
+            "id  name            state            val_bpb  mem GB      tok/s  MFU  steps  seconds  "
+            "device     decision  reason\n"
+            "--  --------------  --------------  --------  ------  ---------  ---  -----  -------  "
+            "---------  --------  -------------------\n"
+            " 3  matrix_lr=0.02  succeeded       1.234568       -  1,234,567    ?  1,500     27.3  "
+            "cpu: test  keep      numbers\n"
+            "14  matrix_lr=0.07  failed/crashed         -       -          -    -      -        -  "
+            "-          -         kept matrix_lr=0.02\n");
 }
 
 TEST(RenderResultsTable, AReusedResultNamesTheRunItCopies) {
@@ -85,6 +89,47 @@ TEST(IsTerminalState, AllTerminalStates) {
     EXPECT_TRUE(IsTerminalState(s)) << s;
   }
   for (const char* s : {"queued", "assigned", "running", ""}) EXPECT_FALSE(IsTerminalState(s)) << s;
+}
+
+TEST(RenderResultsTable, FitsEightyColumnsKeepingIdNameStateValBpbMemoryDecisionAndReason) {
+  std::vector<v1::Experiment> rows;
+  for (int i = 0; i < 5; ++i) {
+    v1::Experiment e = Succeeded();
+    e.set_id(100 + i);
+    e.set_name("matrix_lr=0.0" + std::to_string(i) + ",embedding_lr=0.6,unembedding_lr=0.004");
+    e.set_device_name("NVIDIA H200 (hostname-with-a-long-name, GPU 3)");
+    e.set_decision_reason("p=0.0123 < 0.05 and gain 0.0041 > min effect 0.002 over 4 replicates");
+    e.mutable_result()->set_peak_vram_mb(45260.8);
+    rows.push_back(e);
+  }
+  v1::Experiment failed;
+  failed.set_id(99);
+  failed.set_name("n_embd=1536");
+  failed.set_state("failed");
+  failed.set_failure_kind("oom");
+  rows.push_back(failed);
+  const std::string wide = RenderResultsTable(rows, 0);
+  const std::string fitted = RenderResultsTable(rows, 80);
+  size_t widest_wide = 0;
+  std::istringstream wide_lines(wide);
+  for (std::string line; std::getline(wide_lines, line);) {
+    widest_wide = std::max(widest_wide, DisplayWidth(line));
+  }
+  EXPECT_GT(widest_wide, 200u) << wide;
+  std::istringstream lines(fitted);
+  std::string header;
+  std::getline(lines, header);
+  for (const char* kept : {"id", "name", "state", "val_bpb", "mem GB", "decision", "reason"}) {
+    EXPECT_NE(header.find(kept), std::string::npos) << kept << "\n" << fitted;
+  }
+  EXPECT_EQ(header.find("device"), std::string::npos) << fitted;
+  EXPECT_EQ(header.find("steps"), std::string::npos) << fitted;
+  EXPECT_LE(DisplayWidth(header), 80u) << fitted;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_LE(DisplayWidth(line), 80u) << line;
+  }
+  EXPECT_NE(fitted.find("1.234568    44.2"), std::string::npos) << fitted;
+  EXPECT_NE(fitted.find("failed/oom"), std::string::npos) << fitted;
 }
 
 }  // namespace

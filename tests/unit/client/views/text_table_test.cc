@@ -25,5 +25,39 @@ TEST(TextTable, WidthCountsCodePointsNotBytes) {
   EXPECT_EQ(t.Render(), "a   b\n--  -\né   x\nab  y\n");
 }
 
+TEST(TextTable, FittingLeavesOutTheHighestPriorityNumbersFirstThenCutsShrinkableCells) {
+  using A = TextTable::Align;
+  TextTable t({{"id", A::kRight, 0},
+               {"name", A::kLeft, 0, true},
+               {"device", A::kLeft, 2},
+               {"tok/s", A::kRight, 1}});
+  t.AddRow({"7", "matrix_lr=0.02,embedding_lr=0.6", "NVIDIA H200", "12,345"});
+  EXPECT_EQ(t.RenderFitting(0), t.Render());
+  // 2 + 2 + 31 + 2 + 11 + 2 + 6 = 56 wide. At 45 every column fits once the name counts at its
+  // soft width (16): nothing is left out and the name is cut to the 20 code points left for it.
+  EXPECT_EQ(t.RenderFitting(45),
+            "id  name                  device        tok/s\n"
+            "--  --------------------  -----------  ------\n"
+            " 7  matrix_lr=0.02,embe\u2026  NVIDIA H200  12,345\n");
+  // At 30 the device (priority 2) goes; the name takes the 18 code points left.
+  EXPECT_EQ(t.RenderFitting(30),
+            "id  name                 tok/s\n"
+            "--  ------------------  ------\n"
+            " 7  matrix_lr=0.02,em\u2026  12,345\n");
+  // At 24 tok/s (priority 1) goes too, and the name gets 20, the last one an ellipsis.
+  EXPECT_EQ(t.RenderFitting(24),
+            "id  name\n"
+            "--  --------------------\n"
+            " 7  matrix_lr=0.02,embe\u2026\n");
+  // Never narrower than 8 code points (or the header): a table that cannot fit comes out wider.
+  EXPECT_EQ(t.RenderFitting(5), "id  name\n--  --------\n 7  matrix_\u2026\n");
+}
+
+TEST(TextTable, CutToWidthCountsCodePoints) {
+  EXPECT_EQ(CutToWidth("h\u00e9llo", 5), "h\u00e9llo");
+  EXPECT_EQ(CutToWidth("h\u00e9llo", 3), "h\u00e9\u2026");
+  EXPECT_EQ(CutToWidth("abc", 0), "");
+}
+
 }  // namespace
 }  // namespace xv::client

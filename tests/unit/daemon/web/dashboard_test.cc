@@ -240,6 +240,11 @@ TEST_F(RouterOverDatabase, CampaignPageEscapesAndPlots) {
   ExpectEscaped(r.body, kHostileFailure);
   EXPECT_NE(r.body.find("<svg"), std::string::npos);
   EXPECT_NE(r.body.find("val_bpb over rounds"), std::string::npos);
+  // The progress plot of `xvctl plot`, drawn by the same code.
+  EXPECT_NE(r.body.find("<h2>Progress</h2><svg xmlns=\"http://www.w3.org/2000/svg\" "
+                        "class=\"progress-plot\""),
+            std::string::npos);
+  EXPECT_NE(r.body.find("class=\"running-best\""), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("1.234567"), std::string::npos);
   EXPECT_NE(r.body.find("id=\"campaign-head\""), std::string::npos);
 }
