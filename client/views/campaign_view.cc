@@ -150,8 +150,11 @@ std::string RenderDrift(const std::string& drift_json) {
     if (a.value("step_work_by_design", false)) text += " [changes step work]";
   }
   const std::string trend = percent(d, "controls_trend");
-  if (!trend.empty())
+  if (!trend.empty()) {
     text += "; controls' trend " + trend + " over " + Figure(d, "span_s", 1) + " s";
+  }
+  const std::string spread = percent(d, "controls_spread");
+  if (!spread.empty()) text += ", spread " + spread;
   if (d.contains("corr_val_bpb_tok_per_sec") && d["corr_val_bpb_tok_per_sec"].is_number()) {
     text += "; corr(val_bpb, tok/s) " + Figure(d, "corr_val_bpb_tok_per_sec", 2);
   }

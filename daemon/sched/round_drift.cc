@@ -131,6 +131,9 @@ RoundDrift MeasureRoundDrift(const std::vector<DriftRun>& runs,
   }
   if (head.tok_per_sec_mean) {
     out.controls_trend = ControlsTrend(controls, out.span_s.value_or(0.0), *head.tok_per_sec_mean);
+    if (head.tok_per_sec_sd && *head.tok_per_sec_mean > 0) {
+      out.controls_spread = *head.tok_per_sec_sd / *head.tok_per_sec_mean;
+    }
   }
   std::vector<double> bpb, tok;
   for (const DriftRun* r : controls) {
@@ -159,6 +162,7 @@ nlohmann::json RoundDrift::ToJson() const {
   return {{"arms", list},
           {"span_s", OptionalJson(span_s)},
           {"controls_trend", OptionalJson(controls_trend)},
+          {"controls_spread", OptionalJson(controls_spread)},
           {"corr_val_bpb_tok_per_sec", OptionalJson(corr_val_bpb_tok_per_sec)},
           {"max_arm_gap", OptionalJson(max_arm_gap)}};
 }
@@ -169,6 +173,10 @@ DriftVerdict CheckThroughputDrift(const RoundDrift& drift, double max_drift) {
   if (drift.controls_trend && std::fabs(*drift.controls_trend) > max_drift) {
     why = "the controls' tok/s moved " + Percent(*drift.controls_trend) + " within the round (" +
           Fixed(drift.span_s.value_or(0.0), 1) + " s)";
+  }
+  if (drift.controls_spread && *drift.controls_spread > max_drift) {
+    why += std::string(why.empty() ? "" : "; ") + "the controls' tok/s spread (sd) is " +
+           Fixed(100.0 * *drift.controls_spread, 1) + "% of their mean";
   }
   for (const ArmDrift& a : drift.arms) {
     if (a.control || a.step_work_by_design || !a.vs_controls) continue;
@@ -197,6 +205,7 @@ std::string DescribeDrift(const RoundDrift& drift) {
     text += "; controls' trend " + Percent(*drift.controls_trend) + " over " +
             Fixed(drift.span_s.value_or(0.0), 1) + " s";
   }
+  if (drift.controls_spread) text += ", spread " + Fixed(100.0 * *drift.controls_spread, 1) + "%";
   if (drift.corr_val_bpb_tok_per_sec) {
     text += "; corr(val_bpb, tok/s) " + Fixed(*drift.corr_val_bpb_tok_per_sec, 2);
   }

@@ -8,11 +8,13 @@
 //    arm's mean tok/s relative to the controls' ((arm - controls) / controls);
 //  - the controls' tok/s trend: the least-squares line of their tok/s over their start times,
 //    its change across the round's span (first to last start of any run) relative to their mean;
+//  - the controls' tok/s spread: their sd relative to their mean (a load that comes and goes
+//    several times within the round moves no trend but spreads the controls);
 //  - corr(val_bpb, tok/s) within the controls (Pearson; needs 3 runs with spread in both).
 // The guard (CheckThroughputDrift): a round is confounded when an arm that does not change a
 // step's work by design (step_work_knobs.h) differs from the controls' mean tok/s by more than
-// max_throughput_drift, or when the controls' trend moves by more than that. Missing figures
-// (runs without tok/s, a single control) are reported as null and never confound.
+// max_throughput_drift, or when the controls' trend or their spread is more than that. Missing
+// figures (runs without tok/s, a single control) are reported as null and never confound.
 //
 // The throughput-adjusted estimate (FitStepsSlope): val_bpb regressed on log(steps) within the
 // controls gives the slope b; a run's adjusted val_bpb is val_bpb - b * (log(steps) - the
@@ -55,12 +57,13 @@ struct RoundDrift {
   std::vector<ArmDrift> arms;                      // the controls first, then candidates as given
   std::optional<double> span_s;                    // first to last start of the round's runs
   std::optional<double> controls_trend;            // fitted change over the span / controls' mean
+  std::optional<double> controls_spread;           // the controls' tok/s sd / their mean
   std::optional<double> corr_val_bpb_tok_per_sec;  // within the controls
   std::optional<double> max_arm_gap;  // largest |vs_controls| of arms not changed by design
 
   // {"arms": [{arm, control, step_work_by_design, n, tok_per_sec_mean, tok_per_sec_sd,
-  //  steps_mean, steps_sd, vs_controls}], "span_s", "controls_trend", "corr_val_bpb_tok_per_sec",
-  //  "max_arm_gap"}; a figure that cannot be computed is null.
+  //  steps_mean, steps_sd, vs_controls}], "span_s", "controls_trend", "controls_spread",
+  //  "corr_val_bpb_tok_per_sec", "max_arm_gap"}; a figure that cannot be computed is null.
   nlohmann::json ToJson() const;
 };
 

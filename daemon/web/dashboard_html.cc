@@ -346,7 +346,8 @@ std::string DriftTable(const json& drift) {
   }
   return b + "</table><p>controls' tok/s trend within the round " +
          JsonNumber(drift, "controls_trend", 3) + " over " + JsonNumber(drift, "span_s", 1) +
-         " s; corr(val_bpb, tok/s) within the controls " +
+         " s, spread (sd / mean) " + JsonNumber(drift, "controls_spread", 3) +
+         "; corr(val_bpb, tok/s) within the controls " +
          JsonNumber(drift, "corr_val_bpb_tok_per_sec", 2) + "</p>";
 }
 

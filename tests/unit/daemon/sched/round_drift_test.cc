@@ -43,6 +43,7 @@ TEST(RoundDriftTest, MeasuresArmsTrendAndCorrelation) {
   // Slope -50 tok/s per s over a 5 s span, relative to 900.
   EXPECT_NEAR(*d.controls_trend, -250.0 / 900.0, 1e-9);
   EXPECT_NEAR(*d.corr_val_bpb_tok_per_sec, -1.0, 1e-9);
+  EXPECT_NEAR(*d.controls_spread, 100.0 / 900.0, 1e-9);
   const DriftVerdict v = CheckThroughputDrift(d, 0.10);
   EXPECT_TRUE(v.confounded);
   EXPECT_NE(v.reason.find("controls' tok/s moved -27.8%"), std::string::npos) << v.reason;
@@ -72,6 +73,25 @@ TEST(RoundDriftTest, AnArmOffTheControlsConfoundsUnlessItChangesStepWorkByDesign
   EXPECT_TRUE(by_design.arms[1].step_work_by_design);
   EXPECT_FALSE(by_design.max_arm_gap.has_value());
   EXPECT_FALSE(CheckThroughputDrift(by_design, 0.10).confounded);
+}
+
+TEST(RoundDriftTest, ALoadThatComesAndGoesSpreadsTheControlsAndConfounds) {
+  // No trend (fast, slow, slow, fast) and the arms alike, but the controls' tok/s spread is 38 %.
+  const std::vector<DriftRun> runs = {
+      MakeRun(1, "head", 1.0, 1000, 100, 0), MakeRun(2, "a", 1.0, 1000, 100, 0),
+      MakeRun(3, "head", 1.0, 500, 50, 1),   MakeRun(4, "a", 1.0, 500, 50, 1),
+      MakeRun(5, "head", 1.0, 500, 50, 2),   MakeRun(6, "a", 1.0, 500, 50, 2),
+      MakeRun(7, "head", 1.0, 1000, 100, 3), MakeRun(8, "a", 1.0, 1000, 100, 3),
+  };
+  const RoundDrift d = MeasureRoundDrift(runs, {});
+  EXPECT_NEAR(*d.controls_trend, 0.0, 1e-12);
+  EXPECT_NEAR(*d.arms[1].vs_controls, 0.0, 1e-12);
+  EXPECT_NEAR(*d.controls_spread, std::sqrt(250000.0 / 3) / 750.0, 1e-9);
+  const DriftVerdict v = CheckThroughputDrift(d, 0.10);
+  EXPECT_TRUE(v.confounded);
+  EXPECT_NE(v.reason.find("the controls' tok/s spread (sd) is 38.5% of their mean"),
+            std::string::npos)
+      << v.reason;
 }
 
 TEST(RoundDriftTest, MissingFiguresAreNullAndNeverConfound) {
