@@ -12,10 +12,12 @@
 #include "client/experiment_listing.h"
 #include "client/numeric_ref.h"
 #include "client/terminal_width.h"
+#include "client/views/campaign_view.h"
 #include "client/views/experiment_view.h"
 #include "client/views/failure_summary_view.h"
 #include "client/views/results_export.h"
 #include "common/bounded_json.h"
+#include "common/untrusted_text.h"
 #include "daemon/store/results_reader.h"
 
 namespace xv::client {
@@ -91,10 +93,23 @@ int RunResults(const ResultsArgs& a, const ClientOptions& options) {
     if (a.format == "json") std::cout << ResultsExportJson(export_rows).dump() << std::endl;
     return kExitOk;
   }
+  // With --campaign and a daemon: the drift figures of the campaign's decided rounds (issue 14).
+  v1::Campaign campaign;
+  const bool with_drift =
+      !a.filter.campaign.empty() && client.GetCampaign(a.filter.campaign, &campaign).ok();
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& e : rows) arr.push_back(ExperimentJson(e));
-    std::cout << DumpJsonLossless(nlohmann::json{{"experiments", arr}}, 2) << std::endl;
+    nlohmann::json out = {{"experiments", arr}};
+    if (with_drift) {
+      nlohmann::json drift = nlohmann::json::object();
+      for (const auto& r : campaign.rounds()) {
+        const nlohmann::json round = RoundJson(r);
+        if (!round["drift"].is_null()) drift[std::to_string(r.id())] = round["drift"];
+      }
+      out["round_drift"] = drift;
+    }
+    std::cout << DumpJsonLossless(out, 2) << std::endl;
     return kExitOk;
   }
   if (rows.empty()) {
@@ -106,6 +121,14 @@ int RunResults(const ResultsArgs& a, const ClientOptions& options) {
     return kExitOk;
   }
   std::cout << RenderResultsTable(rows, a.wide ? 0 : TerminalColumns());
+  if (with_drift) {
+    for (const auto& r : campaign.rounds()) {
+      const std::string drift = RenderDrift(r.drift_json());
+      if (!drift.empty()) {
+        std::cout << "round " << r.id() << " drift: " << EscapeForTerminal(drift) << "\n";
+      }
+    }
+  }
   return kExitOk;
 }
 

@@ -99,7 +99,66 @@ nlohmann::json RoundJson(const v1::RoundInfo& r) {
                       {"decided_at", r.decided_at()}};
   j["decision"] = ParsedOrNull(r.decision_json());
   if (j["decision"].is_null() && !r.decision_json().empty()) j["decision_text"] = r.decision_json();
+  // Issue 14: the round's run order and drift figures.
+  j["order_seed"] = r.order_seed();
+  nlohmann::json order = nlohmann::json::array();
+  for (const auto& slot : r.run_order()) {
+    order.push_back({{"position", slot.position()},
+                     {"block", slot.block()},
+                     {"experiment_id", slot.experiment_id()},
+                     {"arm", slot.arm()}});
+  }
+  j["run_order"] = order;
+  j["drift"] = ParsedOrNull(r.drift_json());
   return j;
+}
+
+std::string RenderRunOrder(const v1::RoundInfo& r) {
+  if (r.run_order_size() == 0) return "";
+  std::string text = "seed " + std::to_string(r.order_seed()) + ":";
+  int block = -1;
+  for (const auto& slot : r.run_order()) {
+    if (slot.block() != block) {
+      block = slot.block();
+      text += std::string(block == 0 ? " " : " | ") + "[" + std::to_string(block) + "]";
+    }
+    text += " " + slot.arm() + " #" + std::to_string(slot.experiment_id());
+  }
+  return text;
+}
+
+std::string RenderDrift(const std::string& drift_json) {
+  const nlohmann::json d = ParsedOrNull(drift_json);
+  if (!d.is_object() || !d.contains("arms") || !d["arms"].is_array()) return "";
+  auto percent = [](const nlohmann::json& obj, const char* key) -> std::string {
+    if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number()) return "";
+    const double v = 100.0 * obj[key].get<double>();
+    return (v >= 0 ? "+" : "") + FormatFixed(v, 1) + "%";
+  };
+  std::string text = "tok/s";
+  bool first = true;
+  for (const auto& a : d["arms"]) {
+    text +=
+        std::string(first ? " " : ", ") + Str(a, "arm") + " " + Figure(a, "tok_per_sec_mean", 0);
+    first = false;
+    if (a.contains("tok_per_sec_sd") && a["tok_per_sec_sd"].is_number()) {
+      text += " sd " + Figure(a, "tok_per_sec_sd", 0);
+    }
+    text += " (steps " + Figure(a, "steps_mean", 1) + ")";
+    const std::string vs = percent(a, "vs_controls");
+    if (!vs.empty()) text += " " + vs;
+    if (a.value("step_work_by_design", false)) text += " [changes step work]";
+  }
+  const std::string trend = percent(d, "controls_trend");
+  if (!trend.empty()) {
+    text += "; controls' trend " + trend + " over " + Figure(d, "span_s", 1) + " s";
+  }
+  const std::string spread = percent(d, "controls_spread");
+  if (!spread.empty()) text += ", spread " + spread;
+  if (d.contains("corr_val_bpb_tok_per_sec") && d["corr_val_bpb_tok_per_sec"].is_number()) {
+    text += "; corr(val_bpb, tok/s) " + Figure(d, "corr_val_bpb_tok_per_sec", 2);
+  }
+  return text;
 }
 
 nlohmann::json CampaignJson(const v1::Campaign& c) {
@@ -202,6 +261,12 @@ std::string RenderCampaign(const v1::Campaign& c) {
                r.decision_summary().empty() ? "-" : r.decision_summary()});
   }
   out << rt.Render();
+  for (const auto& r : c.rounds()) {
+    const std::string order = RenderRunOrder(r);
+    if (!order.empty()) out << "\nround " << r.id() << " run order (" << t(order) << ")\n";
+    const std::string drift = RenderDrift(r.drift_json());
+    if (!drift.empty()) out << "round " << r.id() << " drift: " << t(drift) << "\n";
+  }
   for (const auto& r : c.rounds()) {
     nlohmann::json d = ParsedOrNull(r.decision_json());
     if (!d.is_object() || !d.contains("candidates") || !d["candidates"].is_array()) continue;

@@ -19,6 +19,15 @@ nlohmann::json RoundJson(const v1::RoundInfo& round);
 // budget (parsed), base/head recipe hashes, head_recipe (parsed), rounds and head_history.
 nlohmann::json CampaignJson(const v1::Campaign& campaign);
 
+// A round's run order in one line (issue 14): "seed S: [0] head #5 a #1 | [1] a #2 head #6";
+// "" when the round has none.
+std::string RenderRunOrder(const v1::RoundInfo& round);
+
+// A round's drift figures (rounds.drift_json) in one line: "tok/s head 1000 sd 5 (steps 100.0),
+// a 990 sd 4 (steps 99.0) -1.0%; controls' trend +0.4% over 12.0 s; corr(val_bpb, tok/s) -0.20";
+// "" when there are none.
+std::string RenderDrift(const std::string& drift_json);
+
 // A table of campaigns: id, name, state, head hash (12 characters), trainer, device filter.
 std::string RenderCampaignList(const std::vector<v1::Campaign>& campaigns);
 
@@ -31,7 +40,8 @@ std::string RenderCampaignList(const std::vector<v1::Campaign>& campaigns);
 std::string RenderBudgetContract(const std::string& budget_json);
 
 // The text of `campaign show`: header lines (the budget line is RenderBudgetContract), the head
-// history, the rounds table, and for each decided round its candidates' statistics (mean, sd, n,
+// history, the rounds table, each round's run order and drift line, and for each decided round
+// its candidates' statistics (mean, sd, n,
 // head mean/sd/n, improvement, p, band, decision, reason).
 std::string RenderCampaign(const v1::Campaign& campaign);
 

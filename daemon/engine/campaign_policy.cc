@@ -21,7 +21,7 @@ Status TakeDaemonKeys(YAML::Node node, CampaignPolicy* out) {
   }
   if (node["pool_head_runs"]) {
     const YAML::Node p = node["pool_head_runs"];
-    bool value = true;
+    bool value = false;
     if (!p.IsScalar() || !YAML::convert<bool>::decode(p, value)) {
       return Status::InvalidArgument("policy: pool_head_runs: must be true or false");
     }

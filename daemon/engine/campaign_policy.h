@@ -2,8 +2,10 @@
 // keys the daemon itself reads, stored together as JSON in campaigns.policy_json:
 //   decide: auto | manual     auto (default): the daemon decides a round when all its experiments
 //                             are terminal; manual: rounds wait for the Decide RPC.
-//   pool_head_runs: bool      true (default): earlier runs of the identical head config in the
-//                             campaign count as head runs beside this round's controls.
+//   pool_head_runs: bool      false (default): only this round's controls are head runs; true:
+//                             earlier runs of the identical head config in the campaign count
+//                             too (they were measured at other times, under other loads: issue
+//                             14 made false the default).
 // A stored "{}" means "no policy" (campaigns made implicitly by a Submit with a recipe): no head
 // controls, no automatic decisions.
 // Thread-safety: plain values and pure functions.
@@ -20,7 +22,7 @@ struct CampaignPolicy {
   bool set = false;  // false: "{}", no policy
   sched::AcceptancePolicy acceptance;
   bool manual = false;
-  bool pool_head_runs = true;
+  bool pool_head_runs = false;
 };
 
 // Parses the policy as people write it: a YAML or JSON mapping ("" gives the defaults, set).

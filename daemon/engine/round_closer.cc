@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "common/bounded_json_or_discarded.h"
 #include "common/run_states.h"
+#include "daemon/sched/step_work_knobs.h"
 
 namespace xv::daemon {
 namespace {
@@ -33,6 +35,34 @@ bool ToRunOutcome(const store::RoundRun& run, sched::RunOutcome* out) {
 }
 
 bool IsControl(const store::RoundRun& run) { return run.role == RunRole::kControl; }
+
+// A run of this round with its throughput, for the drift figures (reuse rows measured nothing
+// here and are left out by the caller).
+sched::DriftRun ToDriftRun(const store::RoundRun& run, const sched::RunOutcome& outcome) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  sched::DriftRun d;
+  d.experiment_id = run.experiment_id;
+  d.control = IsControl(run);
+  d.arm = d.control ? "head" : run.name;
+  d.val_bpb = outcome.diverged ? kNaN : outcome.val_bpb;
+  d.tok_per_sec = run.has_result && run.tok_per_sec > 0 ? run.tok_per_sec : kNaN;
+  d.steps = run.has_result ? static_cast<double>(run.num_steps) : kNaN;
+  d.started_s = run.started_s > 0 ? run.started_s : kNaN;
+  return d;
+}
+
+// The step-work knobs (sched/step_work_knobs.h) among a candidate's overrides, "a, b"; "" when
+// none.
+std::string StepWorkKnobsOf(const std::string& overrides_json) {
+  const nlohmann::json overrides = ParseBoundedJsonOrDiscarded(overrides_json);
+  std::string knobs;
+  if (!overrides.is_object()) return knobs;
+  for (const auto& item : overrides.items()) {
+    if (!sched::IsStepWorkKnob(item.key())) continue;
+    knobs += (knobs.empty() ? "" : ", ") + item.key();
+  }
+  return knobs;
+}
 
 bool IsCandidate(const store::RoundRun& run) { return run.role == RunRole::kCandidate; }
 
@@ -98,7 +128,8 @@ Status RoundCloser::Decide(const store::RoundToDecide& round) {
   sched::RoundVerdict verdict;
   XV_RETURN_IF_ERROR(sched::DecideRound(loaded.input, &verdict));
   XV_RETURN_IF_ERROR(StoreVerdict(round.round_id, verdict, loaded.first_experiment));
-  spdlog::info("round {} decided: {}", round.round_id, verdict.decision.summary);
+  spdlog::info("round {} decided: {}; {}", round.round_id, verdict.summary,
+               sched::DescribeDrift(verdict.drift));
   return Status::Ok();
 }
 
@@ -117,6 +148,7 @@ Status RoundCloser::LoadRound(const store::RoundToDecide& round, const CampaignP
   for (const auto& run : runs) {
     sched::RunOutcome outcome;
     const bool measured = ToRunOutcome(run, &outcome);
+    if (measured && run.reused_from_id == 0) input.drift_runs.push_back(ToDriftRun(run, outcome));
     if (IsControl(run)) {
       if (measured && counted.insert(OriginalRun(run)).second) {
         input.head_runs.push_back(outcome);
@@ -130,6 +162,8 @@ Status RoundCloser::LoadRound(const store::RoundToDecide& round, const CampaignP
       first_replicate[run.name] = run.replicate;
     }
     if (inserted) input.candidates.push_back({run.name, {}});
+    const std::string step_work = StepWorkKnobsOf(run.overrides_json);
+    if (!step_work.empty()) input.step_work_knobs[run.name] = step_work;
     if (measured) input.candidates[it->second].runs.push_back(outcome);
   }
   if (policy.pool_head_runs && !round.head_config_hash.empty()) {
@@ -152,6 +186,7 @@ Status RoundCloser::StoreVerdict(int64_t round_id, const sched::RoundVerdict& ve
   record.round_id = round_id;
   record.summary = verdict.summary;
   record.decision_json = DumpJsonLossless(verdict.json);
+  record.drift_json = DumpJsonLossless(verdict.drift.ToJson());
   for (const auto& [name, v] : verdict.candidates) {
     record.candidates[name] = {v.decision, v.reason};
   }

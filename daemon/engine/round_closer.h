@@ -9,7 +9,10 @@
 // the reuse rows that copy it count once (a confirm round summarises its own controls alone).
 // Candidates are grouped by name in submission order. succeeded -> a run with its val_bpb (NaN when
 // the result has none), diverged -> a diverged run, any other terminal state -> no run. The kept
-// candidate's first experiment (lowest replicate) gives the new head recipe.
+// candidate's first experiment (lowest replicate) gives the new head recipe. Issue 14: the round's
+// own runs (not reuse rows) with their tok/s, steps and start times are the verdict's drift runs;
+// candidates whose overrides hold a step-work knob (sched/step_work_knobs.h) are marked so; the
+// drift figures are stored in rounds.drift_json beside the decision.
 //
 // Thread-safety: the store serialises writes; StoreRoundDecision refuses a round that is no longer
 // open, so concurrent closers (the daemon loop and a Decide call) cannot decide a round twice.

@@ -14,6 +14,7 @@
 #include "common/run_states.h"
 #include "common/untrusted_text.h"
 #include "daemon/engine/campaign_policy.h"
+#include "daemon/sched/run_order.h"
 
 namespace xv::daemon {
 namespace {
@@ -207,6 +208,28 @@ Status AddHeadControls(const Recipe& base, const RoundPlan& plan, store::NewSubm
 
 }  // namespace
 
+void AssignRunOrder(uint64_t seed, store::NewSubmission* sub) {
+  std::vector<sched::ArmRuns> arms;
+  std::vector<std::vector<size_t>> rows;  // per arm, its rows in the order added
+  std::map<std::string, size_t> arm_index;
+  for (size_t i = 0; i < sub->experiments.size(); ++i) {
+    const store::NewExperiment& e = sub->experiments[i];
+    const auto [it, added] = arm_index.emplace(e.name, arms.size());
+    if (added) {
+      arms.push_back({e.name, 0});
+      rows.emplace_back();
+    }
+    ++arms[it->second].runs;
+    rows[it->second].push_back(i);
+  }
+  for (const sched::RunSlot& slot : sched::PlanRunOrder(arms, seed)) {
+    store::NewExperiment& e = sub->experiments[rows[slot.arm_index][slot.run]];
+    e.run_order = slot.position;
+    e.run_block = slot.block;
+  }
+  sub->order_seed = static_cast<int64_t>(seed);
+}
+
 double HardDeadlineSeconds(double time_budget_s) {
   return ContractHardDeadlineSeconds(BudgetContract{}, time_budget_s);
 }
@@ -387,6 +410,30 @@ Status PlanConfirmRound(store::Store* store, const xv::v1::SubmitRequest& req,
   return Status::Ok();
 }
 
+// Issue 14: which rows may reuse an earlier result, and the run order of a round with controls.
+void SetReuseAndOrder(const CampaignPolicy& policy, const CampaignRoundOptions& options,
+                      store::NewSubmission* sub) {
+  if (options.failure_map) {
+    sub->reuse = store::ResultReuse::kAcrossRounds;
+    sub->reuse_reason =
+        "a failure map records whether this exact run (config and seed) fails, which the earlier "
+        "run says";
+  } else if (!policy.set) {
+    sub->reuse = store::ResultReuse::kAcrossRounds;
+    sub->reuse_reason =
+        "the campaign has no acceptance policy: nothing compares this run with its round's other "
+        "runs, and the identical run (config and seed) has a result";
+  } else {
+    sub->reuse = store::ResultReuse::kNone;
+  }
+  bool has_controls = false;
+  for (const store::NewExperiment& e : sub->experiments)
+    has_controls |= e.role == RunRole::kControl;
+  if (has_controls) {
+    AssignRunOrder(options.order_seed != 0 ? options.order_seed : sched::NewOrderSeed(), sub);
+  }
+}
+
 }  // namespace
 
 Status BuildCampaignRound(store::Store* store, const xv::v1::SubmitRequest& req,
@@ -427,6 +474,7 @@ Status BuildCampaignRound(store::Store* store, const xv::v1::SubmitRequest& req,
   sub->plan_id = options.plan_id;
   sub->plan_phase = options.plan_phase;
   if (options.failure_map) sub->keep_rule = KeepRule::kNone;
+  SetReuseAndOrder(policy, options, sub);
   return Status::Ok();
 }
 

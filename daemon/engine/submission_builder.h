@@ -53,6 +53,8 @@ struct CampaignRoundOptions {
   int plan_phase = 0;
   // A failure-map phase: one run per candidate, no head controls, nothing kept (keep_rule none).
   bool failure_map = false;
+  // The seed of the round's run order; 0: a fresh one (sched::NewOrderSeed). Tests pin it.
+  uint64_t order_seed = 0;
 };
 
 // Builds the rows of a Submit: candidates from req.recipe_yaml, or (when empty) from the named
@@ -64,6 +66,11 @@ struct CampaignRoundOptions {
 //  - confirm: req.replicates = k >= 1 fresh seeds (larger than any seed the campaign has run):
 //    k head controls plus, when candidates are given, k runs of each. With no policy the round
 //    is stored but not decided.
+// Issue 14: a round with head controls gets a run order (sched/run_order.h: randomised blocks,
+// seeded with options.order_seed or a fresh seed, recorded on the round), which the dispatcher
+// follows. A round of a campaign with a policy (not a failure map) reuses no earlier result:
+// its arms all run fresh. Rounds without a policy and failure maps reuse an identical earlier run
+// of the campaign, and the reused rows say why (experiments.reuse_reason).
 // Used by ExperimentsService::Submit and by plans (PlanRunner), so both validate, reuse results
 // and refuse no-ops the same way. `store` is read only.
 Status BuildCampaignRound(store::Store* store, const xv::v1::SubmitRequest& req,
@@ -85,6 +92,10 @@ void BuildAblationCandidates(const Recipe& head, const Recipe& base,
 Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& base,
                                const RoundPlan& plan, const SubmissionLimits& limits,
                                store::NewSubmission* out);
+
+// Sets run_order and run_block of every row of `sub` (its arms: each candidate name and the
+// controls "head", in the order their rows were added) and sub->order_seed = seed.
+void AssignRunOrder(uint64_t seed, store::NewSubmission* sub);
 
 // The hash that identifies a config regardless of its seed (experiments.config_hash).
 std::string ConfigHashWithoutSeed(const Recipe& r);

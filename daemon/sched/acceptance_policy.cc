@@ -17,9 +17,16 @@ namespace xv::sched {
 namespace {
 
 constexpr int kMaxRuns = 64;  // per candidate or head, per round
-const char* const kFieldNames[] = {"mode",       "confidence",    "min_effect",
-                                   "replicates", "head_controls", "max_keeps_per_round",
-                                   "correction", "band_k"};
+const char* const kFieldNames[] = {"mode",
+                                   "confidence",
+                                   "min_effect",
+                                   "replicates",
+                                   "head_controls",
+                                   "max_keeps_per_round",
+                                   "correction",
+                                   "band_k",
+                                   "max_throughput_drift",
+                                   "adjust_for_throughput"};
 
 std::string Num(double v) {
   std::ostringstream out;
@@ -70,6 +77,15 @@ Status ReadInteger(const nlohmann::json& value, const char* field, int* out) {
     }
   }
   return Status::InvalidArgument(std::string(field) + ": must be an integer, got " + Got(value));
+}
+
+Status ReadBool(const nlohmann::json& value, const char* field, bool* out) {
+  if (!value.is_boolean()) {
+    return Status::InvalidArgument(std::string(field) + ": must be true or false, got " +
+                                   Got(value));
+  }
+  *out = value.get<bool>();
+  return Status::Ok();
 }
 
 Status ReadString(const nlohmann::json& value, const char* field, std::string* out) {
@@ -156,6 +172,11 @@ Status ValidateAcceptancePolicy(const AcceptancePolicy& p) {
       return Status::InvalidArgument("band_k: must be in (0, 100], got " + Num(*p.band_k));
     }
   }
+  if (!(p.max_throughput_drift > 0.0 && p.max_throughput_drift <= 10.0)) {
+    return Status::InvalidArgument(
+        "max_throughput_drift: must be a fraction in (0, 10] (0.10 = 10 %), got " +
+        Num(p.max_throughput_drift));
+  }
   return Status::Ok();
 }
 
@@ -221,6 +242,14 @@ Status ParseAcceptancePolicyJson(const nlohmann::json& json, AcceptancePolicy* p
     double k = 0.0;
     XV_RETURN_IF_ERROR(ReadNumber(json["band_k"], "band_k", &k));
     p.band_k = k;
+  }
+  if (json.contains("max_throughput_drift")) {
+    XV_RETURN_IF_ERROR(
+        ReadNumber(json["max_throughput_drift"], "max_throughput_drift", &p.max_throughput_drift));
+  }
+  if (json.contains("adjust_for_throughput")) {
+    XV_RETURN_IF_ERROR(
+        ReadBool(json["adjust_for_throughput"], "adjust_for_throughput", &p.adjust_for_throughput));
   }
   XV_RETURN_IF_ERROR(ValidateAcceptancePolicy(p));
   *policy = p;
@@ -299,7 +328,9 @@ nlohmann::json AcceptancePolicyToJson(const AcceptancePolicy& p) {
                          {"replicates", p.replicates},
                          {"head_controls", p.head_controls},
                          {"max_keeps_per_round", p.max_keeps_per_round},
-                         {"correction", CorrectionName(p.correction)}};
+                         {"correction", CorrectionName(p.correction)},
+                         {"max_throughput_drift", p.max_throughput_drift},
+                         {"adjust_for_throughput", p.adjust_for_throughput}};
   if (p.band_k.has_value()) json["band_k"] = *p.band_k;
   return json;
 }

@@ -21,6 +21,15 @@
 //     k = t_{1 - alpha', n_h - 1} * sqrt(1/n_c + 1/n_h)   (alpha' = alpha after correction,
 //     n_h head runs, n_c candidate runs), which makes a zero-effect candidate pass with
 //     probability alpha' under Gaussian noise (e.g. n_h = 5, n_c = 1, 0.95: k = 2.34).
+//   max_throughput_drift: a fraction in (0, 10]                         (default 0.10)
+//     the drift guard (round_drift.h): a round whose arms' mean tok/s differ from the controls'
+//     by more, or whose controls' tok/s moves by more within the round, is confounded: nothing
+//     is kept. Arms that change a step's work by design (step_work_knobs.h) are compared at the
+//     budget as always; for them the guard looks at the controls' own drift only.
+//   adjust_for_throughput: bool                                         (default false)
+//     false: the keep rule uses the raw Welch test (the throughput-adjusted estimate, val_bpb
+//     regressed on log steps within the round, is reported beside it); true: it uses the
+//     adjusted one.
 //
 // Parse errors name the field ("confidence: must be in (0.5, 1), got 1.5"); YAML errors add
 // "(line N, column M)". Thread-safety: plain values and pure functions.
@@ -47,6 +56,8 @@ struct AcceptancePolicy {
   int max_keeps_per_round = 1;
   MultipleComparisonCorrection correction = MultipleComparisonCorrection::kBonferroni;
   std::optional<double> band_k;  // noise_band only
+  double max_throughput_drift = 0.10;
+  bool adjust_for_throughput = false;
 };
 
 // The defaults of `mode` (replicates and head_controls depend on it).

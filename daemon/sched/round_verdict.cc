@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 namespace xv::sched {
 namespace {
@@ -41,14 +42,80 @@ void TakeDecidersVerdict(const RoundDecision& decision, size_t head_runs, RoundV
   if (decision.kept_index) verdict->kept = decision.candidates[*decision.kept_index].name;
 }
 
+// The decider's input with every run of this round throughput-adjusted (round_drift.h); runs of
+// arms that change a step's work by design, and pooled runs of earlier rounds, stay as measured.
+RoundInput ThroughputAdjustedInput(const RoundInput& input, const StepsSlope& fit,
+                                   const std::set<std::string>& step_work_arms) {
+  std::map<int64_t, double> steps;
+  for (const DriftRun& r : input.drift_runs) {
+    if (r.control || step_work_arms.count(r.arm) == 0) steps[r.experiment_id] = r.steps;
+  }
+  auto adjust = [&](std::vector<RunOutcome>* runs) {
+    for (RunOutcome& run : *runs) {
+      const auto it = steps.find(run.experiment_id);
+      if (it != steps.end() && std::isfinite(run.val_bpb)) {
+        run.val_bpb = ThroughputAdjustedValBpb(fit, run.val_bpb, it->second);
+      }
+    }
+  };
+  RoundInput out = input;
+  adjust(&out.head_runs);
+  for (CandidateRuns& c : out.candidates) adjust(&c.runs);
+  return out;
+}
+
+// {"slope", "n_controls", "candidates": [{name, improvement, p, passed}]}, or {"slope": null,
+// "why"} when the controls give no slope.
+nlohmann::json AdjustedJson(const std::optional<StepsSlope>& fit,
+                            const std::optional<RoundDecision>& adjusted) {
+  if (!fit || !adjusted) {
+    return {{"slope", nullptr}, {"why", "needs >= 3 controls with a val_bpb whose steps differ"}};
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (const CandidateDecision& d : adjusted->candidates) {
+    nlohmann::json c = {{"name", d.name}, {"passed", d.passed}};
+    c["improvement"] = d.improvement ? nlohmann::json(*d.improvement) : nlohmann::json();
+    c["p"] = d.p && std::isfinite(*d.p) ? nlohmann::json(*d.p) : nlohmann::json();
+    list.push_back(c);
+  }
+  return {{"slope", fit->slope}, {"n_controls", fit->n}, {"candidates", list}};
+}
+
+// Candidates that change a step's work: their reason says the difference includes speed.
+void NoteStepWork(const std::map<std::string, std::string>& step_work_knobs,
+                  RoundVerdict* verdict) {
+  for (auto& [name, v] : verdict->candidates) {
+    const auto it = step_work_knobs.find(name);
+    if (it == step_work_knobs.end()) continue;
+    v.reason += "; the difference includes speed (" + it->second +
+                " changes a step's work: compared at the time budget)";
+  }
+}
+
 }  // namespace
 
 Status DecideRound(const RoundInput& input, RoundVerdict* verdict) {
-  RoundDecision decision;
-  XV_RETURN_IF_ERROR(
-      RoundDecider().Decide(input.policy, input.head_runs, input.candidates, &decision));
+  RoundDecision raw;
+  XV_RETURN_IF_ERROR(RoundDecider().Decide(input.policy, input.head_runs, input.candidates, &raw));
+  std::set<std::string> step_work_arms;
+  for (const auto& [name, knobs] : input.step_work_knobs) step_work_arms.insert(name);
+  const std::optional<StepsSlope> fit = FitStepsSlope(input.drift_runs);
+  std::optional<RoundDecision> adjusted;
+  if (fit) {
+    RoundInput a = ThroughputAdjustedInput(input, *fit, step_work_arms);
+    adjusted.emplace();
+    XV_RETURN_IF_ERROR(RoundDecider().Decide(a.policy, a.head_runs, a.candidates, &*adjusted));
+  }
+  const bool use_adjusted = input.policy.adjust_for_throughput && adjusted.has_value();
   RoundVerdict out;
-  TakeDecidersVerdict(decision, input.head_runs.size(), &out);
+  TakeDecidersVerdict(use_adjusted ? *adjusted : raw, input.head_runs.size(), &out);
+  out.drift = MeasureRoundDrift(input.drift_runs, step_work_arms);
+  out.json["drift"] = out.drift.ToJson();
+  out.json["throughput_adjusted"] = AdjustedJson(fit, adjusted);
+  out.json["decided_on"] = use_adjusted ? "throughput_adjusted" : "raw";
+  NoteStepWork(input.step_work_knobs, &out);
+  const DriftVerdict guard = CheckThroughputDrift(out.drift, input.policy.max_throughput_drift);
+  if (guard.confounded) ApplyConfounded(guard.reason, &out);
   ApplyKeepRule(input.keep_rule, &out);
   switch (input.kind) {
     case RoundKind::kConfirm:
@@ -64,6 +131,23 @@ Status DecideRound(const RoundInput& input, RoundVerdict* verdict) {
   }
   *verdict = std::move(out);
   return Status::Ok();
+}
+
+void ApplyConfounded(const std::string& reason, RoundVerdict* verdict) {
+  verdict->confounded = true;
+  for (size_t i = 0; i < verdict->decision.candidates.size(); ++i) {
+    CandidateDecision& d = verdict->decision.candidates[i];
+    d.keep = false;
+    CandidateVerdict& v = verdict->candidates[d.name];
+    v = {Decision::kDiscard, "confounded: " + reason + " (the test said: " + v.reason + ")"};
+    verdict->json["candidates"][i]["decision"] = "discard";
+    verdict->json["candidates"][i]["confounded"] = true;
+  }
+  verdict->decision.kept_index.reset();
+  verdict->kept.reset();
+  verdict->json["kept"] = nullptr;
+  verdict->json["confounded"] = reason;
+  verdict->summary = "confounded: " + reason + "; " + verdict->summary;
 }
 
 void ApplyKeepRule(KeepRule rule, RoundVerdict* verdict) {

@@ -6,6 +6,12 @@
 //  3. the round's kind adds its own summary: a confirm round the means of its fresh runs (the
 //     head's controls of this round alone and each candidate's replicates); an ablation round
 //     which of the head's changes matter (see AssessDroppedKnob).
+// Around them, the round's throughput (issue 14, round_drift.h): its drift figures are measured
+// and stored ("drift" in the JSON); a throughput-adjusted Welch test is reported beside the raw one
+// ("throughput_adjusted") and decides instead of it when the policy says adjust_for_throughput;
+// a candidate that changes a step's work by design has "; the difference includes speed (...)"
+// added to its reason; and when the drift guard finds the round confounded, nothing is kept:
+// every candidate is discarded with reason "confounded: ..." and "confounded" holds the reason.
 // The verdict holds what the store writes: each candidate's decision and reason, the one-line
 // summary, the decision JSON and the kept candidate.
 // Thread-safety: stateless; pure functions.
@@ -22,6 +28,7 @@
 #include "common/status.h"
 #include "daemon/sched/acceptance_policy.h"
 #include "daemon/sched/round_decider.h"
+#include "daemon/sched/round_drift.h"
 #include "daemon/sched/welch_test.h"
 
 namespace xv::sched {
@@ -36,6 +43,11 @@ struct RoundInput {
   // This round's controls alone (each original run once): what a confirm round summarises.
   std::vector<RunOutcome> fresh_head_runs;
   std::vector<CandidateRuns> candidates;  // in submission order
+  // This round's own runs with their throughput (controls and candidates, reuse rows left out):
+  // the drift figures and the throughput-adjusted estimate read them.
+  std::vector<DriftRun> drift_runs;
+  // Candidates that change a step's work by design, with those knobs ("depth, sequence_len").
+  std::map<std::string, std::string> step_work_knobs;
 };
 
 struct CandidateVerdict {
@@ -48,13 +60,20 @@ struct RoundVerdict {
   std::optional<std::string> kept;                     // the kept candidate, after the keep rule
   std::map<std::string, CandidateVerdict> candidates;  // by candidate name
   std::string summary;                                 // rounds.decision_summary
+  RoundDrift drift;                                    // the round's drift figures
+  bool confounded = false;                             // the drift guard refused a decision
   // rounds.decision_json: RoundDecision::ToJson plus {"mode": "auto", "head_runs": n} and, by
   // kind, "confirm" or "ablation" (below).
   nlohmann::json json;
 };
 
-// Steps 1 to 3. Errors: those of RoundDecider::Decide (the policy, candidate names).
+// Steps 1 to 3 and the throughput checks. Errors: those of RoundDecider::Decide (the policy,
+// candidate names).
 Status DecideRound(const RoundInput& input, RoundVerdict* verdict);
+
+// The guard's outcome applied: every candidate discarded ("confounded: <reason>"), nothing kept,
+// "confounded" set in the JSON and the summary prefixed "confounded: ".
+void ApplyConfounded(const std::string& reason, RoundVerdict* verdict);
 
 // Step 2: keep_rule none turns a keep into a discard ("record_only: passed, but this round keeps
 // nothing"), clears the kept candidate, marks the JSON and prefixes the summary "record only: ".

@@ -2,6 +2,8 @@
 // campaign_table.h.
 #include "daemon/store/campaign_table.h"
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
@@ -131,6 +133,31 @@ Status CampaignTable::CreateCampaign(const NewCampaign& nc, int64_t* id) {
   });
 }
 
+namespace {
+
+// Each round's runs in their recorded order (rounds stored with one; migration 7).
+Status AddRunOrders(SqliteConnection* c, int64_t campaign_id, xv::v1::Campaign* out) {
+  std::map<int64_t, xv::v1::RoundInfo*> rounds;
+  for (auto& r : *out->mutable_rounds()) rounds[r.id()] = &r;
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("SELECT round_id, run_order, COALESCE(run_block, 0), id, name FROM experiments "
+                 "WHERE campaign_id = ? AND run_order IS NOT NULL ORDER BY round_id, run_order",
+                 &st));
+  st.Bind(1, campaign_id);
+  return ForEachRow(&st, [&rounds](const SqliteStatement& row) {
+    const auto it = rounds.find(row.ColumnInt(0));
+    if (it == rounds.end()) return;
+    xv::v1::RunSlot* slot = it->second->add_run_order();
+    slot->set_position(static_cast<int32_t>(row.ColumnInt(1)));
+    slot->set_block(static_cast<int32_t>(row.ColumnInt(2)));
+    slot->set_experiment_id(row.ColumnInt(3));
+    slot->set_arm(row.ColumnText(4));
+  });
+}
+
+}  // namespace
+
 Status CampaignTable::GetCampaign(int64_t id, const std::string& name, bool detail,
                                   xv::v1::Campaign* out) {
   MutexLock lock(db_->mu());
@@ -152,7 +179,8 @@ Status CampaignTable::GetCampaign(int64_t id, const std::string& name, bool deta
       "(SELECT COUNT(*) FROM experiments x WHERE x.round_id = rd.id), "
       "(SELECT COUNT(*) FROM experiments x WHERE x.round_id = rd.id AND x.state NOT IN " +
           std::string(kTerminalStatesSql) +
-          "), rd.created_at, COALESCE(rd.decided_at, '') FROM rounds rd "
+          "), rd.created_at, COALESCE(rd.decided_at, ''), COALESCE(rd.order_seed, 0), "
+          "rd.drift_json FROM rounds rd "
           "LEFT JOIN experiments k ON k.id = rd.kept_experiment_id "
           "LEFT JOIN recipes b ON b.id = rd.base_recipe_id WHERE rd.campaign_id = ? ORDER BY rd.id",
       &rounds));
@@ -171,7 +199,10 @@ Status CampaignTable::GetCampaign(int64_t id, const std::string& name, bool deta
     r->set_unfinished(static_cast<int32_t>(row.ColumnInt(9)));
     r->set_created_at(row.ColumnText(10));
     r->set_decided_at(row.ColumnText(11));
+    r->set_order_seed(row.ColumnInt(12));
+    r->set_drift_json(row.ColumnText(13));
   }));
+  XV_RETURN_IF_ERROR(AddRunOrders(c, cid, out));
   SqliteStatement hist;
   XV_RETURN_IF_ERROR(c->Prepare(
       "SELECT r.hash, COALESCE(h.round_id, 0), COALESCE(h.experiment_id, 0), h.candidate, "

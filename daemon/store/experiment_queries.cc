@@ -392,7 +392,9 @@ Status ExperimentQueries::ListQueued(std::vector<QueuedExperiment>* out) {
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
       QueuedSelectSql() +
           "FROM experiments e JOIN campaigns c ON c.id = e.campaign_id "
-          "WHERE e.state = 'queued' AND c.state = 'active' ORDER BY e.priority DESC, e.id",
+          "WHERE e.state = 'queued' AND c.state = 'active' "
+          // Within a round its recorded run order (migration 7); rounds in submission order.
+          "ORDER BY e.priority DESC, e.round_id, COALESCE(e.run_order, -1), e.id",
       &st));
   bool row = false;
   while (true) {

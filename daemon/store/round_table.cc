@@ -26,6 +26,11 @@ struct RunColumn {
     kCandidateIndex,
     kReplicate,
     kValBpb,
+    kHasResult,
+    kTokPerSec,
+    kNumSteps,
+    kStartedS,
+    kOverridesJson,
     kCount
   };
 };
@@ -42,6 +47,13 @@ constexpr SelectColumn kRunSelect[] = {
     {RunColumn::kCandidateIndex, "e.candidate_index"},
     {RunColumn::kReplicate, "e.replicate"},
     {RunColumn::kValBpb, "res.val_bpb"},
+    {RunColumn::kHasResult, "res.experiment_id IS NOT NULL"},
+    {RunColumn::kTokPerSec, "COALESCE(res.tok_per_sec, 0)"},
+    {RunColumn::kNumSteps, "COALESCE(res.num_steps, 0)"},
+    // Seconds since the epoch with milliseconds (the stored times are ISO-8601 UTC).
+    {RunColumn::kStartedS,
+     "COALESCE((julianday(COALESCE(e.started_at, e.assigned_at)) - 2440587.5) * 86400.0, 0)"},
+    {RunColumn::kOverridesJson, "e.overrides_json"},
 };
 static_assert(ColumnsInOrder(kRunSelect, RunColumn::kCount), "kRunSelect lists RunColumn in order");
 
@@ -67,6 +79,11 @@ Status RowToRun(const SqliteStatement& st, RoundRun* r) {
   r->replicate = static_cast<int>(st.ColumnInt(RunColumn::kReplicate));
   r->has_val_bpb = !st.IsNull(RunColumn::kValBpb);
   r->val_bpb = r->has_val_bpb ? st.ColumnDouble(RunColumn::kValBpb) : 0.0;
+  r->has_result = st.ColumnInt(RunColumn::kHasResult) != 0;
+  r->tok_per_sec = st.ColumnDouble(RunColumn::kTokPerSec);
+  r->num_steps = st.ColumnInt(RunColumn::kNumSteps);
+  r->started_s = st.ColumnDouble(RunColumn::kStartedS);
+  r->overrides_json = st.ColumnText(RunColumn::kOverridesJson);
   return Status::Ok();
 }
 
@@ -208,15 +225,15 @@ Status RoundTable::StoreRoundDecision(const RoundDecisionRecord& rec) {
     SqliteStatement up;
     XV_RETURN_IF_ERROR(
         c->Prepare("UPDATE rounds SET state = 'decided', decision_summary = ?, decision_json = ?, "
-                   "kept_experiment_id = ?, decided_at = " XV_NOW " WHERE id = ?",
+                   "kept_experiment_id = ?, drift_json = ?, decided_at = " XV_NOW " WHERE id = ?",
                    &up));
-    up.Bind(1, rec.summary).Bind(2, rec.decision_json);
+    up.Bind(1, rec.summary).Bind(2, rec.decision_json).Bind(4, rec.drift_json);
     if (rec.kept_experiment_id != 0) {
       up.Bind(3, rec.kept_experiment_id);
     } else {
       up.Bind(3, std::optional<int64_t>());
     }
-    up.Bind(4, rec.round_id);
+    up.Bind(5, rec.round_id);
     XV_RETURN_IF_ERROR(up.Run());
     XV_RETURN_IF_ERROR(InsertDaemonEvent(
         c, 0, 0, "decision",

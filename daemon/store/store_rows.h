@@ -37,6 +37,18 @@ struct NewExperiment {
   double hard_deadline_s = 0;
   RunRole role = RunRole::kCandidate;  // or kControl: a run of the round's head config
   std::string config_hash;             // CanonicalHash of the resolved config with seed 0
+  int run_order = -1;  // place in the round's randomised order (-1: the round has none)
+  int run_block = -1;  // its block (-1: none)
+};
+
+// Whether a submission's rows may take an earlier run's result instead of running (issue 14).
+enum class ResultReuse {
+  // A round without a decision that compares arms (no acceptance policy, or a failure map): an
+  // identical run (same resolved config and seed) of the campaign that succeeded before stands in.
+  kAcrossRounds,
+  // The arms of a decided round: every run is fresh, so that the controls and the candidates are
+  // measured under the same conditions, interleaved.
+  kNone,
 };
 
 // Everything one Submit stores, in one transaction.
@@ -56,6 +68,10 @@ struct NewSubmission {
   int64_t plan_id = 0;
   int plan_phase = 0;
   KeepRule keep_rule = KeepRule::kBest;  // kNone: the round only records; nothing is kept
+  int64_t order_seed = 0;  // the seed of the run order (rounds.order_seed; 0: no order)
+  ResultReuse reuse = ResultReuse::kAcrossRounds;
+  // Why reuse is sound here, for the reused rows (kAcrossRounds).
+  std::string reuse_reason = "an identical run (config and seed) of the campaign has a result";
 };
 
 struct SubmissionIds {
@@ -122,6 +138,13 @@ struct RoundRun {
   int replicate = 0;
   bool has_val_bpb = false;  // a result row with a non-NULL val_bpb (NaN is stored as NULL)
   double val_bpb = 0;
+  // Throughput (issue 14): the result's tok/s and steps (0 when none) and when the attempt
+  // started, in seconds since the epoch (0 when unknown).
+  double tok_per_sec = 0;
+  int64_t num_steps = 0;
+  bool has_result = false;
+  double started_s = 0;
+  std::string overrides_json;
 };
 
 // The outcome of one round, to store in one transaction.
@@ -134,6 +157,7 @@ struct RoundDecisionRecord {
   std::string head_reason;         // head_history.reason when the head moves
   // Per candidate name: decision (keep | discard) and reason, applied to its experiments.
   std::map<std::string, std::pair<Decision, std::string>> candidates;
+  std::string drift_json;  // rounds.drift_json ("" for a manual decision)
 };
 
 // A stored plan (migrations/0003_plans.sql).

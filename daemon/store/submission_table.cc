@@ -55,7 +55,7 @@ Status InsertRecipe(SqliteConnection* conn, const std::string& hash, const std::
 // `new_id` takes its result instead of running again: it becomes succeeded, marked with
 // reused_from_id (the original run, never a reuse row), and gets a copy of the result.
 Status ReuseEarlierResult(SqliteConnection* c, int64_t campaign_id, int64_t recipe_id,
-                          int64_t new_id) {
+                          int64_t new_id, const std::string& reason) {
   // The campaign's earlier runs of this recipe row, oldest first: the first that
   // sched::MayReuseResult accepts stands in.
   SqliteStatement find;
@@ -98,11 +98,14 @@ Status ReuseEarlierResult(SqliteConnection* c, int64_t campaign_id, int64_t reci
   copy.Bind(1, new_id).Bind(2, from).Bind(3, attempt);
   XV_RETURN_IF_ERROR(copy.Run());
   SqliteStatement upd;
-  XV_RETURN_IF_ERROR(
-      c->Prepare("UPDATE experiments SET state = 'succeeded', attempt = 0, reused_from_id = ?, "
-                 "device_name = ?, progress = 1, finished_at = " XV_NOW " WHERE id = ?",
-                 &upd));
-  upd.Bind(1, from).Bind(2, find.ColumnText(2)).Bind(3, new_id);
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "UPDATE experiments SET state = 'succeeded', attempt = 0, reused_from_id = ?, "
+      "device_name = ?, progress = 1, reuse_reason = ?, finished_at = " XV_NOW " WHERE id = ?",
+      &upd));
+  upd.Bind(1, from)
+      .Bind(2, find.ColumnText(2))
+      .Bind(3, "result of #" + std::to_string(from) + ": " + reason)
+      .Bind(4, new_id);
   return upd.Run();
 }
 
@@ -148,8 +151,8 @@ Status InsertRound(SqliteConnection* c, const NewSubmission& sub, int64_t campai
   SqliteStatement st;
   XV_RETURN_IF_ERROR(
       c->Prepare("INSERT INTO rounds(campaign_id, kind, base_recipe_id, recipe_name, "
-                 "recipe_yaml, submitter, head_config_hash, plan_id, plan_phase, keep_rule) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 "recipe_yaml, submitter, head_config_hash, plan_id, plan_phase, keep_rule, "
+                 "order_seed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  &st));
   st.Bind(1, campaign_id)
       .Bind(2, std::string(ToString(sub.kind)))
@@ -176,6 +179,8 @@ Status InsertRound(SqliteConnection* c, const NewSubmission& sub, int64_t campai
     st.Bind(8, std::optional<int64_t>()).Bind(9, std::optional<int64_t>());
   }
   st.Bind(10, std::string(ToString(sub.keep_rule)));
+  st.Bind(11,
+          sub.order_seed != 0 ? std::optional<int64_t>(sub.order_seed) : std::optional<int64_t>());
   XV_RETURN_IF_ERROR(st.Run());
   *round_id = c->LastInsertRowId();
   return Status::Ok();
@@ -198,15 +203,18 @@ Status ReusableRecipes(SqliteConnection* c, int64_t campaign_id, std::set<int64_
 // run's result when one may be reused.
 Status InsertExperimentRows(SqliteConnection* c, const NewSubmission& sub,
                             const std::vector<int64_t>& recipe_ids, SubmissionIds* ids) {
+  // Reuse never crosses rounds for the arms of a decided round (issue 14): they all run fresh.
   std::set<int64_t> reusable;
-  XV_RETURN_IF_ERROR(ReusableRecipes(c, ids->campaign_id, &reusable));
+  if (sub.reuse == ResultReuse::kAcrossRounds) {
+    XV_RETURN_IF_ERROR(ReusableRecipes(c, ids->campaign_id, &reusable));
+  }
   SqliteStatement ins;
   XV_RETURN_IF_ERROR(
       c->Prepare("INSERT INTO experiments(campaign_id, round_id, recipe_id, name, "
                  "candidate_index, replicate, "
                  "overrides_json, seed, trainer, device_requirement, priority, time_budget_s, "
-                 "hard_deadline_s, role, config_hash) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 "hard_deadline_s, role, config_hash, run_order, run_block) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  &ins));
   for (size_t i = 0; i < sub.experiments.size(); ++i) {
     const NewExperiment& e = sub.experiments[i];
@@ -227,12 +235,16 @@ Status InsertExperimentRows(SqliteConnection* c, const NewSubmission& sub,
         .Bind(12, e.time_budget_s)
         .Bind(13, e.hard_deadline_s)
         .Bind(14, std::string(ToString(e.role)))
-        .Bind(15, e.config_hash);
+        .Bind(15, e.config_hash)
+        .Bind(16, e.run_order >= 0 ? std::optional<int64_t>(e.run_order) : std::optional<int64_t>())
+        .Bind(17,
+              e.run_block >= 0 ? std::optional<int64_t>(e.run_block) : std::optional<int64_t>());
     XV_RETURN_IF_ERROR(ins.Run().WithContext("experiment " + e.name + ": "));
     const int64_t new_id = c->LastInsertRowId();
     ids->experiment_ids.push_back(new_id);
     if (reusable.count(recipe_id) != 0) {
-      XV_RETURN_IF_ERROR(ReuseEarlierResult(c, ids->campaign_id, recipe_id, new_id));
+      XV_RETURN_IF_ERROR(
+          ReuseEarlierResult(c, ids->campaign_id, recipe_id, new_id, sub.reuse_reason));
     }
   }
   return Status::Ok();

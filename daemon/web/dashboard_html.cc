@@ -346,6 +346,30 @@ std::string RoundsTable(const xv::v1::Campaign& c) {
   return b + "</table>";
 }
 
+// A round's drift figures (issue 14; sched/round_drift.h): a row per arm, then the controls'
+// trend and corr(val_bpb, tok/s). "" when the decision has none.
+std::string DriftTable(const json& drift) {
+  if (!drift.is_object() || !drift.contains("arms") || !drift["arms"].is_array()) return "";
+  std::string b =
+      "<table class=\"drift\"><tr><th>arm</th><th>tok/s mean</th><th>tok/s sd</th>"
+      "<th>steps mean</th><th>steps sd</th><th>vs controls</th></tr>";
+  for (const json& a : drift["arms"]) {
+    if (!a.is_object()) continue;
+    b += "<tr><td>" + E(a.value("arm", std::string())) +
+         (a.value("step_work_by_design", false) ? " (changes step work)" : "") +
+         "</td><td class=\"num\">" + JsonNumber(a, "tok_per_sec_mean", 0) +
+         "</td><td class=\"num\">" + JsonNumber(a, "tok_per_sec_sd", 0) +
+         "</td><td class=\"num\">" + JsonNumber(a, "steps_mean", 1) + "</td><td class=\"num\">" +
+         JsonNumber(a, "steps_sd", 1) + "</td><td class=\"num\">" +
+         JsonNumber(a, "vs_controls", 3) + "</td></tr>";
+  }
+  return b + "</table><p>controls' tok/s trend within the round " +
+         JsonNumber(drift, "controls_trend", 3) + " over " + JsonNumber(drift, "span_s", 1) +
+         " s, spread (sd / mean) " + JsonNumber(drift, "controls_spread", 3) +
+         "; corr(val_bpb, tok/s) within the controls " +
+         JsonNumber(drift, "corr_val_bpb_tok_per_sec", 2) + "</p>";
+}
+
 // One round's decision: its mode and head, then a row per candidate with its statistics.
 std::string DecisionTable(const xv::v1::RoundInfo& r) {
   const json d = json::parse(r.decision_json(), nullptr, false);
@@ -374,7 +398,7 @@ std::string DecisionTable(const xv::v1::RoundInfo& r) {
          "</td><td class=\"num\">" + JsonNumber(cd, "band", 6) + "</td><td>" +
          E(cd.value("reason_text", std::string())) + "</td></tr>";
   }
-  return b + "</table>";
+  return b + "</table>" + DriftTable(d.value("drift", json()));
 }
 
 std::string DecisionsSection(const xv::v1::Campaign& c) {

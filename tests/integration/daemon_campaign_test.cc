@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -240,27 +241,42 @@ TEST_F(DaemonCampaign, ClearlyBetterCandidateIsKeptAndHeadAdvancesThenZeroEffect
   }
 
   // Round 2 from the new head: a zero-effect candidate. The head controls are the identical
-  // config and seeds as the kept runs, so they reuse those results and only 3 runs happen.
+  // config and seeds as the kept runs, yet they run again (issue 14): a round's controls are
+  // measured beside its candidates, never taken from another round. All 6 runs happen.
   xv::v1::SubmitResponse r2;
   gs = SubmitRound("lr", {"weight_decay=0.1"}, &r2, "candidates");
   ASSERT_TRUE(gs.ok()) << gs.error_message();
   ASSERT_EQ(r2.experiment_ids_size(), 6);
-  int reused = 0;
+  int controls2 = 0;
   for (const auto& e : RoundExperiments(r2.round_id())) {
-    if (e.reused_from_id() != 0) {
-      ++reused;
-      EXPECT_EQ(e.role(), "control");
-      EXPECT_EQ(e.state(), "succeeded");
-      EXPECT_TRUE(e.has_result());
-    }
+    EXPECT_EQ(e.reused_from_id(), 0) << e.name();
+    EXPECT_EQ(e.state(), "queued") << e.name();
+    controls2 += e.role() == "control";
   }
-  EXPECT_EQ(reused, 3);
-  EXPECT_EQ(RunScripted("host:cpu1", 3).size(), 3u);
+  EXPECT_EQ(controls2, 3);
+  // The round's run order: randomised blocks, each holding one run of both arms, recorded with
+  // its seed; one worker receives the runs in exactly that order.
+  const std::vector<int64_t> ran2 = RunScripted("host:cpu1", 6);
+  const xv::v1::RoundInfo ordered = GetCampaign("lr").rounds(1);
+  EXPECT_NE(ordered.order_seed(), 0);
+  ASSERT_EQ(ordered.run_order_size(), 6);
+  std::vector<int64_t> recorded;
+  std::map<int, std::multiset<std::string>> blocks;
+  for (const auto& slot : ordered.run_order()) {
+    EXPECT_EQ(slot.position(), static_cast<int>(recorded.size()));
+    recorded.push_back(slot.experiment_id());
+    blocks[slot.block()].insert(slot.arm());
+  }
+  EXPECT_EQ(ran2, recorded);
+  ASSERT_EQ(blocks.size(), 3u);
+  for (const auto& [block, arms] : blocks) {
+    EXPECT_EQ(arms, (std::multiset<std::string>{"head", "weight_decay=0.1"})) << "block " << block;
+  }
   xv::v1::RoundInfo round2 = WaitDecided("lr", r2.round_id());
   EXPECT_EQ(round2.kept_experiment_id(), 0);
   const json d2 = json::parse(round2.decision_json());
   EXPECT_TRUE(d2.at("kept").is_null());
-  EXPECT_EQ(d2.at("head").at("n"), 3);  // a run and its reuse rows count once
+  EXPECT_EQ(d2.at("head").at("n"), 3);  // this round's own controls only (no pooling by default)
   EXPECT_EQ(d2.at("candidates")[0].at("decision"), "discard");
   xv::v1::Campaign final_campaign = GetCampaign("lr");
   EXPECT_EQ(final_campaign.head_recipe_hash(), after.head_recipe_hash());

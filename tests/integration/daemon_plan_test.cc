@@ -181,9 +181,20 @@ TEST_F(DaemonPlan, ThreePhasePlanRunsToDoneAcrossARestart) {
   EXPECT_EQ(GetCampaign("tiny").rounds_size(), 1);
 
   // The rest of phase 1 (an attempt in flight at the restart is lost and requeued). The
-  // ablation then reuses phase 1's runs entirely (the head is matrix_lr=0.05's config and the
-  // dropped knob gives the base's), so the confirm round follows at once: 3 fresh seeds.
+  // ablation's runs (the head is matrix_lr=0.05's config and the dropped knob gives the base's)
+  // run fresh, although phase 1 ran the same configs and seeds: no result crosses rounds for a
+  // decided round's arms (issue 14). Then the confirm round follows: 3 fresh seeds.
   RunScripted("host:cpu1", 3);
+  const xv::v1::Plan at_ablation = WaitPlan(
+      plan.id(), [](const xv::v1::Plan& p) { return p.phases(1).round_id() != 0; },
+      "the ablation round");
+  const auto ablation_runs = RoundExperiments(at_ablation.phases(1).round_id());
+  ASSERT_EQ(ablation_runs.size(), 4u);  // "-matrix_lr" x 2 + 2 head controls
+  for (const auto& e : ablation_runs) {
+    EXPECT_EQ(e.reused_from_id(), 0) << e.name();
+    EXPECT_EQ(e.state(), "queued") << e.name();
+  }
+  EXPECT_EQ(RunScripted("host:cpu3", 4).size(), 4u);
   xv::v1::Plan at_confirm = WaitPlan(
       plan.id(), [](const xv::v1::Plan& p) { return p.phases(2).round_id() != 0; },
       "the confirm round");

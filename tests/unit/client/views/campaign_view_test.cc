@@ -5,6 +5,7 @@
 #include "client/views/failure_summary_view.h"
 #include "client/views/number_format.h"
 #include "daemon/sched/round_decider.h"
+#include "daemon/sched/round_drift.h"
 
 namespace xv::client {
 namespace {
@@ -170,6 +171,53 @@ TEST(FailureSummaryView, RendersCountsAndNanRatePercent) {
   nlohmann::json j = FailureSummaryJson({k});
   EXPECT_EQ(j["failures"][0]["diverged"], 3);
   EXPECT_DOUBLE_EQ(j["failures"][0]["nan_rate"].get<double>(), 0.75);
+}
+
+// Issue 14: a round's run order and its drift figures (as the daemon stores them).
+TEST(CampaignView, ShowsTheRunOrderAndTheDrift) {
+  v1::Campaign c = DecidedCampaign();
+  v1::RoundInfo* r = c.mutable_rounds(0);
+  r->set_order_seed(77);
+  const char* arms[] = {"head", "a", "a", "head"};
+  for (int i = 0; i < 4; ++i) {
+    v1::RunSlot* slot = r->add_run_order();
+    slot->set_position(i);
+    slot->set_block(i / 2);
+    slot->set_experiment_id(10 + i);
+    slot->set_arm(arms[i]);
+  }
+  std::vector<sched::DriftRun> runs;
+  for (int i = 0; i < 4; ++i) {
+    sched::DriftRun d;
+    d.experiment_id = 10 + i;
+    d.arm = arms[i];
+    d.control = d.arm == "head";
+    d.val_bpb = 1.4;
+    d.tok_per_sec = d.control ? 1000.0 + 10 * i : 990.0;
+    d.steps = 100;
+    d.started_s = i;
+    runs.push_back(d);
+  }
+  r->set_drift_json(sched::MeasureRoundDrift(runs, {}).ToJson().dump());
+  EXPECT_EQ(RenderRunOrder(*r), "seed 77: [0] head #10 a #11 | [1] a #12 head #13");
+  const std::string drift = RenderDrift(r->drift_json());
+  EXPECT_EQ(drift.rfind("tok/s head 1015 sd 21 (steps 100.0), a 990 sd 0 (steps 100.0) -2.5%", 0),
+            0u)
+      << drift;
+  EXPECT_NE(drift.find("; controls' trend +3.0% over 3.0 s, spread +2.1%"), std::string::npos)
+      << drift;
+  const std::string text = RenderCampaign(c);
+  EXPECT_NE(text.find("round " + std::to_string(r->id()) + " run order (seed 77: [0] head #10"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(" drift: tok/s head 1015"), std::string::npos) << text;
+  const nlohmann::json j = RoundJson(*r);
+  EXPECT_EQ(j["order_seed"], 77);
+  ASSERT_EQ(j["run_order"].size(), 4u);
+  EXPECT_EQ(j["run_order"][3]["arm"], "head");
+  EXPECT_TRUE(j["drift"]["arms"].is_array());
+  EXPECT_EQ(RenderRunOrder(v1::RoundInfo()), "");
+  EXPECT_EQ(RenderDrift(""), "");
 }
 
 }  // namespace

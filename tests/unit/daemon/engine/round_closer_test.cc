@@ -34,14 +34,15 @@ TEST(CampaignPolicy, ParsesYamlAndJsonWithTheDaemonKeys) {
       ParseCampaignPolicyText("replicates: 3\nhead_controls: 5\ndecide: manual\n", &p).ok());
   EXPECT_TRUE(p.set);
   EXPECT_TRUE(p.manual);
-  EXPECT_TRUE(p.pool_head_runs);
+  // Only this round's controls by default (issue 14): earlier runs were measured at other times.
+  EXPECT_FALSE(p.pool_head_runs);
   EXPECT_EQ(p.acceptance.replicates, 3);
   EXPECT_EQ(p.acceptance.head_controls, 5);
   CampaignPolicy q;
   ASSERT_TRUE(
-      ParseCampaignPolicyText(R"({"mode": "noise_band", "pool_head_runs": false})", &q).ok());
+      ParseCampaignPolicyText(R"({"mode": "noise_band", "pool_head_runs": true})", &q).ok());
   EXPECT_EQ(q.acceptance.mode, sched::AcceptanceMode::kNoiseBand);
-  EXPECT_FALSE(q.pool_head_runs);
+  EXPECT_TRUE(q.pool_head_runs);
   EXPECT_FALSE(q.manual);
   // The stored form round-trips; "{}" is "no policy".
   CampaignPolicy back;
