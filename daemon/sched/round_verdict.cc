@@ -35,9 +35,11 @@ void TakeDecidersVerdict(const RoundDecision& decision, size_t head_runs, RoundV
   verdict->json["mode"] = "auto";
   verdict->json["head_runs"] = head_runs;
   for (const CandidateDecision& c : decision.candidates) {
-    verdict->candidates[c.name] = {
-        c.keep ? Decision::kKeep : Decision::kDiscard,
-        std::string(DecisionReasonName(c.reason)) + ": " + c.reason_text};
+    // "<reason name>: <text>", once: the kept candidate's text already starts with "kept: ".
+    const std::string prefix = std::string(DecisionReasonName(c.reason)) + ": ";
+    const bool named = c.reason_text.rfind(prefix, 0) == 0;
+    verdict->candidates[c.name] = {c.keep ? Decision::kKeep : Decision::kDiscard,
+                                   named ? c.reason_text : prefix + c.reason_text};
   }
   if (decision.kept_index) verdict->kept = decision.candidates[*decision.kept_index].name;
 }

@@ -54,8 +54,9 @@ TEST(RoundVerdict, KeepsTheDecidersChoiceUnderKeepRuleBest) {
   ASSERT_TRUE(v.kept.has_value());
   EXPECT_EQ(*v.kept, "matrix_lr=0.05");
   EXPECT_EQ(v.candidates.at("matrix_lr=0.05").decision, Decision::kKeep);
-  EXPECT_EQ(v.candidates.at("matrix_lr=0.05").reason.rfind("kept: kept: ", 0), 0u)
-      << v.candidates.at("matrix_lr=0.05").reason;
+  const std::string& reason = v.candidates.at("matrix_lr=0.05").reason;
+  EXPECT_EQ(reason.rfind("kept: ", 0), 0u) << reason;
+  EXPECT_EQ(reason.find("kept: kept"), std::string::npos) << reason;
   EXPECT_EQ(v.summary, v.decision.summary);
   EXPECT_EQ(v.json.at("mode"), "auto");
   EXPECT_EQ(v.json.at("head_runs"), 4);
