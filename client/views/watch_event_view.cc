@@ -1,5 +1,6 @@
 #include "client/views/watch_event_view.h"
 
+#include "client/views/campaign_view.h"
 #include "client/views/number_format.h"
 #include "common/bounded_json_or_discarded.h"
 #include "common/untrusted_text.h"
@@ -57,6 +58,12 @@ std::string WatchEventLineUnescaped(const v1::WatchEvent& ev) {
     what = "error: " + ev.detail();
   } else if (k == "decision") {
     what = "decided: " + ev.detail();
+    // The round's drift figures (tok/s and steps per arm, the controls' trend and spread).
+    const nlohmann::json j = ParseBoundedJsonOrDiscarded(ev.json());
+    if (j.is_object() && j.contains("drift") && j["drift"].is_object()) {
+      const std::string drift = RenderDrift(j["drift"].dump());
+      if (!drift.empty()) what += "; drift: " + drift;
+    }
   } else if (k == "head") {
     what = "head -> " + ev.name() + (ev.detail().empty() ? "" : " (" + ev.detail() + ")");
   } else if (k == "dropped") {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "common/bounded_json_or_discarded.h"
 #include "common/run_states.h"
 #include "daemon/store/event_log.h"
 #include "daemon/store/statement_rows.h"
@@ -235,13 +236,15 @@ Status RoundTable::StoreRoundDecision(const RoundDecisionRecord& rec) {
     }
     up.Bind(5, rec.round_id);
     XV_RETURN_IF_ERROR(up.Run());
-    XV_RETURN_IF_ERROR(InsertDaemonEvent(
-        c, 0, 0, "decision",
-        DumpJsonLossless(nlohmann::json{{"campaign_id", campaign_id},
-                                        {"round_id", rec.round_id},
-                                        {"summary", rec.summary},
-                                        {"kept_candidate", rec.kept_candidate},
-                                        {"kept_experiment_id", rec.kept_experiment_id}})));
+    // The event carries the round's drift figures (issue 14) so that `xvctl watch` shows them.
+    nlohmann::json decision_event = {{"campaign_id", campaign_id},
+                                     {"round_id", rec.round_id},
+                                     {"summary", rec.summary},
+                                     {"kept_candidate", rec.kept_candidate},
+                                     {"kept_experiment_id", rec.kept_experiment_id}};
+    const nlohmann::json drift = ParseBoundedJsonOrDiscarded(rec.drift_json);
+    if (drift.is_object()) decision_event["drift"] = drift;
+    XV_RETURN_IF_ERROR(InsertDaemonEvent(c, 0, 0, "decision", DumpJsonLossless(decision_event)));
     SqliteStatement dec;
     XV_RETURN_IF_ERROR(
         c->Prepare("UPDATE experiments SET decision = ?, decision_reason = ? "

@@ -4,6 +4,7 @@
 
 #include "client/views/failure_summary_view.h"
 #include "client/views/number_format.h"
+#include "client/views/watch_event_view.h"
 #include "daemon/sched/round_decider.h"
 #include "daemon/sched/round_drift.h"
 
@@ -218,6 +219,23 @@ TEST(CampaignView, ShowsTheRunOrderAndTheDrift) {
   EXPECT_TRUE(j["drift"]["arms"].is_array());
   EXPECT_EQ(RenderRunOrder(v1::RoundInfo()), "");
   EXPECT_EQ(RenderDrift(""), "");
+
+  // `xvctl watch`: the round's decision event carries the same figures (round_table.cc).
+  v1::WatchEvent ev;
+  ev.set_time("2026-12-01T10:00:00.000Z");
+  ev.set_kind("decision");
+  ev.set_round_id(r->id());
+  ev.set_detail("welch@0.95: no keep; 1 discarded (1 not_significant)");
+  ev.set_json(
+      nlohmann::json{{"summary", ev.detail()}, {"drift", nlohmann::json::parse(r->drift_json())}}
+          .dump());
+  const std::string line = WatchEventLine(ev);
+  EXPECT_NE(
+      line.find("decided: welch@0.95: no keep; 1 discarded (1 not_significant); drift: " + drift),
+      std::string::npos)
+      << line;
+  ev.set_json(R"({"summary":"no keep"})");
+  EXPECT_EQ(WatchEventLine(ev).find("drift"), std::string::npos);
 }
 
 }  // namespace
