@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "common/html_escape.h"
 #include "common/run_states.h"
 
 namespace xv {
@@ -26,32 +27,6 @@ std::string Fixed(double v, int decimals) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
-}
-
-std::string Xml(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 std::vector<double> Ticks(double lo, double hi, int max_ticks) {
@@ -172,7 +147,7 @@ std::string RunningBest(const ProgressPlot& plot, const Frame& f, double cap) {
 }
 
 std::string Marker(const ProgressPoint& p, const Frame& f, double cap) {
-  const std::string tip = "<title>#" + std::to_string(p.experiment_id) + " " + Xml(p.label) +
+  const std::string tip = "<title>#" + std::to_string(p.experiment_id) + " " + HtmlEscape(p.label) +
                           (Measured(p) ? ": " + Fixed(p.val_bpb, 6) : ": crashed") + "</title>";
   const double x = PointX(f, p);
   if (p.kind == ProgressPointKind::kCrash) {
@@ -213,13 +188,14 @@ std::string Annotation(const ProgressPoint& p, const Frame& f) {
   const double x = PointX(f, p) + 6, y = f.Y(p.val_bpb) - 6;
   return "<text class=\"annotation\" x=\"" + Num(x) + "\" y=\"" + Num(y) +
          "\" font-size=\"10\" fill=\"#2ca02c\" transform=\"rotate(-30 " + Num(x) + " " + Num(y) +
-         ")\">" + Xml(p.label) + "</text>";
+         ")\">" + HtmlEscape(p.label) + "</text>";
 }
 
 std::string Title(const ProgressPlot& plot, const ProgressCounts& c) {
-  std::string t = Xml(plot.campaign) + ": " + std::to_string(c.experiments) + " experiments, " +
-                  std::to_string(c.kept) + " kept, " + std::to_string(c.discarded) +
-                  " discarded, " + std::to_string(c.crashed) + " crashed";
+  std::string t = HtmlEscape(plot.campaign) + ": " + std::to_string(c.experiments) +
+                  " experiments, " + std::to_string(c.kept) + " kept, " +
+                  std::to_string(c.discarded) + " discarded, " + std::to_string(c.crashed) +
+                  " crashed";
   if (c.pending > 0) t += ", " + std::to_string(c.pending) + " undecided";
   if (c.controls > 0) t += ", " + std::to_string(c.controls) + " controls";
   if (c.clipped > 0) t += " (" + std::to_string(c.clipped) + " above the axis)";

@@ -16,6 +16,7 @@
 #include "client/views/experiment_view.h"
 #include "client/views/failure_summary_view.h"
 #include "client/views/results_export.h"
+#include "client/views/text_table.h"
 #include "common/bounded_json.h"
 #include "common/untrusted_text.h"
 #include "daemon/store/results_reader.h"
@@ -125,7 +126,9 @@ int RunResults(const ResultsArgs& a, const ClientOptions& options) {
     for (const auto& r : campaign.rounds()) {
       const std::string drift = RenderDrift(r.drift_json());
       if (!drift.empty()) {
-        std::cout << "round " << r.id() << " drift: " << EscapeForTerminal(drift) << "\n";
+        std::cout << WrapToWidth(
+            "round " + std::to_string(r.id()) + " drift: " + EscapeForTerminal(drift),
+            a.wide ? 0 : TerminalColumns(), "    ");
       }
     }
   }

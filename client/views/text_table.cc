@@ -43,6 +43,25 @@ std::string CutToWidth(const std::string& s, size_t width) {
   return s.substr(0, i) + "\u2026";
 }
 
+std::string WrapToWidth(const std::string& s, size_t width, const std::string& indent) {
+  if (width == 0 || DisplayWidth(s) <= width) return s + "\n";
+  std::string out, line;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(' ', start);
+    if (end == std::string::npos) end = s.size();
+    const std::string word = s.substr(start, end - start);
+    if (!line.empty() && line != indent && DisplayWidth(line) + 1 + DisplayWidth(word) > width) {
+      out += line + "\n";
+      line = indent;
+    }
+    if (!line.empty() && line != indent) line += " ";
+    line += word;
+    start = end + 1;
+  }
+  return out + line + "\n";
+}
+
 void TextTable::AddRow(std::vector<std::string> cells) {
   cells.resize(columns_.size());
   for (std::string& cell : cells) cell = EscapeForTerminal(cell);

@@ -53,4 +53,9 @@ size_t DisplayWidth(const std::string& s);
 // `s` cut to at most `width` code points, the last one "…" when anything was cut.
 std::string CutToWidth(const std::string& s, size_t width);
 
+// `s` broken at spaces into lines of at most `width` code points (a word longer than that stands
+// alone on its line, uncut), every line after the first starting with `indent`; each line ends in
+// "\n". width 0: `s` on one line.
+std::string WrapToWidth(const std::string& s, size_t width, const std::string& indent);
+
 }  // namespace xv::client

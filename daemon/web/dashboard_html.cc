@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/html_escape.h"
 #include "common/untrusted_text.h"
 #include "daemon/web/dashboard_json.h"
-#include "daemon/web/html_escape.h"
 
 namespace xv::daemon::web {
 namespace {

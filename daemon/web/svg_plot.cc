@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "daemon/web/html_escape.h"
+#include "common/html_escape.h"
 
 namespace xv::daemon::web {
 namespace {

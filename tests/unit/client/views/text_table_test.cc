@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 namespace xv::client {
 namespace {
 
@@ -57,6 +59,21 @@ TEST(TextTable, CutToWidthCountsCodePoints) {
   EXPECT_EQ(CutToWidth("h\u00e9llo", 5), "h\u00e9llo");
   EXPECT_EQ(CutToWidth("h\u00e9llo", 3), "h\u00e9\u2026");
   EXPECT_EQ(CutToWidth("abc", 0), "");
+}
+
+TEST(TextTable, WrapToWidthBreaksAtSpacesAndIndents) {
+  EXPECT_EQ(WrapToWidth("round 1 drift: tok/s head 1015", 0, "  "),
+            "round 1 drift: tok/s head 1015\n");
+  EXPECT_EQ(WrapToWidth("round 1 drift: tok/s head 1015", 14, "  "),
+            "round 1 drift:\n  tok/s head\n  1015\n");
+  // A word wider than the line stands alone, uncut; code points count, not bytes.
+  EXPECT_EQ(WrapToWidth("a r\u00e9\u00e9l-long-word b", 6, " "),
+            "a\n r\u00e9\u00e9l-long-word\n b\n");
+  for (const std::string& line : {std::string("round 1 drift: tok/s head 1015")}) {
+    std::istringstream lines(WrapToWidth(line, 12, "    "));
+    std::string one;
+    while (std::getline(lines, one)) EXPECT_LE(DisplayWidth(one), 12u) << one;
+  }
 }
 
 }  // namespace

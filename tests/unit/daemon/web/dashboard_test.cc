@@ -12,11 +12,11 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/html_escape.h"
 #include "daemon/web/dashboard_html.h"
 #include "daemon/web/dashboard_reader.h"
 #include "daemon/web/dashboard_router.h"
 #include "daemon/web/dashboard_server.h"
-#include "daemon/web/html_escape.h"
 #include "daemon/web/metrics_exporter.h"
 #include "daemon/web/prometheus_text.h"
 #include "daemon/web/svg_plot.h"

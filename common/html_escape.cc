@@ -1,6 +1,6 @@
-#include "daemon/web/html_escape.h"
+#include "common/html_escape.h"
 
-namespace xv::daemon::web {
+namespace xv {
 
 std::string HtmlEscape(std::string_view text) {
   std::string out;
@@ -29,4 +29,4 @@ std::string HtmlEscape(std::string_view text) {
   return out;
 }
 
-}  // namespace xv::daemon::web
+}  // namespace xv
