@@ -238,8 +238,19 @@ TEST_F(OperationsE2eTest, CampaignMaxAttemptsLimitsRequeues) {
   // A worker killed mid-run: its attempt is lost; one attempt allowed -> the experiment is lost.
   ChildGuard& w = StartWorker("op-kill", {{"XV_FAKE_MODE", "hang"}});
   json sub = XvctlJson({"submit", "--campaign", "once", "--candidate", "matrix_lr=0.02", "--json"});
-  const int64_t id = sub["experiment_ids"][0];
-  ASSERT_TRUE(WaitUntil([&] { return Experiment(id).value("state", "") == "running"; }, 30))
+  // The round runs its controls and the candidate in a randomised order: whichever experiment the
+  // worker took first is the one its death loses.
+  int64_t id = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& e : sub["experiment_ids"]) {
+          if (Experiment(e.get<int64_t>()).value("state", "") != "running") continue;
+          id = e.get<int64_t>();
+          return true;
+        }
+        return false;
+      },
+      30))
       << Logs();
   ::kill(w.pid(), SIGKILL);
   w.Stop();
