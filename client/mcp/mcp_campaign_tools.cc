@@ -3,13 +3,11 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
-#include <thread>
 
 #include "client/mcp/mcp_answers.h"
 #include "client/mcp/mcp_arguments.h"
+#include "client/mcp/mcp_watch_replay.h"
 #include "client/numeric_ref.h"
 #include "client/requests/candidate_spec.h"
 #include "client/views/watch_event_view.h"
@@ -191,55 +189,6 @@ json EventSummary(const v1::WatchEvent& ev) {
   return DropEmpty(j);
 }
 
-// Reads up to `limit` events of `req` (a replay from req.since): stops at the limit, after
-// kEventsQuiet without an event (the stored ones were all sent), after kEventsPageMax, or when the
-// call is cancelled. *more: the limit was reached.
-Status ReadEventPage(DaemonClient* client, const v1::WatchRequest& req, size_t limit,
-                     McpCallContext* call, std::vector<v1::WatchEvent>* out, bool* more) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + kEventsPageMax);
-  auto reader = client->Watch(&ctx, req);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool ended = false;         // the reader stopped (the stream ended, or the page is full)
-  bool stream_ended = false;  // the daemon ended the stream (a refusal): Finish has its status
-  Clock::time_point last = Clock::now();
-  std::thread read([&] {
-    v1::WatchEvent ev;
-    bool open = true;
-    while ((open = reader->Read(&ev))) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (out->size() >= limit) {
-        *more = true;
-        break;
-      }
-      out->push_back(ev);
-      last = Clock::now();
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    ended = true;
-    stream_ended = !open;
-    cv.notify_all();
-  });
-  bool cancel = false;
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    while (!ended && Clock::now() - last < kEventsQuiet && !call->cancelled()) {
-      cv.wait_for(lock, std::chrono::milliseconds(50));
-    }
-    cancel = !stream_ended;
-  }
-  // A live stream never ends by itself: cancel it so that the reader and Finish return.
-  if (cancel) ctx.TryCancel();
-  read.join();
-  grpc::Status gs = reader->Finish();
-  if (!gs.ok() && gs.error_code() != grpc::StatusCode::CANCELLED &&
-      gs.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return client->FromGrpc(gs);
-  }
-  return Status::Ok();
-}
-
 McpTool EventsTool(std::shared_ptr<DaemonClient> client) {
   McpTool t;
   t.name = "events";
@@ -289,9 +238,12 @@ McpTool EventsTool(std::shared_ptr<DaemonClient> client) {
       }
     }
     std::vector<v1::WatchEvent> events;
-    bool more = false;
-    Status st = ReadEventPage(client.get(), req, static_cast<size_t>(args.value("limit", 100)), ctx,
-                              &events, &more);
+    WatchReplayEnd end;
+    Status st = ReadWatchReplay(
+        client.get(), req,
+        {static_cast<size_t>(args.value("limit", 100)), kEventsQuiet, kEventsPageMax}, nullptr, ctx,
+        &events, &end);
+    const bool more = end.more;
     if (st.code() == Status::Code::kNotFound) st = st.WithContext("arguments.campaign: ");
     if (st.message().rfind("kinds: ", 0) == 0) st = st.WithContext("arguments.");
     if (!st.ok()) return McpToolResult::Error(st);

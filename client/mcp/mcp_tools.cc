@@ -10,22 +10,20 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "client/experiment_listing.h"
 #include "client/mcp/mcp_answers.h"
 #include "client/mcp/mcp_arguments.h"
 #include "client/mcp/mcp_campaign_tools.h"
 #include "client/mcp/mcp_resources.h"
+#include "client/mcp/mcp_watch_replay.h"
 #include "client/numeric_ref.h"
 #include "client/requests/submit_request.h"
 #include "client/views/campaign_view.h"
@@ -59,6 +57,8 @@ constexpr double kWaitPollS = 1.0;
 // The experiment tool's event read: quiet this long after the last replayed event ends it.
 constexpr std::chrono::milliseconds kEventQuiet(1000);
 constexpr std::chrono::seconds kEventReadMax(10);
+// ... and it keeps at most this many (the tool shows the newest `events` of them).
+constexpr size_t kEventReadMaxCount = 100000;
 
 std::string Str(const json& args, const char* key, const std::string& fallback = "") {
   return args.contains(key) && args[key].is_string() ? args[key].get<std::string>() : fallback;
@@ -410,51 +410,21 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
 // or as soon as the call is cancelled.
 Status ReadExperimentEvents(DaemonClient* client, const v1::Experiment& e, McpCallContext* call,
                             std::vector<v1::WatchEvent>* out, bool* complete_out) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + kEventReadMax);
   v1::WatchRequest req;
   req.set_experiment_id(e.id());
   req.set_since(0);
   for (const char* k : {"state", "start", "eval", "nan", "summary", "error"}) req.add_kinds(k);
-  auto reader = client->Watch(&ctx, req);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool ended = false, complete = false;
-  Clock::time_point last = Clock::now();
   const bool terminal = IsTerminalState(e.state());
-  std::thread read([&] {
-    v1::WatchEvent ev;
-    while (reader->Read(&ev)) {
-      std::lock_guard<std::mutex> lock(mu);
-      out->push_back(ev);
-      last = Clock::now();
-      if (terminal && ev.kind() == "state" && ev.state() == e.state() &&
-          ev.attempt() == e.attempt()) {
-        complete = true;
-        cv.notify_all();
-      }
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    ended = true;
-    cv.notify_all();
-  });
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    while (!ended && !complete && Clock::now() - last < kEventQuiet && !call->cancelled()) {
-      cv.wait_for(lock, std::chrono::milliseconds(50));
-    }
-    const bool cancel = !ended;
-    lock.unlock();
-    if (cancel) ctx.TryCancel();
-  }
-  read.join();
-  *complete_out = complete;
-  grpc::Status gs = reader->Finish();
-  if (!gs.ok() && gs.error_code() != grpc::StatusCode::CANCELLED &&
-      gs.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return client->FromGrpc(gs);
-  }
-  return Status::Ok();
+  WatchReplayEnd end;
+  Status st = ReadWatchReplay(
+      client, req, {kEventReadMaxCount, kEventQuiet, kEventReadMax},
+      [&](const v1::WatchEvent& ev) {
+        return terminal && ev.kind() == "state" && ev.state() == e.state() &&
+               ev.attempt() == e.attempt();
+      },
+      call, out, &end);
+  *complete_out = end.last;
+  return st;
 }
 
 McpTool ExperimentTool(std::shared_ptr<DaemonClient> client) {
