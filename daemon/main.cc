@@ -1,7 +1,8 @@
 // xvd: the xv daemon. Owns the SQLite database of a state directory and serves the Experiments and
 // Workers gRPC services on a unix socket and (by default) 127.0.0.1:7470.
 //
-//   xvd --state-dir DIR [--socket PATH] [--listen 127.0.0.1:PORT|none] [--http 127.0.0.1:PORT|off]
+//   xvd [--config FILE] --state-dir DIR [--socket PATH] [--listen 127.0.0.1:PORT|none] [--http
+//   127.0.0.1:PORT|off]
 //       [--log-level info]
 //       [--lease-ms 15000] [--heartbeat-ms 2000] [--max-watch-streams 256] [--max-rpc-threads 256]
 //       [--rate-limit 60] [--rate-burst 600] ...   (xvd --help lists every flag)
@@ -17,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "common/config_file.h"
 #include "common/logging.h"
 #include "common/paths.h"
 #include "daemon/api/daemon_server.h"
@@ -124,7 +126,14 @@ int main(int argc, char** argv) {
   AddPlaceFlags(&app, &options, &http, &log_level);
   AddEngineFlags(&app, &options);
   AddLimitFlags(&app, &options);
-  CLI11_PARSE(app, argc, argv);
+  std::string config_file;
+  app.add_option("--config", config_file,
+                 "YAML file of flags: each key a long flag without '--' (state-dir: /var/lib/xv); "
+                 "flags on the command line win (docs/operations.md)");
+  if (int exit_code = xv::ParseCommandLineWithConfigFile(&app, argc, argv, xv::ConfigFileRules());
+      exit_code >= 0) {
+    return exit_code;
+  }
   // Files xvd creates (the database, its WAL, the pid and port files) are not for other accounts;
   // DaemonServer also tightens the state dir and the database files whatever the umask.
   ::umask(027);
