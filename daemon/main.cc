@@ -43,6 +43,11 @@ void AddPlaceFlags(CLI::App* app, xv::daemon::DaemonOptions* options, std::strin
                   "read-only dashboard and /metrics, loopback only: 127.0.0.1:PORT (0 picks one, "
                   "written to STATE_DIR/http.port) or off. Default: --listen's host with port "
                   "8470; off with --listen none; port 0 with --listen HOST:0");
+  app->add_option("--health-listen", options->health_listen,
+                  "/healthz and /readyz alone, plain HTTP on any address: HOST:PORT (0.0.0.0:8471 "
+                  "for a kubelet's probes; 0 picks a port, written to STATE_DIR/health.port) or "
+                  "off. Both are also served on --http")
+      ->capture_default_str();
   app->add_option("--log-level", *log_level, "trace|debug|info|warn|error")->capture_default_str();
 }
 
