@@ -61,9 +61,9 @@ TEST(DeployDocsTest, EveryFlagOfBothProgramsIsInOperationsMd) {
   for (const char* program : {"xvd", "xv-worker"}) {
     for (const std::string& flag : HelpFlags(program)) {
       if (flag == "--help") continue;
-      EXPECT_TRUE(Documented(flag)) << program << " " << flag
-                                    << " is not documented in docs/operations.md (as `" << flag
-                                    << " ...`)";
+      EXPECT_TRUE(Documented(flag))
+          << program << " " << flag << " is not documented in docs/operations.md (as `" << flag
+          << " ...`)";
     }
   }
 }
@@ -156,10 +156,11 @@ TEST(DeployK8sTest, XvdIsOneReplicaWithAVolumeProbesAndTheDocumentedPorts) {
   const std::string claim_name = claim["metadata"]["name"].as<std::string>();
 
   const YAML::Node xvd = Container(sts, "xvd");
-  EXPECT_NE(OperationsDoc().find("`" + xvd["image"].as<std::string>().substr(
-                                     0, xvd["image"].as<std::string>().find(':')) +
-                                 "`"),
-            std::string::npos)
+  EXPECT_NE(
+      OperationsDoc().find(
+          "`" + xvd["image"].as<std::string>().substr(0, xvd["image"].as<std::string>().find(':')) +
+          "`"),
+      std::string::npos)
       << "the image is named in docs/operations.md § Containers";
   bool state_mounted = false;
   for (const YAML::Node& m : xvd["volumeMounts"]) {
@@ -176,7 +177,8 @@ TEST(DeployK8sTest, XvdIsOneReplicaWithAVolumeProbesAndTheDocumentedPorts) {
   const YAML::Node args = xvd["args"];
   ASSERT_TRUE(args.IsSequence());
   EXPECT_EQ(args[0].as<std::string>(), "--config");
-  const YAML::Node config = YAML::Load(objects["ConfigMap/xvd-config"]["data"]["xvd.yaml"].Scalar());
+  const YAML::Node config =
+      YAML::Load(objects["ConfigMap/xvd-config"]["data"]["xvd.yaml"].Scalar());
   ExpectKeysAreFlags(config, "xvd", "ConfigMap xvd-config");
   EXPECT_EQ(PortOf(config["listen"].as<std::string>()), ContainerPort(xvd, "grpc"));
   EXPECT_EQ(PortOf(config["health-listen"].as<std::string>()), ContainerPort(xvd, "health"));
@@ -187,9 +189,9 @@ TEST(DeployK8sTest, XvdIsOneReplicaWithAVolumeProbesAndTheDocumentedPorts) {
   const YAML::Node svc = objects["Service/xvd"];
   EXPECT_EQ(svc["spec"]["ports"][0]["port"].as<int>(), 7470);
   EXPECT_EQ(svc["spec"]["ports"][0]["targetPort"].as<std::string>(), "grpc");
-  EXPECT_EQ(svc["spec"]["selector"]["app.kubernetes.io/name"].as<std::string>(),
-            sts["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"]
-                .as<std::string>());
+  EXPECT_EQ(
+      svc["spec"]["selector"]["app.kubernetes.io/name"].as<std::string>(),
+      sts["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"].as<std::string>());
 
   // TLS: the Secret is mounted where the config's files are.
   EXPECT_EQ(SecretNames(sts), std::set<std::string>{"xv-tls"});
@@ -232,7 +234,8 @@ TEST(DeployK8sTest, WorkersRequestOneGpuOfTheirVendorAndMountTlsAndToken) {
     std::set<std::string> mounts;
     for (const YAML::Node& m : w["volumeMounts"]) mounts.insert(m["mountPath"].as<std::string>());
     EXPECT_TRUE(mounts.count("/etc/xv/tls") && mounts.count("/etc/xv/token") &&
-                mounts.count("/etc/xv/worker.yaml") && mounts.count(config["data"].as<std::string>()))
+                mounts.count("/etc/xv/worker.yaml") &&
+                mounts.count(config["data"].as<std::string>()))
         << name;
   }
   EXPECT_NE(OperationsDoc().find("kubectl create secret generic xv-worker-token"),

@@ -36,9 +36,9 @@ class InstallTest : public ::testing::Test {
     prefix_ = new std::string(std::string(templ) + "/prefix");
     const char* bin = std::getenv("XV_BINARY_DIR");
     ASSERT_NE(bin, nullptr) << "XV_BINARY_DIR (ctest sets it)";
-    install_ = new CommandResult(RunCommand(
-        {"make", "-C", SourcePath(""), "install", "PREFIX=" + *prefix_, std::string("BUILD_DIR=") + bin},
-        600));
+    install_ = new CommandResult(RunCommand({"make", "-C", SourcePath(""), "install",
+                                             "PREFIX=" + *prefix_, std::string("BUILD_DIR=") + bin},
+                                            600));
   }
   static void TearDownTestSuite() {
     std::error_code ec;
@@ -63,9 +63,9 @@ TEST_F(InstallTest, ProgramsExamplesAndDocsAreInstalled) {
     EXPECT_TRUE(Executable(*prefix_ + "/bin/" + program)) << program;
   }
   EXPECT_TRUE(Executable(*prefix_ + "/sbin/xv-enable-workers"));
-  for (const char* file : {"share/xv/examples/xvd.example.yaml",
-                           "share/xv/examples/worker-config.example.yaml",
-                           "share/doc/xv/operations.md"}) {
+  for (const char* file :
+       {"share/xv/examples/xvd.example.yaml", "share/xv/examples/worker-config.example.yaml",
+        "share/doc/xv/operations.md"}) {
     EXPECT_TRUE(fs::is_regular_file(*prefix_ + "/" + file)) << file;
   }
   CommandResult help = RunCommand({*prefix_ + "/bin/xvd", "--help"}, 30);
@@ -80,7 +80,8 @@ TEST_F(InstallTest, UnitsNameThePrefixAndPassSystemdAnalyzeVerify) {
     ASSERT_FALSE(text.empty()) << unit;
     EXPECT_EQ(text.find("/usr/local/bin"), std::string::npos) << unit << ":\n" << text;
     EXPECT_NE(text.find(*prefix_ + "/bin/"), std::string::npos) << unit;
-    for (const char* hardening : {"NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes"}) {
+    for (const char* hardening :
+         {"NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes"}) {
       EXPECT_NE(text.find(hardening), std::string::npos) << unit << " " << hardening;
     }
   }
@@ -112,14 +113,14 @@ TEST_F(InstallTest, EnableWorkersEnablesOneInstancePerGpu) {
   const std::string script = *prefix_ + "/sbin/xv-enable-workers";
   const std::string sysfs = fs::path(*prefix_).parent_path().string() + "/sys";
   // A KFD topology: a CPU node (gpu_id 0) and two AMD GPUs.
-  for (const auto& [node, id] : {std::pair<const char*, const char*>{"0", "0"}, {"1", "4242"},
-                                 {"2", "5151"}}) {
+  for (const auto& [node, id] :
+       {std::pair<const char*, const char*>{"0", "0"}, {"1", "4242"}, {"2", "5151"}}) {
     const std::string dir = sysfs + "/class/kfd/kfd/topology/nodes/" + node;
     fs::create_directories(dir);
     std::ofstream(dir + "/gpu_id") << id << "\n";
   }
-  const std::vector<std::pair<std::string, std::string>> env = {
-      {"XV_SYSFS_ROOT", sysfs}, {"PATH", "/usr/bin:/bin"}};
+  const std::vector<std::pair<std::string, std::string>> env = {{"XV_SYSFS_ROOT", sysfs},
+                                                                {"PATH", "/usr/bin:/bin"}};
   CommandResult r = RunCommand({script, "--dry-run"}, 30, env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("found 0 NVIDIA and 2 AMD GPU(s)"), std::string::npos) << r.out;

@@ -153,15 +153,15 @@ TEST(SlurmWorkersTest, SbatchRunsOneWorkerPerGpuThatEndsCleanlyOnSigterm) {
   auto env = slurm.env();
   const std::string bin_dir = fs::path(BinaryPath("xv-worker")).parent_path().string();
   const std::string job_out = sb.Path("job.out");
-  CommandResult submitted = RunCommand(
-      {"sbatch", "--parsable", "--ntasks=2", "--cpus-per-task=1", "--time=10",
-       "--output=" + job_out, "--chdir=" + sb.dir().string(),
-       "--export=ALL,XV_DAEMON=127.0.0.1:" + port + ",XV_DATA=" + sb.data() +
-           ",XV_DEVICE=cpu,XV_BIN_DIR=" + bin_dir + ",XV_WORK_ROOT=" + sb.Path("slurm-work") +
-           ",XV_WORKER_ARGS=--trainer-bin " + SourcePath("tests/fixtures/fake_trainer.sh") +
-           " --kill-grace 1",
-       SourcePath("deploy/slurm/xv-workers.sbatch")},
-      60, env);
+  CommandResult submitted =
+      RunCommand({"sbatch", "--parsable", "--ntasks=2", "--cpus-per-task=1", "--time=10",
+                  "--output=" + job_out, "--chdir=" + sb.dir().string(),
+                  "--export=ALL,XV_DAEMON=127.0.0.1:" + port + ",XV_DATA=" + sb.data() +
+                      ",XV_DEVICE=cpu,XV_BIN_DIR=" + bin_dir +
+                      ",XV_WORK_ROOT=" + sb.Path("slurm-work") + ",XV_WORKER_ARGS=--trainer-bin " +
+                      SourcePath("tests/fixtures/fake_trainer.sh") + " --kill-grace 1",
+                  SourcePath("deploy/slurm/xv-workers.sbatch")},
+                 60, env);
   ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err << slurm.Logs();
   const std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
   const std::string names[] = {"slurm-" + job + "-0", "slurm-" + job + "-1"};
@@ -197,9 +197,8 @@ TEST(SlurmWorkersTest, SbatchRunsOneWorkerPerGpuThatEndsCleanlyOnSigterm) {
   EXPECT_NE(out.find("(CUDA_VISIBLE_DEVICES=1)"), std::string::npos) << out;
 
   // They take work: one experiment on the fake trainer succeeds on a Slurm worker.
-  CommandResult sub = sb.Xvctl({"submit", SourcePath("recipes/cpu-tiny.yaml"), "--set",
-                                "time_budget_s=2", "--json"},
-                               60);
+  CommandResult sub = sb.Xvctl(
+      {"submit", SourcePath("recipes/cpu-tiny.yaml"), "--set", "time_budget_s=2", "--json"}, 60);
   ASSERT_EQ(sub.exit_code, 0) << sub.out << sub.err << logs();
   CommandResult waited = sb.Xvctl({"wait", "--timeout", "120"}, 180);
   EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err << logs();
@@ -211,7 +210,10 @@ TEST(SlurmWorkersTest, SbatchRunsOneWorkerPerGpuThatEndsCleanlyOnSigterm) {
   CommandResult cancel = RunCommand({"scancel", job}, 30, env);
   ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
   EXPECT_TRUE(WaitUntil(
-      [&] { return RunCommand({"squeue", "-h", "-j", job}, 30, env).out.empty(); }, 90))
+      [&] {
+        return RunCommand({"squeue", "-h", "-j", job}, 30, env).out.empty();
+      },
+      90))
       << "the job is still queued or running" << logs();
   EXPECT_TRUE(WaitUntil(
       [&] {
