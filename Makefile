@@ -1,5 +1,5 @@
 # xv: the README's two commands are `make demo` and `make test`; both install what they need.
-# Targets: deps, build, test, demo, data, bench, format, clean.
+# Targets: deps, build, test, demo, data, bench, install, format, clean.
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
@@ -7,7 +7,9 @@ CMAKE_ARGS ?=
 DATA_DIR ?= data/demo
 STATE_DIR ?= .xv/demo
 
-.PHONY: all deps build test demo data bench format clean
+PREFIX ?= /usr/local
+
+.PHONY: all deps build test demo data bench install format clean
 
 all: build
 
@@ -34,6 +36,14 @@ BENCHES ?= trainer daemon tokenizer
 bench: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target $(addprefix xv-bench-,$(BENCHES))
 	@for b in $(BENCHES); do echo "==> xv-bench-$$b"; $(BUILD_DIR)/bin/xv-bench-$$b || exit 1; done
+
+# The programs, systemd units, xv-enable-workers, example configs and docs under PREFIX
+# (deploy/CMakeLists.txt; docs/operations.md § Installing). DESTDIR is honoured. Builds only what it
+# installs.
+INSTALL_TARGETS ?= xvd xv-worker xvctl xv-train
+install: $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target $(INSTALL_TARGETS)
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 format:
 	@git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -1,7 +1,8 @@
 // xvd: the xv daemon. Owns the SQLite database of a state directory and serves the Experiments and
 // Workers gRPC services on a unix socket and (by default) 127.0.0.1:7470.
 //
-//   xvd --state-dir DIR [--socket PATH] [--listen 127.0.0.1:PORT|none] [--http 127.0.0.1:PORT|off]
+//   xvd [--config FILE] --state-dir DIR [--socket PATH] [--listen 127.0.0.1:PORT|none] [--http
+//   127.0.0.1:PORT|off]
 //       [--log-level info]
 //       [--lease-ms 15000] [--heartbeat-ms 2000] [--max-watch-streams 256] [--max-rpc-threads 256]
 //       [--rate-limit 60] [--rate-burst 600] ...   (xvd --help lists every flag)
@@ -17,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "common/config_file.h"
 #include "common/logging.h"
 #include "common/paths.h"
 #include "daemon/api/daemon_server.h"
@@ -41,6 +43,11 @@ void AddPlaceFlags(CLI::App* app, xv::daemon::DaemonOptions* options, std::strin
                   "read-only dashboard and /metrics, loopback only: 127.0.0.1:PORT (0 picks one, "
                   "written to STATE_DIR/http.port) or off. Default: --listen's host with port "
                   "8470; off with --listen none; port 0 with --listen HOST:0");
+  app->add_option("--health-listen", options->health_listen,
+                  "/healthz and /readyz alone, plain HTTP on any address: HOST:PORT (0.0.0.0:8471 "
+                  "for a kubelet's probes; 0 picks a port, written to STATE_DIR/health.port) or "
+                  "off. Both are also served on --http")
+      ->capture_default_str();
   app->add_option("--log-level", *log_level, "trace|debug|info|warn|error")->capture_default_str();
 }
 
@@ -124,7 +131,14 @@ int main(int argc, char** argv) {
   AddPlaceFlags(&app, &options, &http, &log_level);
   AddEngineFlags(&app, &options);
   AddLimitFlags(&app, &options);
-  CLI11_PARSE(app, argc, argv);
+  std::string config_file;
+  app.add_option("--config", config_file,
+                 "YAML file of flags: each key a long flag without '--' (state-dir: /var/lib/xv); "
+                 "flags on the command line win (docs/operations.md)");
+  if (int exit_code = xv::ParseCommandLineWithConfigFile(&app, argc, argv, xv::ConfigFileRules());
+      exit_code >= 0) {
+    return exit_code;
+  }
   // Files xvd creates (the database, its WAL, the pid and port files) are not for other accounts;
   // DaemonServer also tightens the state dir and the database files whatever the umask.
   ::umask(027);

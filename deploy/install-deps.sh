@@ -15,6 +15,8 @@ PACKAGES=(
   clang python3           # .ci/thread-safety-check: clang -Wthread-safety over compile_commands.json
   chromium                # the dashboard e2e test's real browser (headless --dump-dom)
   hipcc                   # trainer_kernels_hip_compile: the fused kernels compiled for AMD GPUs
+  slurm-wlm               # deploy_slurm_workers_test: a one-node Slurm runs deploy/slurm/xv-workers.sbatch
+  systemd                 # deploy_install_test: systemd-analyze verify on the installed units
 )
 
 missing=()

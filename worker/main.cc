@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/config_file.h"
 #include "common/logging.h"
 #include "common/paths.h"
 #include "common/untrusted_text.h"
@@ -79,8 +80,9 @@ void AddFlags(CLI::App* app, WorkerFlags* f) {
   app->add_option("--trainer-bin", f->trainer_bin,
                   "trainer program (default: xv-train beside this binary)");
   app->add_option("--config", f->config_path,
-                  "worker config YAML: the trainer plugins this worker offers (docs/worker.md); "
-                  "default: one libtorch trainer");
+                  "worker config YAML: the trainer plugins this worker offers (docs/worker.md) "
+                  "and any of these flags as keys without '--' (daemon: HOST:PORT; flags on the "
+                  "command line win; docs/operations.md); default: one libtorch trainer");
   app->add_option("--work-dir", f->work_dir,
                   "where attempts keep recipe.json, spec.json and the trainer's logs "
                   "(default: <state dir>/workers/<name>)");
@@ -116,7 +118,7 @@ void AddFlags(CLI::App* app, WorkerFlags* f) {
 
 // Checks the flags and fills in their defaults (name, trainer, work dir; data and work dir made
 // absolute). Logs the problem and returns false on a bad flag.
-bool ResolveFlags(WorkerFlags* f, WorkerSetup* setup) {
+bool ResolveFlags(const CLI::App& app, WorkerFlags* f, WorkerSetup* setup) {
   if (!ParseDevice(f->device, &setup->device_flag, &setup->visible, &setup->suffix)) {
     spdlog::error("--device: expected cpu, cuda or cuda:N, got '{}'", f->device);
     return false;
@@ -130,7 +132,11 @@ bool ResolveFlags(WorkerFlags* f, WorkerSetup* setup) {
   }
   setup->config = xv::worker::DefaultWorkerConfig();
   if (!f->config_path.empty()) {
-    xv::Status cst = xv::worker::LoadWorkerConfigFile(f->config_path, &setup->config);
+    // The file's flag keys were applied by ParseCommandLineWithConfigFile; here its trainers.
+    auto is_flag_key = [&app](const std::string& key) {
+      return app.get_option_no_throw("--" + key) != nullptr;
+    };
+    xv::Status cst = xv::worker::LoadWorkerConfigFile(f->config_path, &setup->config, is_flag_key);
     if (cst.ok()) cst = xv::worker::CheckWorkerConfigPrograms(setup->config);
     if (!cst.ok()) {
       spdlog::error("--config: {}", cst.message());
@@ -270,11 +276,16 @@ int main(int argc, char** argv) {
   CLI::App app{"xv-worker: runs xv experiments on one device for xvd"};
   WorkerFlags flags;
   AddFlags(&app, &flags);
-  CLI11_PARSE(app, argc, argv);
+  xv::ConfigFileRules config_rules;
+  config_rules.other_keys = {"trainers"};  // the trainer plugins, read by ResolveFlags
+  if (int exit_code = xv::ParseCommandLineWithConfigFile(&app, argc, argv, config_rules);
+      exit_code >= 0) {
+    return exit_code;
+  }
   xv::SetupLogging("xv-worker", flags.log_level);
 
   WorkerSetup setup;
-  if (!ResolveFlags(&flags, &setup)) return 2;
+  if (!ResolveFlags(app, &flags, &setup)) return 2;
   const sigset_t stop_signals = BlockStopSignals();
   auto launcher = xv::worker::NewPosixProcessLauncher();
   xv::worker::WorkerOptions opts = BuildWorkerOptions(flags, setup);

@@ -199,7 +199,8 @@ WorkerConfig DefaultWorkerConfig() {
   return c;
 }
 
-Status ParseWorkerConfigYaml(const std::string& yaml_text, WorkerConfig* config) {
+Status ParseWorkerConfigYaml(const std::string& yaml_text, WorkerConfig* config,
+                             const IsWorkerFlagKey& is_flag_key) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -211,11 +212,20 @@ Status ParseWorkerConfigYaml(const std::string& yaml_text, WorkerConfig* config)
   }
   WorkerConfig parsed;
   bool has_trainers = false;
+  bool has_flag_keys = false;
   try {
     for (const auto& entry : root) {
       const std::string key = entry.first.Scalar();
+      if (key != "trainers" && is_flag_key && is_flag_key(key)) {
+        has_flag_keys = true;
+        continue;
+      }
       if (key != "trainers") {
-        return Invalid(key, "unknown field (the worker config has only 'trainers')", entry.first);
+        return Invalid(key,
+                       is_flag_key ? "unknown field (the worker config has 'trainers' and "
+                                     "xv-worker's flags without '--': xv-worker --help)"
+                                   : "unknown field (the worker config has only 'trainers')",
+                       entry.first);
       }
       if (has_trainers) return Invalid(key, "given twice", entry.first);
       has_trainers = true;
@@ -237,17 +247,19 @@ Status ParseWorkerConfigYaml(const std::string& yaml_text, WorkerConfig* config)
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("worker config: invalid YAML: " + e.msg + MarkText(e.mark));
   }
-  if (!has_trainers) return Status::InvalidArgument("trainers: required");
+  if (!has_trainers && has_flag_keys) parsed = DefaultWorkerConfig();
+  if (!has_trainers && !has_flag_keys) return Status::InvalidArgument("trainers: required");
   *config = std::move(parsed);
   return Status::Ok();
 }
 
-Status LoadWorkerConfigFile(const std::string& path, WorkerConfig* config) {
+Status LoadWorkerConfigFile(const std::string& path, WorkerConfig* config,
+                            const IsWorkerFlagKey& is_flag_key) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status::IoError(path + ": cannot open the worker config");
   std::stringstream text;
   text << f.rdbuf();
-  return ParseWorkerConfigYaml(text.str(), config).WithContext(path + ": ");
+  return ParseWorkerConfigYaml(text.str(), config, is_flag_key).WithContext(path + ": ");
 }
 
 Status CheckWorkerConfigPrograms(const WorkerConfig& config) {

@@ -21,6 +21,7 @@
 // Thread-safety: plain values and pure functions.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,13 +59,21 @@ struct WorkerConfig {
 // The configuration of a worker started without --config: one `libtorch` trainer.
 WorkerConfig DefaultWorkerConfig();
 
+// Says whether a top-level key of the file is one of xv-worker's flags (`daemon`, `tls-ca`, ...),
+// which common/config_file.h reads from the same file.
+using IsWorkerFlagKey = std::function<bool(const std::string& key)>;
+
 // Parses the YAML text above. Errors name the field path ("trainers[1].program: must be an
 // absolute path, got 'train.py'") and YAML syntax errors add "(line N, column M)". On error
 // *config is unchanged. Does not look at the file system (see CheckWorkerConfigPrograms).
-Status ParseWorkerConfigYaml(const std::string& yaml_text, WorkerConfig* config);
+// Top-level keys for which `is_flag_key` says true are skipped; a file that has such keys but no
+// `trainers` list gets DefaultWorkerConfig(). Any other top-level key is an error.
+Status ParseWorkerConfigYaml(const std::string& yaml_text, WorkerConfig* config,
+                             const IsWorkerFlagKey& is_flag_key = nullptr);
 
 // Reads and parses `path`; errors start with the path.
-Status LoadWorkerConfigFile(const std::string& path, WorkerConfig* config);
+Status LoadWorkerConfigFile(const std::string& path, WorkerConfig* config,
+                            const IsWorkerFlagKey& is_flag_key = nullptr);
 
 // Every command trainer's program exists and is executable; the message names the trainer.
 Status CheckWorkerConfigPrograms(const WorkerConfig& config);

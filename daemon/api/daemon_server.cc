@@ -76,8 +76,12 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   d->BuildEngine(options);
   d->BuildServices(options);
   XV_RETURN_IF_ERROR(d->StartGrpcServer(options, tcp));
+  d->health_ = std::make_unique<web::HealthCheck>(
+      [st = d->store_.get()] { return st->database().WriteFault(); }, DatabasePath(options));
   if (http.enabled) XV_RETURN_IF_ERROR(d->StartDashboard(options, http));
+  XV_RETURN_IF_ERROR(d->StartHealthListener(options));
   d->loop_->Start();
+  d->health_->SetServing(true);
   spdlog::info("xvd {} listening on unix:{}{}", XV_VERSION, d->socket_path_,
                tcp.enabled ? " and " + tcp.host + ":" + std::to_string(d->tcp_port_) : "");
   *out = std::move(d);
@@ -192,6 +196,7 @@ Status DaemonServer::StartDashboard(const DaemonOptions& options, const ListenAd
   store::Store* st = store_.get();
   dashboard_router_ = std::make_unique<web::DashboardRouter>(
       dashboard_reader_.get(), [st] { return st->database().WriteFault(); });
+  dashboard_router_->SetHealthCheck(health_.get());
   Status hs = web::DashboardServer::Start(http.host, http.port, /*threads=*/2,
                                           dashboard_router_.get(), &dashboard_);
   if (!hs.ok()) {
@@ -205,11 +210,37 @@ Status DaemonServer::StartDashboard(const DaemonOptions& options, const ListenAd
   return Status::Ok();
 }
 
+Status DaemonServer::StartHealthListener(const DaemonOptions& options) {
+  if (options.health_listen == "off" || options.health_listen == "none") return Status::Ok();
+  const std::string& text = options.health_listen;
+  const size_t colon = text.rfind(':');
+  const std::string host = colon == std::string::npos ? "" : text.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (host.empty() || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
+    server_->Shutdown();
+    return Status::InvalidArgument("--health-listen '" + text +
+                                   "': expected HOST:PORT (0.0.0.0:8471, [::]:8471) or off");
+  }
+  Status hs = web::DashboardServer::Start(host, std::stoi(port), /*threads=*/1, health_.get(),
+                                          &health_server_, "--health-listen");
+  if (!hs.ok()) {
+    server_->Shutdown();
+    return hs;
+  }
+  health_port_ = health_server_->port();
+  health_port_file_ = options.state_dir + "/health.port";
+  WritePortFile(health_port_file_, health_port_);
+  spdlog::info("health endpoints on http://{}:{}/healthz and /readyz", host, health_port_);
+  return Status::Ok();
+}
+
 DaemonServer::~DaemonServer() { Shutdown(); }
 
 void DaemonServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  if (health_) health_->SetServing(false);  // /readyz turns 503 before anything stops
   // The periodic work first (it schedules into sessions), then the sessions: their handlers block
   // on reads until cancelled.
   if (loop_) loop_->Stop();
@@ -217,6 +248,9 @@ void DaemonServer::Shutdown() {
   if (watch_hub_) watch_hub_->Stop();  // open Watch streams end
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   if (server_) server_->Wait();
+  if (health_server_) health_server_->Stop();
+  health_server_.reset();
+  if (!health_port_file_.empty()) ::unlink(health_port_file_.c_str());
   if (dashboard_) dashboard_->Stop();  // before the store closes: pages read it
   dashboard_.reset();
   dashboard_router_.reset();

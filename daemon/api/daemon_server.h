@@ -28,6 +28,7 @@
 #include "daemon/web/dashboard_reader.h"
 #include "daemon/web/dashboard_router.h"
 #include "daemon/web/dashboard_server.h"
+#include "daemon/web/health_check.h"
 
 namespace xv::daemon {
 
@@ -38,6 +39,9 @@ struct DaemonOptions {
   // The read-only dashboard and /metrics (daemon/web/): loopback HOST:PORT, or "off"/"none". Off in
   // the library; xvd's --http picks the default (docs/dashboard.md). Port 0 picks one.
   std::string http = "off";
+  // /healthz and /readyz alone (daemon/web/health_check.h) on HOST:PORT, any address (the replies
+  // carry nothing but ready or not), or "off". They are also served on `http` when it is on.
+  std::string health_listen = "off";
   DispatcherOptions dispatcher;
   SubmissionLimits limits;
   int max_message_bytes = 8 * 1024 * 1024;
@@ -68,13 +72,14 @@ class DaemonServer {
  public:
   // Opens the store (integrity check, migrations), removes a stale socket, starts listening and the
   // daemon loop. When TCP is on, writes the bound port to <state_dir>/xvd.port; when the dashboard
-  // is on, its port to <state_dir>/http.port.
+  // is on, its port to <state_dir>/http.port; the health listener's to <state_dir>/health.port.
   static Status Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out);
   ~DaemonServer();  // Shutdown()s
 
   const std::string& socket_path() const { return socket_path_; }
-  int tcp_port() const { return tcp_port_; }    // 0 when TCP is off
-  int http_port() const { return http_port_; }  // 0 when the dashboard is off
+  int tcp_port() const { return tcp_port_; }        // 0 when TCP is off
+  int http_port() const { return http_port_; }      // 0 when the dashboard is off
+  int health_port() const { return health_port_; }  // 0 when --health-listen is off
   store::Store* store() { return store_.get(); }
   Dispatcher* dispatcher() { return dispatcher_.get(); }
   WatchHub* watch_hub() { return watch_hub_.get(); }
@@ -95,6 +100,7 @@ class DaemonServer {
   Status StartGrpcServer(const DaemonOptions& options, const ListenAddress& tcp);
   void ConfigureServerBuilder(const DaemonOptions& options, grpc::ServerBuilder* builder);
   Status StartDashboard(const DaemonOptions& options, const ListenAddress& http);
+  Status StartHealthListener(const DaemonOptions& options);
 
   std::unique_ptr<WatchHub> watch_hub_;  // outlives store_ (its commit listener signals the hub)
   std::unique_ptr<CallerRateLimiter> rate_limiter_;  // outlives the services
@@ -112,6 +118,11 @@ class DaemonServer {
   std::unique_ptr<web::DashboardReader> dashboard_reader_;
   std::unique_ptr<web::DashboardRouter> dashboard_router_;
   std::unique_ptr<web::DashboardServer> dashboard_;
+  // /healthz and /readyz: on the dashboard's listener and on their own (--health-listen).
+  std::unique_ptr<web::HealthCheck> health_;
+  std::unique_ptr<web::DashboardServer> health_server_;
+  std::string health_port_file_;
+  int health_port_ = 0;
   std::string http_port_file_;
   int http_port_ = 0;
   std::string socket_path_;

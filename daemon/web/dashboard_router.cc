@@ -5,6 +5,7 @@
 
 #include "daemon/web/dashboard_html.h"
 #include "daemon/web/dashboard_json.h"
+#include "daemon/web/health_check.h"
 #include "daemon/web/metrics_exporter.h"
 
 namespace xv::daemon::web {
@@ -129,7 +130,8 @@ std::map<int, int64_t> DashboardRouter::RequestCounts() {
 }
 
 HttpReply DashboardRouter::Handle(const HttpRequestHead& request) {
-  HttpReply r = Route(request);
+  HttpReply r =
+      health_ != nullptr && health_->Serves(request) ? health_->Handle(request) : Route(request);
   {
     MutexLock lock(&counts_mu_);
     ++counts_[r.status];

@@ -5,6 +5,7 @@
 //   GET|HEAD /campaigns/ID          campaign page          /api/campaigns/ID
 //   GET|HEAD /experiments/ID        experiment page        /api/experiments/ID
 //   GET|HEAD /metrics               Prometheus text format
+//   GET|HEAD /healthz, /readyz      liveness and readiness (daemon/web/health_check.h), when set
 // Any other method: 405 with `Allow: GET, HEAD` (the dashboard is read-only). Unknown paths: 404; a
 // non-numeric ID: 400 naming it. A Host header that is not a loopback name (127.0.0.1, localhost,
 // [::1], with or without a port) is refused with 403: a web page cannot read the dashboard
@@ -38,13 +39,27 @@ struct HttpReply {
   std::vector<std::pair<std::string, std::string>> headers;  // beyond Content-Type
 };
 
-class DashboardRouter {
+// Answers HTTP requests for DashboardServer: the dashboard (DashboardRouter) or only the health
+// endpoints (HealthCheck). Handle may be called from several threads at once.
+class HttpHandler {
+ public:
+  virtual ~HttpHandler() = default;
+  virtual HttpReply Handle(const HttpRequestHead& request) = 0;
+};
+
+class HealthCheck;
+
+class DashboardRouter : public HttpHandler {
  public:
   // `reader` must outlive the router. `write_fault` returns the daemon's current write fault ("":
   // the database takes writes); it is called for the overview and /metrics.
   DashboardRouter(DashboardReader* reader, std::function<std::string()> write_fault);
 
-  HttpReply Handle(const HttpRequestHead& request);
+  HttpReply Handle(const HttpRequestHead& request) override;
+
+  // Serves /healthz and /readyz from `health` (which must outlive the router), whatever the Host
+  // header: probes (a kubelet, a load balancer) reach xvd under any name. nullptr: not served.
+  void SetHealthCheck(HealthCheck* health) { health_ = health; }
 
   // Replies per status code so far (what /metrics reports as xv_http_requests_total).
   std::map<int, int64_t> RequestCounts();
@@ -54,6 +69,7 @@ class DashboardRouter {
 
   DashboardReader* reader_;
   std::function<std::string()> write_fault_;
+  HealthCheck* health_ = nullptr;
   Mutex counts_mu_;
   std::map<int, int64_t> counts_ GUARDED_BY(counts_mu_);
 };

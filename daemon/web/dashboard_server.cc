@@ -25,7 +25,7 @@ constexpr std::uint64_t kBodyLimit = 64 * 1024;
 // One connection: read a request, answer it, repeat while the client keeps the connection alive.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket&& socket, DashboardRouter* router)
+  Session(tcp::socket&& socket, HttpHandler* router)
       : stream_(std::move(socket)), router_(router) {}
 
   void Run() {
@@ -95,7 +95,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  DashboardRouter* router_;
+  HttpHandler* router_;
 };
 
 }  // namespace
@@ -117,11 +117,11 @@ struct DashboardServer::Impl {
 
   net::io_context ioc;
   tcp::acceptor acceptor;
-  DashboardRouter* router = nullptr;
+  HttpHandler* router = nullptr;
 };
 
-Status DashboardServer::Start(const std::string& host, int port, int threads,
-                              DashboardRouter* router, std::unique_ptr<DashboardServer>* out) {
+Status DashboardServer::Start(const std::string& host, int port, int threads, HttpHandler* router,
+                              std::unique_ptr<DashboardServer>* out, const std::string& flag) {
   const std::string where = host + ":" + std::to_string(port);
   std::string ip = host;
   if (host == "localhost") ip = "127.0.0.1";
@@ -130,7 +130,7 @@ Status DashboardServer::Start(const std::string& host, int port, int threads,
   }
   beast::error_code ec;
   const net::ip::address address = net::ip::make_address(ip, ec);
-  if (ec) return Status::InvalidArgument("--http " + where + ": not an IP address");
+  if (ec) return Status::InvalidArgument(flag + " " + where + ": not an IP address");
   std::unique_ptr<DashboardServer> s(new DashboardServer());
   s->impl_ = std::make_unique<Impl>(threads);
   s->impl_->router = router;
@@ -141,9 +141,9 @@ Status DashboardServer::Start(const std::string& host, int port, int threads,
   if (!ec) a.bind(endpoint, ec);
   if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    return Status::Unavailable(
-        "--http " + where + ": cannot listen: " + ec.message() +
-        " (another xvd? choose a port with --http HOST:PORT, or --http off)");
+    return Status::Unavailable(flag + " " + where + ": cannot listen: " + ec.message() +
+                               " (another xvd? choose a port with " + flag + " HOST:PORT, or " +
+                               flag + " off)");
   }
   s->port_ = a.local_endpoint().port();
   s->impl_->Accept();

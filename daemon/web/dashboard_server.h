@@ -1,5 +1,6 @@
-// DashboardServer: xvd's HTTP/1.1 listener for the read-only dashboard and /metrics (Boost.Beast
-// over Boost.Asio), on threads of its own. Every request is answered by a DashboardRouter; a HEAD
+// DashboardServer: xvd's HTTP/1.1 listener for the read-only dashboard and /metrics, or for the
+// health endpoints alone (Boost.Beast over Boost.Asio), on threads of its own. Every request is
+// answered by an HttpHandler (a DashboardRouter or a HealthCheck); a HEAD
 // gets the GET reply's headers (Content-Length included) without the body. Requests are bounded
 // (16 KiB of headers, 64 KiB of body, 30 s per read or write); connections are kept alive when the
 // client asks.
@@ -20,11 +21,12 @@ namespace xv::daemon::web {
 
 class DashboardServer {
  public:
-  // Binds host:port (host 127.0.0.1, localhost or [::1]; port 0: the kernel picks one, see
-  // port()) and starts `threads` threads serving it. `router` must outlive the server.
-  // Unavailable (naming the address) when it cannot bind.
-  static Status Start(const std::string& host, int port, int threads, DashboardRouter* router,
-                      std::unique_ptr<DashboardServer>* out);
+  // Binds host:port (an IP address, localhost or [IPv6]; which hosts are allowed is the caller's
+  // policy; port 0: the kernel picks one, see port()) and starts `threads` threads serving it.
+  // `router` must outlive the server. Unavailable (naming `flag` and the address) when it cannot
+  // bind.
+  static Status Start(const std::string& host, int port, int threads, HttpHandler* router,
+                      std::unique_ptr<DashboardServer>* out, const std::string& flag = "--http");
   ~DashboardServer();  // Stop()s
 
   int port() const { return port_; }

@@ -117,6 +117,32 @@ TEST(WorkerConfigTest, RefusalsNameTheField) {
   }
 }
 
+// xv-worker's flags share the file (common/config_file.h reads them); the trainer parser skips the
+// keys the worker says are flags, refuses the others, and gives a file of flags only the default.
+TEST(WorkerConfigTest, FlagKeysShareTheFileWithTrainers) {
+  const IsWorkerFlagKey is_flag = [](const std::string& key) {
+    return key == "daemon" || key == "token-file";
+  };
+  WorkerConfig c;
+  ASSERT_TRUE(ParseWorkerConfigYaml("daemon: xvd:7470\ntrainers:\n  - {name: t, kind: libtorch}\n",
+                                    &c, is_flag)
+                  .ok());
+  ASSERT_EQ(c.trainers.size(), 1u);
+  EXPECT_EQ(c.trainers[0].name, "t");
+  c = WorkerConfig();
+  Status st = ParseWorkerConfigYaml("daemon: xvd:7470\ntoken-file: /t\n", &c, is_flag);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(c.trainers.size(), 1u);
+  EXPECT_EQ(c.trainers[0].name, "libtorch");
+  st = ParseWorkerConfigYaml("daemon: xvd:7470\ndeamon: x\n", &c, is_flag);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("deamon: unknown field (the worker config has 'trainers' and "
+                              "xv-worker's flags"),
+            std::string::npos)
+      << st.message();
+  EXPECT_FALSE(ParseWorkerConfigYaml("daemon: xvd:7470\n", &c).ok());  // no flag keys: unknown
+}
+
 TEST(WorkerConfigTest, FileErrorsStartWithThePathAndMissingProgramsAreNamed) {
   WorkerConfig c;
   Status st = LoadWorkerConfigFile("/nonexistent/worker.yaml", &c);
