@@ -23,12 +23,16 @@
 #include "common/status.h"
 #include "worker/attempt_runner.h"
 #include "worker/event_outbox.h"
+#include "proto/daemon_channel.h"
 #include "xv/v1/workers.grpc.pb.h"
 
 namespace xv::worker {
 
 struct WorkerOptions {
   std::string daemon_address;  // "unix:/path/xvd.sock" or "host:port"
+  // The worker token and TLS files (proto/daemon_channel.h; docs/operations.md § Authentication
+  // and TLS). An unreadable TLS file makes every connection attempt fail, saying which.
+  DaemonChannelSecurity security;
   std::string name;            // stable per device
   TrainerInvocation trainer;
   double initial_backoff_s = 0.1;  // reconnect delays: jittered, doubling up to max_backoff_s
