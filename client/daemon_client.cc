@@ -47,11 +47,11 @@ Status DaemonClient::FromGrpc(const grpc::Status& st) const {
   if (st.ok()) return Status::Ok();
   switch (st.error_code()) {
     case grpc::StatusCode::UNAUTHENTICATED:
-      return Status::FailedPrecondition("xvd at " + address_ + " refused the call: " +
-                                        st.error_message());
+      return Status::FailedPrecondition("xvd at " + address_ +
+                                        " refused the call: " + st.error_message());
     case grpc::StatusCode::PERMISSION_DENIED:
-      return Status::FailedPrecondition("xvd at " + address_ + " refused the call: " +
-                                        st.error_message());
+      return Status::FailedPrecondition("xvd at " + address_ +
+                                        " refused the call: " + st.error_message());
     case grpc::StatusCode::UNAVAILABLE:
       return Status::Unavailable("cannot reach xvd at " + address_ +
                                  ": is it running? (start it with: xvd --state-dir " + state_dir_ +

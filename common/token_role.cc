@@ -35,7 +35,8 @@ std::string_view ToString(TokenRole role) {
 }
 
 bool ParseTokenRole(std::string_view text, TokenRole* out) {
-  for (TokenRole r : {TokenRole::kRead, TokenRole::kSubmit, TokenRole::kAdmin, TokenRole::kWorker}) {
+  for (TokenRole r :
+       {TokenRole::kRead, TokenRole::kSubmit, TokenRole::kAdmin, TokenRole::kWorker}) {
     if (text == ToString(r)) {
       *out = r;
       return true;

@@ -78,7 +78,8 @@ void AddFlags(CLI::App* app, WorkerFlags* f) {
   app->add_option("--token-file", f->token_file,
                   "file holding this worker's token (first line; default $XV_TOKEN_FILE, else "
                   "$XV_TOKEN); never the token itself on the command line");
-  app->add_option("--tls-ca", f->tls_ca, "PEM CA of xvd's certificate: TLS to a HOST:PORT --daemon");
+  app->add_option("--tls-ca", f->tls_ca,
+                  "PEM CA of xvd's certificate: TLS to a HOST:PORT --daemon");
   app->add_option("--tls-cert", f->tls_cert,
                   "PEM client certificate, for an xvd started with --tls-client-ca");
   app->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert");

@@ -49,9 +49,12 @@ class AuthStubs {
 };
 
 nlohmann::json TokenJson(const v1::Token& t) {
-  return {{"id", t.id()},           {"name", t.name()},
-          {"role", t.role()},       {"worker", t.worker_name()},
-          {"created_by", t.created_by()}, {"created_at", t.created_at()},
+  return {{"id", t.id()},
+          {"name", t.name()},
+          {"role", t.role()},
+          {"worker", t.worker_name()},
+          {"created_by", t.created_by()},
+          {"created_at", t.created_at()},
           {"revoked_at", t.revoked_at()}};
 }
 
@@ -99,8 +102,8 @@ int RunList(const TokenArgs& a, const ClientOptions& options) {
                {"by"},
                {"revoked"}});
   for (const auto& tok : resp.tokens()) {
-    t.AddRow({std::to_string(tok.id()), tok.name(), tok.role(), tok.worker_name(),
-              tok.created_at(), tok.created_by(), tok.revoked_at()});
+    t.AddRow({std::to_string(tok.id()), tok.name(), tok.role(), tok.worker_name(), tok.created_at(),
+              tok.created_by(), tok.revoked_at()});
   }
   std::cout << t.Render();
   return kExitOk;
@@ -131,9 +134,15 @@ int RunAudit(const TokenArgs& a, const ClientOptions& options) {
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& r : resp.records()) {
-      arr.push_back({{"id", r.id()},         {"at", r.at()},          {"token_id", r.token_id()},
-                     {"caller", r.caller()}, {"peer", r.peer()},      {"method", r.method()},
-                     {"target", r.target()}, {"outcome", r.outcome()}, {"detail", r.detail()}});
+      arr.push_back({{"id", r.id()},
+                     {"at", r.at()},
+                     {"token_id", r.token_id()},
+                     {"caller", r.caller()},
+                     {"peer", r.peer()},
+                     {"method", r.method()},
+                     {"target", r.target()},
+                     {"outcome", r.outcome()},
+                     {"detail", r.detail()}});
     }
     std::cout << DumpJsonLossless(nlohmann::json{{"records", arr}}, 2) << std::endl;
     return kExitOk;
@@ -190,10 +199,11 @@ void AddTokenCommand(CLI::App* app, const ClientOptions* options) {
 
 void AddAuditCommand(CLI::App* app, const ClientOptions* options) {
   auto args = std::make_shared<TokenArgs>();
-  CLI::App* sub = app->add_subcommand(
-      "audit", "state-changing and refused calls, newest first (admin)");
-  sub->add_option("--limit", args->limit, "rows")->capture_default_str()->check(
-      CLI::Range(1, 10000));
+  CLI::App* sub =
+      app->add_subcommand("audit", "state-changing and refused calls, newest first (admin)");
+  sub->add_option("--limit", args->limit, "rows")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
   sub->add_flag("--json", args->json, "print JSON");
   OnRun(sub, args, options, &RunAudit);
 }

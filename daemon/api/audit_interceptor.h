@@ -15,8 +15,7 @@
 
 namespace xv::daemon {
 
-class AuditInterceptorFactory final
-    : public grpc::experimental::ServerInterceptorFactoryInterface {
+class AuditInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   // `store` and `authorizer` must outlive the server.
   AuditInterceptorFactory(store::Store* store, const Authorizer* authorizer)

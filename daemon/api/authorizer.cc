@@ -126,8 +126,8 @@ grpc::Status Authorizer::Authorize(const grpc::ServerContextBase& ctx, const cha
   }
   const std::string needed(ToString(rule->required));
   std::string why = std::string(method) + " needs the " + needed + " role; token " +
-                    std::to_string(out->token_id) + " has the " +
-                    std::string(ToString(out->role)) + " role";
+                    std::to_string(out->token_id) + " has the " + std::string(ToString(out->role)) +
+                    " role";
   if (rule->required == TokenRole::kWorker) {
     why += " (only a worker token opens a worker session)";
   } else if (out->role == TokenRole::kWorker) {

@@ -13,8 +13,8 @@
 
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
-#include <grpcpp/server_posix.h>
 #include <grpcpp/server_builder.h>
+#include <grpcpp/server_posix.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon/api/listen_address.h"
@@ -84,8 +84,7 @@ Status CheckTlsFlags(const DaemonOptions& options) {
 
 // The TCP listener's credentials: TLS from the PEM files when they are given, else plaintext
 // (loopback only: ParseListenAddress refused anything else).
-Status TcpCredentials(const DaemonOptions& options,
-                      std::shared_ptr<grpc::ServerCredentials>* out) {
+Status TcpCredentials(const DaemonOptions& options, std::shared_ptr<grpc::ServerCredentials>* out) {
   if (options.tls_cert.empty()) {
     *out = grpc::InsecureServerCredentials();
     return Status::Ok();
@@ -286,7 +285,7 @@ void DaemonServer::Shutdown() {
   // on reads until cancelled.
   if (loop_) loop_->Stop();
   if (dispatcher_) dispatcher_->Stop();
-  if (watch_hub_) watch_hub_->Stop();  // open Watch streams end
+  if (watch_hub_) watch_hub_->Stop();          // open Watch streams end
   if (unix_acceptor_) unix_acceptor_->Stop();  // no new connection reaches a stopping server
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   if (server_) server_->Wait();

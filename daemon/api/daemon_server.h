@@ -1,10 +1,11 @@
 // DaemonServer: one running xvd service: the store (DIR/xv.db), the dispatcher, and the gRPC server
 // on a unix socket (0660, accepted by xvd itself for its peers' uids: unix_socket_acceptor.h) and
 // optionally a TCP port: loopback in plaintext, or any address with TLS. Every call is authorized
-// (authorizer.h) and state-changing or refused calls are audited (audit_interceptor.h). The state dir is kept at most 0750
-// and the database files at most 0640 (daemon/api/state_dir_permissions.h). main.cc wraps it with
-// flags, the state-dir lock and signals; tests start it in-process. Thread-safety:
-// Start/Shutdown/Wait from one controlling thread; the services run on gRPC's threads.
+// (authorizer.h) and state-changing or refused calls are audited (audit_interceptor.h). The state
+// dir is kept at most 0750 and the database files at most 0640
+// (daemon/api/state_dir_permissions.h). main.cc wraps it with flags, the state-dir lock and
+// signals; tests start it in-process. Thread-safety: Start/Shutdown/Wait from one controlling
+// thread; the services run on gRPC's threads.
 #pragma once
 
 #include <memory>
@@ -14,9 +15,9 @@
 #include <grpcpp/server_builder.h>
 
 #include "common/status.h"
-#include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/audit_interceptor.h"
 #include "daemon/api/authorizer.h"
+#include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/campaigns_service.h"
 #include "daemon/api/experiments_service.h"
 #include "daemon/api/listen_address.h"
@@ -83,8 +84,8 @@ class DaemonServer {
  public:
   // Opens the store (integrity check, migrations), removes a stale socket, starts listening and the
   // daemon loop. InvalidArgument naming the flags for a non-loopback listen without TLS, half a
-  // TLS pair or a TLS file that cannot be read. When TCP is on, writes the bound port to <state_dir>/xvd.port; when the dashboard
-  // is on, its port to <state_dir>/http.port.
+  // TLS pair or a TLS file that cannot be read. When TCP is on, writes the bound port to
+  // <state_dir>/xvd.port; when the dashboard is on, its port to <state_dir>/http.port.
   static Status Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out);
   ~DaemonServer();  // Shutdown()s
 
@@ -124,7 +125,7 @@ class DaemonServer {
   std::unique_ptr<DaemonLoop> loop_;  // stopped before dispatcher_, closer_ and plan_runner_ go
   std::unique_ptr<PlansService> plans_;
   std::unique_ptr<WorkersService> workers_;
-  UnixPeerRegistry unix_peers_;            // outlives authorizer_ and the acceptor
+  UnixPeerRegistry unix_peers_;             // outlives authorizer_ and the acceptor
   std::unique_ptr<Authorizer> authorizer_;  // outlives the services
   std::unique_ptr<TokensService> tokens_;
   std::unique_ptr<AuditService> audit_;

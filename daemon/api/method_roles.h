@@ -16,9 +16,9 @@
 namespace xv::daemon {
 
 struct MethodRule {
-  const char* method;     // the gRPC path: "/xv.v1.Experiments/Submit"
-  TokenRole required;     // read < submit < admin, or worker (the worker session)
-  bool state_changing;    // audited
+  const char* method;   // the gRPC path: "/xv.v1.Experiments/Submit"
+  TokenRole required;   // read < submit < admin, or worker (the worker session)
+  bool state_changing;  // audited
   // The request's target for the audit row ("experiment 12", "campaign lr"), given the request
   // message as gRPC hands it to an interceptor (a pointer to the method's request type); nullptr
   // when the method names no target.

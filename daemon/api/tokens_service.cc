@@ -37,8 +37,9 @@ grpc::Status TokensService::CreateToken(grpc::ServerContext* ctx,
                         "--role " + req->role() + ": expected read, submit, admin or worker");
   }
   if (req->name().size() > kMaxTokenNameBytes || req->worker_name().size() > kMaxTokenNameBytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "--name/--worker: at most " + std::to_string(kMaxTokenNameBytes) + " bytes");
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "--name/--worker: at most " + std::to_string(kMaxTokenNameBytes) + " bytes");
   }
   store::TokenRow row;
   std::string secret;

@@ -26,8 +26,7 @@ Status UnixSocketAcceptor::Start(const std::string& path, grpc::Server* server,
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::IoError("unix socket: " + std::string(std::strerror(errno)));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::listen(fd, 128) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 128) != 0) {
     const std::string why = std::strerror(errno);
     ::close(fd);
     return Status::Unavailable("cannot listen on unix:" + path + ": " + why);

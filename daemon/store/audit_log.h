@@ -14,14 +14,14 @@ namespace xv::store {
 
 struct AuditRow {
   int64_t id = 0;
-  std::string at;         // UTC, set by the store
-  int64_t token_id = 0;   // 0 when the caller sent no (known) token
-  std::string caller;     // "token:ID", "uid:N", "local" or "anonymous"
-  std::string peer;       // gRPC's peer address
-  std::string method;     // "/xv.v1.Experiments/Submit"
-  std::string target;     // what the request names ("experiment 12", "campaign lr")
-  std::string outcome;    // "ok", or the status code name ("PERMISSION_DENIED", ...)
-  std::string detail;     // the refusal's message ("" for ok)
+  std::string at;        // UTC, set by the store
+  int64_t token_id = 0;  // 0 when the caller sent no (known) token
+  std::string caller;    // "token:ID", "uid:N", "local" or "anonymous"
+  std::string peer;      // gRPC's peer address
+  std::string method;    // "/xv.v1.Experiments/Submit"
+  std::string target;    // what the request names ("experiment 12", "campaign lr")
+  std::string outcome;   // "ok", or the status code name ("PERMISSION_DENIED", ...)
+  std::string detail;    // the refusal's message ("" for ok)
 };
 
 class AuditLog {

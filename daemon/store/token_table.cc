@@ -57,8 +57,8 @@ Status TokenTable::CreateToken(const TokenRow& token, int64_t* id) {
       XV_RETURN_IF_ERROR(OwnerOfWorkerName(c, token.worker_name, &owner));
       if (owner != 0) {
         return Status::AlreadyExists("--worker " + token.worker_name +
-                                     ": the worker name belongs to token " +
-                                     std::to_string(owner) + " (revoke it first)");
+                                     ": the worker name belongs to token " + std::to_string(owner) +
+                                     " (revoke it first)");
       }
     }
     SqliteStatement st;

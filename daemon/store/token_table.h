@@ -27,8 +27,8 @@ struct TokenRow {
 
 // What ClaimWorkerName found.
 struct WorkerNameClaim {
-  bool granted = false;   // the name is (now) this token's
-  int64_t owner_id = 0;   // the token that owns the name when it is not granted
+  bool granted = false;  // the name is (now) this token's
+  int64_t owner_id = 0;  // the token that owns the name when it is not granted
 };
 
 class TokenTable {

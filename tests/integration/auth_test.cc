@@ -19,6 +19,8 @@
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include "daemon/api/daemon_server.h"
 #include "daemon/api/method_roles.h"
@@ -144,9 +146,8 @@ class Auth : public ::testing::Test {
   grpc::Status CallStatus(const std::shared_ptr<grpc::Channel>& ch) {
     auto stub = xv::v1::Experiments::NewStub(ch);
     xv::v1::StatusResponse resp;
-    return WithDeadline([&](grpc::ClientContext* c) {
-      return stub->Status(c, xv::v1::StatusRequest(), &resp);
-    });
+    return WithDeadline(
+        [&](grpc::ClientContext* c) { return stub->Status(c, xv::v1::StatusRequest(), &resp); });
   }
 
   grpc::Status Cancel(const std::shared_ptr<grpc::Channel>& ch, int64_t id) {
@@ -188,13 +189,12 @@ TEST_F(Auth, EveryMethodRefusesACallWithoutAToken) {
     std::condition_variable cv;
     bool done = false;
     grpc::Status status;
-    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
-                      [&](grpc::Status s) {
-                        std::lock_guard<std::mutex> lock(mu);
-                        status = s;
-                        done = true;
-                        cv.notify_all();
-                      });
+    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      status = s;
+      done = true;
+      cv.notify_all();
+    });
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return done; });
     EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
@@ -388,6 +388,58 @@ TEST_F(Auth, ForgedReRegisterIsRefusedAndTheRealAttemptKeepsRunning) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
   EXPECT_NE(st.error_message().find("belongs to token"), std::string::npos) << st.error_message();
   real.Close();
+}
+
+// The xvctl binary: token create over the unix socket as the daemon's owner, the token read from
+// --token-file or XV_TOKEN_FILE (never the command line), refusals with exit 1 and xvd's message,
+// an unreadable token file a usage error (exit 2) naming the flag.
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+CommandResult RunXvctl(const std::string& args, const std::string& env = "") {
+  const char* bin = std::getenv("XV_BINARY_DIR");
+  const std::string cmd = env + " " + std::string(bin ? bin : ".") + "/bin/xvctl " + args + " 2>&1";
+  CommandResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_F(Auth, XvctlTokenCommandsAndTokenFiles) {
+  Start(/*require_tokens=*/true);
+  CommandResult created =
+      RunXvctl("--daemon " + unix_ + " token create --role submit --name ci --json");
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  const std::string token = nlohmann::json::parse(created.output).at("token").get<std::string>();
+  const std::string token_file = (dir_ / "submit-token").string();
+  std::ofstream(token_file) << token << "\n";
+
+  CommandResult r = RunXvctl("--daemon " + tcp_ + " status");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("no token"), std::string::npos) << r.output;
+  r = RunXvctl("--daemon " + tcp_ + " status --json", "XV_TOKEN_FILE=" + token_file);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = RunXvctl("--daemon " + tcp_ + " --token-file " + token_file + " audit");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("needs the admin role"), std::string::npos) << r.output;
+  r = RunXvctl("--daemon " + tcp_ + " --token-file " + (dir_ / "missing").string() + " status");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--token-file"), std::string::npos) << r.output;
+
+  r = RunXvctl("--daemon " + unix_ + " token list --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find(token), std::string::npos) << "token list shows no secret";
+  r = RunXvctl("--daemon " + unix_ + " audit --json --limit 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("/xv.v1.Experiments/Status"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/xv.v1.Tokens/CreateToken"), std::string::npos) << r.output;
 }
 
 TEST_F(Auth, NonLoopbackListenNeedsTls) {
