@@ -1,5 +1,6 @@
 #include "client/client_options.h"
 
+#include "common/bearer_token.h"
 #include "common/paths.h"
 
 namespace xv::client {
@@ -9,6 +10,8 @@ std::string ClientOptions::DaemonAddress() const {
   if (!state_dir.empty()) return "unix:" + SocketPathForStateDir(state_dir);
   return DefaultDaemonAddress();
 }
+
+Status ClientOptions::LoadToken() { return ReadClientToken(token_file, &token); }
 
 std::string ClientOptions::StateDir() const {
   return state_dir.empty() ? DefaultStateDir() : state_dir;

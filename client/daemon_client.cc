@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "client/numeric_ref.h"
+#include "proto/daemon_channel.h"
 
 namespace xv::client {
 namespace {
@@ -28,14 +29,29 @@ DaemonClient::DaemonClient(const ClientOptions& options)
     : address_(options.DaemonAddress()), state_dir_(options.StateDir()) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  DaemonChannelSecurity security;
+  security.token = options.token;
+  security.tls_ca = options.tls_ca;
+  security.tls_cert = options.tls_cert;
+  security.tls_key = options.tls_key;
+  open_error_ = OpenDaemonChannel(address_, security, args, &channel_);
+  if (!open_error_.ok()) {
+    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  }
   stub_ = v1::Experiments::NewStub(channel_);
   campaigns_ = v1::Campaigns::NewStub(channel_);
 }
 
 Status DaemonClient::FromGrpc(const grpc::Status& st) const {
+  if (!open_error_.ok()) return open_error_;
   if (st.ok()) return Status::Ok();
   switch (st.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return Status::FailedPrecondition("xvd at " + address_ +
+                                        " refused the call: " + st.error_message());
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return Status::FailedPrecondition("xvd at " + address_ +
+                                        " refused the call: " + st.error_message());
     case grpc::StatusCode::UNAVAILABLE:
       return Status::Unavailable("cannot reach xvd at " + address_ +
                                  ": is it running? (start it with: xvd --state-dir " + state_dir_ +

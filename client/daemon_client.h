@@ -20,6 +20,9 @@ class DaemonClient {
   explicit DaemonClient(const ClientOptions& options);
 
   const std::string& address() const { return address_; }
+  // The channel every stub of this client uses (TLS and the token, proto/daemon_channel.h); other
+  // services' stubs (Plans, Tokens, Audit) are made on it.
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
   Status Submit(const v1::SubmitRequest& req, v1::SubmitResponse* resp);
   Status ListExperiments(const v1::ListExperimentsRequest& req, v1::ListExperimentsResponse* resp);
@@ -48,6 +51,9 @@ class DaemonClient {
   Status FromGrpc(const grpc::Status& st) const;
 
  private:
+  // Half a TLS pair or an unreadable file: every call fails with this (set when the channel
+  // could not be made as asked; the channel is then plaintext and unused).
+  Status open_error_;
   std::string address_;
   std::string state_dir_;
   std::shared_ptr<grpc::Channel> channel_;

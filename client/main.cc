@@ -21,6 +21,19 @@ int main(int argc, char** argv) {
                  "xvd address: unix:PATH or HOST:PORT (default: the socket of --state-dir)");
   app.add_option("--state-dir", options.state_dir,
                  "xvd's state directory (default: " + xv::DefaultStateDir() + ")");
+  app.add_option("--token-file", options.token_file,
+                 "file holding the bearer token (first line) sent to xvd (default $XV_TOKEN_FILE, "
+                 "else the token in $XV_TOKEN; never the token itself on the command line)");
+  app.add_option("--tls-ca", options.tls_ca,
+                 "PEM CA of xvd's certificate: TLS to a HOST:PORT --daemon");
+  app.add_option("--tls-cert", options.tls_cert,
+                 "PEM client certificate, for an xvd started with --tls-client-ca");
+  app.add_option("--tls-key", options.tls_key, "PEM private key of --tls-cert");
+  // Before any subcommand runs: a token file that cannot be read is a usage error.
+  app.parse_complete_callback([&options] {
+    xv::Status s = options.LoadToken();
+    if (!s.ok()) throw CLI::ValidationError(s.message());
+  });
   app.require_subcommand(1);
   app.fallthrough();
   xv::client::AddSubmitCommand(&app, &options);
@@ -41,6 +54,8 @@ int main(int argc, char** argv) {
   xv::client::AddDrainCommand(&app, &options);
   xv::client::AddCancelCommand(&app, &options);
   xv::client::AddMcpCommand(&app, &options);
+  xv::client::AddTokenCommand(&app, &options);
+  xv::client::AddAuditCommand(&app, &options);
   xv::tok::AddPrepareCommand(&app);
   xv::tok::AddTokenizeCommand(&app);
   try {

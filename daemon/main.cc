@@ -1,8 +1,9 @@
 // xvd: the xv daemon. Owns the SQLite database of a state directory and serves the Experiments and
 // Workers gRPC services on a unix socket and (by default) 127.0.0.1:7470.
 //
-//   xvd [--config FILE] --state-dir DIR [--socket PATH] [--listen 127.0.0.1:PORT|none] [--http
-//   127.0.0.1:PORT|off]
+//   xvd [--config FILE] --state-dir DIR [--socket PATH] [--listen HOST:PORT|none]
+//       [--http 127.0.0.1:PORT|off] [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]
+//       [--require-tokens]
 //       [--log-level info]
 //       [--lease-ms 15000] [--heartbeat-ms 2000] [--max-watch-streams 256] [--max-rpc-threads 256]
 //       [--rate-limit 60] [--rate-burst 600] ...   (xvd --help lists every flag)
@@ -36,8 +37,8 @@ void AddPlaceFlags(CLI::App* app, xv::daemon::DaemonOptions* options, std::strin
   app->add_option("--socket", options->socket_path,
                   "unix socket path (default STATE_DIR/xvd.sock)");
   app->add_option("--listen", options->listen,
-                  "TCP address, loopback only: 127.0.0.1:PORT (0 picks one, written to "
-                  "STATE_DIR/xvd.port) or none")
+                  "TCP address HOST:PORT (0 picks one, written to STATE_DIR/xvd.port) or none; "
+                  "a non-loopback host needs --tls-cert and --tls-key, and requires tokens")
       ->capture_default_str();
   app->add_option("--http", *http,
                   "read-only dashboard and /metrics, loopback only: 127.0.0.1:PORT (0 picks one, "
@@ -49,6 +50,19 @@ void AddPlaceFlags(CLI::App* app, xv::daemon::DaemonOptions* options, std::strin
                   "off. Both are also served on --http")
       ->capture_default_str();
   app->add_option("--log-level", *log_level, "trace|debug|info|warn|error")->capture_default_str();
+}
+
+// TLS of the TCP listener and the token rule (docs/operations.md § Authentication and TLS).
+void AddSecurityFlags(CLI::App* app, xv::daemon::DaemonOptions* options) {
+  app->add_option("--tls-cert", options->tls_cert,
+                  "PEM certificate (chain) of the TCP listener: it serves TLS (with --tls-key)");
+  app->add_option("--tls-key", options->tls_key, "PEM private key of --tls-cert");
+  app->add_option("--tls-client-ca", options->tls_client_ca,
+                  "PEM CA certificate(s): TCP clients must present a certificate signed by it");
+  app->add_flag("--require-tokens", options->require_tokens,
+                "every call needs a token (or, on the unix socket, the daemon's own uid or root) "
+                "even before the first token is created; without it, tokens apply once one "
+                "exists");
 }
 
 // Leases, heartbeats and store upkeep.
@@ -129,6 +143,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   std::string http;
   AddPlaceFlags(&app, &options, &http, &log_level);
+  AddSecurityFlags(&app, &options);
   AddEngineFlags(&app, &options);
   AddLimitFlags(&app, &options);
   std::string config_file;

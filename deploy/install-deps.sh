@@ -12,6 +12,7 @@ PACKAGES=(
   fortunes                # the demo corpus: real English text, one fortune per document
   sentencepiece           # the tokenizer benchmark's comparison
   iproute2 procps
+  openssl                 # auth_test: the test CA and certificates of the TLS round trip
   clang python3           # .ci/thread-safety-check: clang -Wthread-safety over compile_commands.json
   chromium                # the dashboard e2e test's real browser (headless --dump-dom)
   hipcc                   # trainer_kernels_hip_compile: the fused kernels compiled for AMD GPUs

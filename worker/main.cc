@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/bearer_token.h"
 #include "common/config_file.h"
 #include "common/logging.h"
 #include "common/paths.h"
@@ -57,6 +58,7 @@ struct WorkerFlags {
   std::string daemon = xv::DefaultDaemonAddress();
   std::string data_dir, name, device = "cpu", trainer_bin, work_dir, log_level = "info";
   std::string config_path;
+  std::string token_file, tls_ca, tls_cert, tls_key;  // docs/operations.md § Authentication and TLS
   double kill_grace_s = 5.0;
   bool no_probe = false;
   double probe_timeout_s = 120.0;
@@ -67,12 +69,21 @@ struct WorkerFlags {
 // What the flags resolve to once checked.
 struct WorkerSetup {
   std::string device_flag, visible, suffix;  // see ParseDevice
+  std::string token;                         // the worker's bearer token ("" = none)
   xv::worker::WorkerConfig config;
 };
 
 void AddFlags(CLI::App* app, WorkerFlags* f) {
   app->add_option("--daemon", f->daemon, "xvd address: unix:PATH or HOST:PORT")
       ->capture_default_str();
+  app->add_option("--token-file", f->token_file,
+                  "file holding this worker's token (first line; default $XV_TOKEN_FILE, else "
+                  "$XV_TOKEN); never the token itself on the command line");
+  app->add_option("--tls-ca", f->tls_ca,
+                  "PEM CA of xvd's certificate: TLS to a HOST:PORT --daemon");
+  app->add_option("--tls-cert", f->tls_cert,
+                  "PEM client certificate, for an xvd started with --tls-client-ca");
+  app->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert");
   app->add_option("--data", f->data_dir, "data directory made by `xvctl prepare`")->required();
   app->add_option("--name", f->name,
                   "worker name, stable per device (default: HOST-cpu / HOST-gpuN)");
@@ -124,6 +135,10 @@ bool ResolveFlags(const CLI::App& app, WorkerFlags* f, WorkerSetup* setup) {
     return false;
   }
   if (f->name.empty()) f->name = HostName() + "-" + setup->suffix;
+  if (xv::Status ts = xv::ReadClientToken(f->token_file, &setup->token); !ts.ok()) {
+    spdlog::error("{}", ts.message());
+    return false;
+  }
   // xvd refuses a Register whose name is not a valid name (workers_service.cc): say so here, once.
   if (xv::Status nst = xv::CheckTextField("--name", f->name, xv::kMaxNameBytes, /*is_name=*/true);
       !nst.ok()) {
@@ -189,6 +204,10 @@ sigset_t BlockStopSignals() {
 xv::worker::WorkerOptions BuildWorkerOptions(const WorkerFlags& f, const WorkerSetup& setup) {
   xv::worker::WorkerOptions opts;
   opts.daemon_address = f.daemon;
+  opts.security.token = setup.token;
+  opts.security.tls_ca = f.tls_ca;
+  opts.security.tls_cert = f.tls_cert;
+  opts.security.tls_key = f.tls_key;
   opts.name = f.name;
   opts.trainer.trainer_bin = f.trainer_bin;
   opts.trainer.trainers = setup.config.trainers;

@@ -38,8 +38,13 @@ WorkerSession::WorkerSession(WorkerOptions options, v1::Device device,
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetMaxReceiveMessageSize(64 << 20);
-  channel_ =
-      grpc::CreateCustomChannel(options_.daemon_address, grpc::InsecureChannelCredentials(), args);
+  Status cs = OpenDaemonChannel(options_.daemon_address, options_.security, args, &channel_);
+  if (!cs.ok()) {
+    // main.cc checks the files first; a file that vanished since is logged at each attempt.
+    spdlog::error("{}", cs.message());
+    channel_ = grpc::CreateCustomChannel(options_.daemon_address,
+                                         grpc::InsecureChannelCredentials(), args);
+  }
   stub_ = v1::Workers::NewStub(channel_);
 }
 
@@ -255,6 +260,12 @@ bool WorkerSession::RunOneConnection() {
   v1::DaemonMessage first;
   if (!stream->Write(reg_msg) || !stream->Read(&first)) {
     grpc::Status st = stream->Finish();
+    if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      spdlog::error("xvd at {} refused this worker: {} (check --token-file / XV_TOKEN_FILE)",
+                    options_.daemon_address, st.error_message());
+      return false;
+    }
     spdlog::warn("cannot reach xvd at {}: {}", options_.daemon_address,
                  st.ok() ? "stream closed" : st.error_message());
     return false;

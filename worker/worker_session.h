@@ -21,6 +21,7 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "proto/daemon_channel.h"
 #include "worker/attempt_runner.h"
 #include "worker/event_outbox.h"
 #include "xv/v1/workers.grpc.pb.h"
@@ -29,7 +30,10 @@ namespace xv::worker {
 
 struct WorkerOptions {
   std::string daemon_address;  // "unix:/path/xvd.sock" or "host:port"
-  std::string name;            // stable per device
+  // The worker token and TLS files (proto/daemon_channel.h; docs/operations.md § Authentication
+  // and TLS). An unreadable TLS file makes every connection attempt fail, saying which.
+  DaemonChannelSecurity security;
+  std::string name;  // stable per device
   TrainerInvocation trainer;
   double initial_backoff_s = 0.1;  // reconnect delays: jittered, doubling up to max_backoff_s
   double max_backoff_s = 5.0;

@@ -41,6 +41,9 @@ void AddCompareCommand(CLI::App* app, const ClientOptions* options);
 void AddPlotCommand(CLI::App* app, const ClientOptions* options);
 // `mcp`: the Model Context Protocol server on stdin/stdout for AI agents (docs/agent.md).
 void AddMcpCommand(CLI::App* app, const ClientOptions* options);
+// token create|list|revoke and audit (client/commands/token_command.cc).
+void AddTokenCommand(CLI::App* app, const ClientOptions* options);
+void AddAuditCommand(CLI::App* app, const ClientOptions* options);
 
 // Prints "xvctl: <message>" to stderr and returns the exit code for `st` (2 for InvalidArgument).
 int ReportError(const Status& st);

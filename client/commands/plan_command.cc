@@ -136,8 +136,7 @@ std::string RenderPlanList(const v1::ListPlansResponse& resp) {
 class PlansClient {
  public:
   explicit PlansClient(const ClientOptions& options) : client_(options) {
-    stub_ = v1::Plans::NewStub(
-        grpc::CreateChannel(client_.address(), grpc::InsecureChannelCredentials()));
+    stub_ = v1::Plans::NewStub(client_.channel());
   }
   template <typename Req, typename Resp, typename Call>
   Status Call_(Call call, const Req& req, Resp* resp) {

@@ -264,8 +264,7 @@ McpTool EventsTool(std::shared_ptr<DaemonClient> client) {
 class PlansStub {
  public:
   explicit PlansStub(DaemonClient* client) : client_(client) {
-    stub_ = v1::Plans::NewStub(
-        grpc::CreateChannel(client->address(), grpc::InsecureChannelCredentials()));
+    stub_ = v1::Plans::NewStub(client->channel());
   }
   template <typename Req, typename Resp, typename Method>
   Status Call(Method method, const Req& req, Resp* resp) {

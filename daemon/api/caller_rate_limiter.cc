@@ -27,7 +27,11 @@ CallerRateLimiter::CallerRateLimiter(RateLimitOptions options, Clock clock)
       clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })) {}
 
 std::string CallerRateLimiter::CallerKey(const std::string& peer) {
-  if (peer.rfind("unix:", 0) == 0 || peer.rfind("unix-abstract:", 0) == 0) return "unix";
+  // "fd:N": a connection xvd accepted on its unix socket (unix_socket_acceptor.h).
+  if (peer.rfind("unix:", 0) == 0 || peer.rfind("unix-abstract:", 0) == 0 ||
+      peer.rfind("fd:", 0) == 0) {
+    return "unix";
+  }
   if (peer.rfind("ipv4:", 0) == 0) {
     const size_t colon = peer.rfind(':');
     if (colon > 4) return peer.substr(0, colon);

@@ -21,6 +21,10 @@ CampaignsService::CampaignsService(store::Store* store, Dispatcher* dispatcher, 
 grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext* ctx,
                                               const xv::v1::CreateCampaignRequest* req,
                                               xv::v1::Campaign* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Campaigns/CreateCampaign");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "CreateCampaign"); !limited.ok()) {
     return limited;
   }
@@ -81,16 +85,24 @@ grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext* ctx,
   return ToGrpcStatus(store_->campaigns().GetCampaign(id, "", true, resp));
 }
 
-grpc::Status CampaignsService::GetCampaign(grpc::ServerContext*,
+grpc::Status CampaignsService::GetCampaign(grpc::ServerContext* ctx,
                                            const xv::v1::GetCampaignRequest* req,
                                            xv::v1::Campaign* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Campaigns/GetCampaign");
+      !denied.ok()) {
+    return denied;
+  }
   if (Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
   return ToGrpcStatus(store_->campaigns().GetCampaign(req->id(), req->name(), true, resp));
 }
 
-grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext*,
+grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext* ctx,
                                              const xv::v1::ListCampaignsRequest*,
                                              xv::v1::ListCampaignsResponse* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Campaigns/ListCampaigns");
+      !denied.ok()) {
+    return denied;
+  }
   std::vector<xv::v1::Campaign> found;
   Status s = store_->campaigns().ListCampaigns(&found);
   if (!s.ok()) return ToGrpcStatus(s);
@@ -111,6 +123,10 @@ grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req, C
 grpc::Status CampaignsService::PauseCampaign(grpc::ServerContext* ctx,
                                              const xv::v1::GetCampaignRequest* req,
                                              xv::v1::Campaign* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Campaigns/PauseCampaign");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "PauseCampaign"); !limited.ok()) {
     return limited;
   }
@@ -120,6 +136,10 @@ grpc::Status CampaignsService::PauseCampaign(grpc::ServerContext* ctx,
 grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext* ctx,
                                               const xv::v1::GetCampaignRequest* req,
                                               xv::v1::Campaign* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Campaigns/ResumeCampaign");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "ResumeCampaign"); !limited.ok()) {
     return limited;
   }
@@ -128,6 +148,10 @@ grpc::Status CampaignsService::ResumeCampaign(grpc::ServerContext* ctx,
 
 grpc::Status CampaignsService::Decide(grpc::ServerContext* ctx, const xv::v1::DecideRequest* req,
                                       xv::v1::RoundInfo* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Campaigns/Decide");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "Decide"); !limited.ok()) {
     return limited;
   }
@@ -149,9 +173,13 @@ grpc::Status CampaignsService::Decide(grpc::ServerContext* ctx, const xv::v1::De
   return grpc::Status::OK;
 }
 
-grpc::Status CampaignsService::FailureSummary(grpc::ServerContext*,
+grpc::Status CampaignsService::FailureSummary(grpc::ServerContext* ctx,
                                               const xv::v1::FailureSummaryRequest* req,
                                               xv::v1::FailureSummaryResponse* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Campaigns/FailureSummary");
+      !denied.ok()) {
+    return denied;
+  }
   Status s = CheckRequestLimits(*req);
   if (!s.ok()) return ToGrpcStatus(s);
   std::vector<xv::v1::KnobFailure> knobs;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/run_states.h"
+#include "daemon/api/authorizer.h"
 #include "daemon/api/caller_rate_limiter.h"
 #include "daemon/engine/dispatcher.h"
 #include "daemon/engine/round_closer.h"
@@ -37,6 +38,8 @@ class CampaignsService final : public xv::v1::Campaigns::Service {
   // Per-caller rate limit of the state-changing calls (null: none); call before the server
   // starts. Must outlive the service.
   void SetRateLimiter(CallerRateLimiter* limiter) { rate_limiter_ = limiter; }
+  // Every method asks `authorizer` first (daemon/api/authorizer.h); null admits every call.
+  void SetAuthorizer(const Authorizer* authorizer) { authorizer_ = authorizer; }
 
  private:
   // Pause/Resume: stores `state`; resuming schedules at once.
@@ -48,6 +51,7 @@ class CampaignsService final : public xv::v1::Campaigns::Service {
   RoundCloser* const closer_;
   const SubmissionLimits limits_;
   CallerRateLimiter* rate_limiter_ = nullptr;
+  const Authorizer* authorizer_ = nullptr;
 };
 
 }  // namespace xv::daemon

@@ -14,6 +14,7 @@
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
+#include <grpcpp/server_posix.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon/api/listen_address.h"
@@ -59,12 +60,55 @@ void WritePortFile(const std::string& path, int port) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) spdlog::warn("cannot write {}", path);
 }
 
+// The whole of a PEM file named by `flag`.
+Status ReadPemFile(const std::string& flag, const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument(flag + " " + path + ": cannot read the file");
+  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (out->find("-----BEGIN") == std::string::npos) {
+    return Status::InvalidArgument(flag + " " + path + ": not a PEM file (no -----BEGIN line)");
+  }
+  return Status::Ok();
+}
+
+// Both TLS files or neither; a client CA only with them.
+Status CheckTlsFlags(const DaemonOptions& options) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return Status::InvalidArgument("--tls-cert and --tls-key: give both or neither");
+  }
+  if (!options.tls_client_ca.empty() && options.tls_cert.empty()) {
+    return Status::InvalidArgument("--tls-client-ca: needs --tls-cert and --tls-key");
+  }
+  return Status::Ok();
+}
+
+// The TCP listener's credentials: TLS from the PEM files when they are given, else plaintext
+// (loopback only: ParseListenAddress refused anything else).
+Status TcpCredentials(const DaemonOptions& options, std::shared_ptr<grpc::ServerCredentials>* out) {
+  if (options.tls_cert.empty()) {
+    *out = grpc::InsecureServerCredentials();
+    return Status::Ok();
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  XV_RETURN_IF_ERROR(ReadPemFile("--tls-cert", options.tls_cert, &pair.cert_chain));
+  XV_RETURN_IF_ERROR(ReadPemFile("--tls-key", options.tls_key, &pair.private_key));
+  ssl.pem_key_cert_pairs.push_back(pair);
+  if (!options.tls_client_ca.empty()) {
+    XV_RETURN_IF_ERROR(ReadPemFile("--tls-client-ca", options.tls_client_ca, &ssl.pem_root_certs));
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  *out = grpc::SslServerCredentials(ssl);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out) {
   if (options.state_dir.empty()) return Status::InvalidArgument("--state-dir: required");
+  XV_RETURN_IF_ERROR(CheckTlsFlags(options));
   ListenAddress tcp;
-  XV_RETURN_IF_ERROR(ParseListenAddress(options.listen, &tcp));
+  XV_RETURN_IF_ERROR(ParseTcpListenAddress(options.listen, !options.tls_cert.empty(), &tcp));
   ListenAddress http;
   if (options.http != "off") XV_RETURN_IF_ERROR(ParseListenAddress(options.http, "--http", &http));
   XV_RETURN_IF_ERROR(PrepareStateDir(options.state_dir));
@@ -73,6 +117,7 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   XV_RETURN_IF_ERROR(d->OpenStore(options));
   XV_RETURN_IF_ERROR(d->StartWatchHub(options));
   XV_RETURN_IF_ERROR(d->ClaimSocket(options));
+  XV_RETURN_IF_ERROR(d->StartAuthorizer(options, tcp));
   d->BuildEngine(options);
   d->BuildServices(options);
   XV_RETURN_IF_ERROR(d->StartGrpcServer(options, tcp));
@@ -82,8 +127,10 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
   XV_RETURN_IF_ERROR(d->StartHealthListener(options));
   d->loop_->Start();
   d->health_->SetServing(true);
-  spdlog::info("xvd {} listening on unix:{}{}", XV_VERSION, d->socket_path_,
-               tcp.enabled ? " and " + tcp.host + ":" + std::to_string(d->tcp_port_) : "");
+  spdlog::info("xvd {} listening on unix:{}{}{}; tokens {}", XV_VERSION, d->socket_path_,
+               tcp.enabled ? " and " + tcp.host + ":" + std::to_string(d->tcp_port_) : "",
+               tcp.enabled && !options.tls_cert.empty() ? " (TLS)" : "",
+               d->authorizer_->enforcing() ? "required" : "off (none created yet)");
   *out = std::move(d);
   return Status::Ok();
 }
@@ -113,6 +160,15 @@ Status DaemonServer::ClaimSocket(const DaemonOptions& options) {
   return RemoveStaleSocket(socket_path_);
 }
 
+Status DaemonServer::StartAuthorizer(const DaemonOptions& options, const ListenAddress& tcp) {
+  AuthorizerOptions auth;
+  // A listener other machines reach always needs tokens, created or not.
+  auth.require_tokens = options.require_tokens || (tcp.enabled && !tcp.loopback);
+  auth.owner_uid = ::geteuid();
+  authorizer_ = std::make_unique<Authorizer>(store_.get(), &unix_peers_, auth);
+  return authorizer_->Load();
+}
+
 void DaemonServer::BuildEngine(const DaemonOptions& options) {
   dispatcher_ = std::make_unique<Dispatcher>(store_.get(), options.dispatcher);
   closer_ = std::make_unique<RoundCloser>(store_.get());
@@ -135,6 +191,12 @@ void DaemonServer::BuildServices(const DaemonOptions& options) {
   experiments_->SetRateLimiter(rate_limiter_.get());
   campaigns_->SetRateLimiter(rate_limiter_.get());
   plans_->SetRateLimiter(rate_limiter_.get());
+  experiments_->SetAuthorizer(authorizer_.get());
+  campaigns_->SetAuthorizer(authorizer_.get());
+  plans_->SetAuthorizer(authorizer_.get());
+  workers_->SetAuthorizer(authorizer_.get());
+  tokens_ = std::make_unique<TokensService>(authorizer_.get());
+  audit_ = std::make_unique<AuditService>(store_.get(), authorizer_.get());
 }
 
 void DaemonServer::ConfigureServerBuilder(const DaemonOptions& options,
@@ -154,33 +216,41 @@ void DaemonServer::ConfigureServerBuilder(const DaemonOptions& options,
   // why, not INTERNAL without a message.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<UnparsableRequestInterceptorFactory>());
+  interceptors.push_back(
+      std::make_unique<AuditInterceptorFactory>(store_.get(), authorizer_.get()));
   builder->experimental().SetInterceptorCreators(std::move(interceptors));
   builder->RegisterService(experiments_.get());
   builder->RegisterService(campaigns_.get());
   builder->RegisterService(workers_.get());
   builder->RegisterService(plans_.get());
+  builder->RegisterService(tokens_.get());
+  builder->RegisterService(audit_.get());
 }
 
 Status DaemonServer::StartGrpcServer(const DaemonOptions& options, const ListenAddress& tcp) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket_path_, grpc::InsecureServerCredentials());
   int bound_port = 0;
   if (tcp.enabled) {
-    builder.AddListeningPort(tcp.ToString(), grpc::InsecureServerCredentials(), &bound_port);
+    std::shared_ptr<grpc::ServerCredentials> credentials;
+    XV_RETURN_IF_ERROR(TcpCredentials(options, &credentials));
+    builder.AddListeningPort(tcp.ToString(), credentials, &bound_port);
   }
   ConfigureServerBuilder(options, &builder);
   server_ = builder.BuildAndStart();
   if (!server_) {
-    return Status::Unavailable("cannot listen on unix:" + socket_path_ +
-                               (tcp.enabled ? " and " + tcp.ToString() : std::string()) +
+    return Status::Unavailable("cannot start the gRPC server" +
+                               (tcp.enabled ? " on " + tcp.ToString() : std::string()) +
                                " (address in use?)");
   }
   if (tcp.enabled && bound_port == 0) {
     server_->Shutdown();
     return Status::Unavailable("--listen " + tcp.ToString() + ": cannot bind (address in use?)");
   }
-  if (::chmod(socket_path_.c_str(), 0660) != 0) {
-    spdlog::warn("{}: cannot set permissions 0660", socket_path_);
+  // The unix socket: accepted here, each connection's uid recorded, then served by gRPC.
+  Status us = UnixSocketAcceptor::Start(socket_path_, server_.get(), &unix_peers_, &unix_acceptor_);
+  if (!us.ok()) {
+    server_->Shutdown();
+    return us;
   }
   if (tcp.enabled) {
     tcp_port_ = bound_port;
@@ -200,6 +270,7 @@ Status DaemonServer::StartDashboard(const DaemonOptions& options, const ListenAd
   Status hs = web::DashboardServer::Start(http.host, http.port, /*threads=*/2,
                                           dashboard_router_.get(), &dashboard_);
   if (!hs.ok()) {
+    unix_acceptor_->Stop();
     server_->Shutdown();
     return hs;
   }
@@ -245,7 +316,8 @@ void DaemonServer::Shutdown() {
   // on reads until cancelled.
   if (loop_) loop_->Stop();
   if (dispatcher_) dispatcher_->Stop();
-  if (watch_hub_) watch_hub_->Stop();  // open Watch streams end
+  if (watch_hub_) watch_hub_->Stop();          // open Watch streams end
+  if (unix_acceptor_) unix_acceptor_->Stop();  // no new connection reaches a stopping server
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   if (server_) server_->Wait();
   if (health_server_) health_server_->Stop();

@@ -1,8 +1,11 @@
 // DaemonServer: one running xvd service: the store (DIR/xv.db), the dispatcher, and the gRPC server
-// on a unix socket (0660) and optionally a loopback TCP port. The state dir is kept at most 0750
-// and the database files at most 0640 (daemon/api/state_dir_permissions.h). main.cc wraps it with
-// flags, the state-dir lock and signals; tests start it in-process. Thread-safety:
-// Start/Shutdown/Wait from one controlling thread; the services run on gRPC's threads.
+// on a unix socket (0660, accepted by xvd itself for its peers' uids: unix_socket_acceptor.h) and
+// optionally a TCP port: loopback in plaintext, or any address with TLS. Every call is authorized
+// (authorizer.h) and state-changing or refused calls are audited (audit_interceptor.h). The state
+// dir is kept at most 0750 and the database files at most 0640
+// (daemon/api/state_dir_permissions.h). main.cc wraps it with flags, the state-dir lock and
+// signals; tests start it in-process. Thread-safety: Start/Shutdown/Wait from one controlling
+// thread; the services run on gRPC's threads.
 #pragma once
 
 #include <memory>
@@ -12,11 +15,15 @@
 #include <grpcpp/server_builder.h>
 
 #include "common/status.h"
+#include "daemon/api/audit_interceptor.h"
+#include "daemon/api/authorizer.h"
 #include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/campaigns_service.h"
 #include "daemon/api/experiments_service.h"
 #include "daemon/api/listen_address.h"
 #include "daemon/api/plans_service.h"
+#include "daemon/api/tokens_service.h"
+#include "daemon/api/unix_socket_acceptor.h"
 #include "daemon/api/watch_hub.h"
 #include "daemon/api/workers_service.h"
 #include "daemon/engine/daemon_loop.h"
@@ -35,7 +42,16 @@ namespace xv::daemon {
 struct DaemonOptions {
   std::string state_dir;                  // required; holds xv.db, xvd.sock, xvd.port
   std::string socket_path;                // "" = <state_dir>/xvd.sock
-  std::string listen = "127.0.0.1:7470";  // loopback HOST:PORT or "none"; port 0 picks one
+  std::string listen = "127.0.0.1:7470";  // HOST:PORT or "none"; port 0 picks one. Non-loopback
+                                          // needs tls_cert and tls_key, and turns tokens on
+  // TLS of the TCP listener: PEM files of the server's certificate (chain) and key, both or
+  // neither. With tls_client_ca, every TCP client must present a certificate it signed.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  // Calls need a token (or the daemon's uid on the unix socket) even before the first token is
+  // created (xvd --require-tokens). Without it, tokens apply once one exists.
+  bool require_tokens = false;
   // The read-only dashboard and /metrics (daemon/web/): loopback HOST:PORT, or "off"/"none". Off in
   // the library; xvd's --http picks the default (docs/dashboard.md). Port 0 picks one.
   std::string http = "off";
@@ -71,8 +87,10 @@ struct DaemonOptions {
 class DaemonServer {
  public:
   // Opens the store (integrity check, migrations), removes a stale socket, starts listening and the
-  // daemon loop. When TCP is on, writes the bound port to <state_dir>/xvd.port; when the dashboard
-  // is on, its port to <state_dir>/http.port; the health listener's to <state_dir>/health.port.
+  // daemon loop. InvalidArgument naming the flags for a non-loopback listen without TLS, half a
+  // TLS pair or a TLS file that cannot be read. When TCP is on, writes the bound port to
+  // <state_dir>/xvd.port; when the dashboard is on, its port to <state_dir>/http.port; the health
+  // listener's to <state_dir>/health.port.
   static Status Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out);
   ~DaemonServer();  // Shutdown()s
 
@@ -97,6 +115,7 @@ class DaemonServer {
   Status ClaimSocket(const DaemonOptions& options);
   void BuildEngine(const DaemonOptions& options);
   void BuildServices(const DaemonOptions& options);
+  Status StartAuthorizer(const DaemonOptions& options, const ListenAddress& tcp);
   Status StartGrpcServer(const DaemonOptions& options, const ListenAddress& tcp);
   void ConfigureServerBuilder(const DaemonOptions& options, grpc::ServerBuilder* builder);
   Status StartDashboard(const DaemonOptions& options, const ListenAddress& http);
@@ -113,7 +132,12 @@ class DaemonServer {
   std::unique_ptr<DaemonLoop> loop_;  // stopped before dispatcher_, closer_ and plan_runner_ go
   std::unique_ptr<PlansService> plans_;
   std::unique_ptr<WorkersService> workers_;
+  UnixPeerRegistry unix_peers_;             // outlives authorizer_ and the acceptor
+  std::unique_ptr<Authorizer> authorizer_;  // outlives the services
+  std::unique_ptr<TokensService> tokens_;
+  std::unique_ptr<AuditService> audit_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<UnixSocketAcceptor> unix_acceptor_;  // stopped before server_ shuts down
   // The dashboard: its own read-only connections, router and HTTP threads (stopped before store_).
   std::unique_ptr<web::DashboardReader> dashboard_reader_;
   std::unique_ptr<web::DashboardRouter> dashboard_router_;

@@ -35,6 +35,17 @@ std::string ShownWorkerState(const Dispatcher* dispatcher, const xv::v1::WorkerI
       ToString(w.current_experiment_id() != 0 ? WorkerState::kBusy : WorkerState::kIdle));
 }
 
+// A Watch refused before it starts: finishes with `status` at once and deletes itself when done.
+class RefusedWatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
+ public:
+  explicit RefusedWatchReactor(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+grpc::ServerWriteReactor<xv::v1::WatchEvent>* RefusedWatch(const grpc::Status& status) {
+  return new RefusedWatchReactor(status);
+}
+
 }  // namespace
 
 ExperimentsService::ExperimentsService(store::Store* store, Dispatcher* dispatcher,
@@ -53,6 +64,10 @@ xv::Status ExperimentsService::BuildCampaignSubmission(const xv::v1::SubmitReque
 
 grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,
                                         xv::v1::SubmitResponse* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/Submit");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "Submit"); !limited.ok()) {
     return limited;
   }
@@ -89,9 +104,13 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
   return grpc::Status::OK;
 }
 
-grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext*,
+grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext* ctx,
                                                  const xv::v1::ListExperimentsRequest* req,
                                                  xv::v1::ListExperimentsResponse* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/ListExperiments");
+      !denied.ok()) {
+    return denied;
+  }
   xv::Status s = CheckRequestLimits(*req);
   if (!s.ok()) return ToGrpcStatus(s);
   std::vector<xv::v1::Experiment> found;
@@ -101,14 +120,22 @@ grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ExperimentsService::GetExperiment(grpc::ServerContext*,
+grpc::Status ExperimentsService::GetExperiment(grpc::ServerContext* ctx,
                                                const xv::v1::GetExperimentRequest* req,
                                                xv::v1::Experiment* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/GetExperiment");
+      !denied.ok()) {
+    return denied;
+  }
   return ToGrpcStatus(store_->experiments().GetExperiment(req->id(), resp));
 }
 
-grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::StatusRequest*,
+grpc::Status ExperimentsService::Status(grpc::ServerContext* ctx, const xv::v1::StatusRequest*,
                                         xv::v1::StatusResponse* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/Status");
+      !denied.ok()) {
+    return denied;
+  }
   std::map<std::string, int64_t> counts;
   xv::Status s = store_->experiments().CountByState(&counts);
   if (!s.ok()) return ToGrpcStatus(s);
@@ -169,6 +196,10 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext*, const xv::v1::Stat
 
 grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::CancelRequest* req,
                                         xv::v1::CancelResponse* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/Cancel");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "Cancel"); !limited.ok()) {
     return limited;
   }
@@ -187,12 +218,20 @@ grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::
 
 grpc::ServerWriteReactor<xv::v1::WatchEvent>* ExperimentsService::Watch(
     grpc::CallbackServerContext* ctx, const xv::v1::WatchRequest* req) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/Watch");
+      !denied.ok()) {
+    return RefusedWatch(denied);
+  }
   return StartWatch(store_, watch_hub_, ctx, *req);
 }
 
 grpc::Status ExperimentsService::DrainWorker(grpc::ServerContext* ctx,
                                              const xv::v1::DrainWorkerRequest* req,
                                              xv::v1::DrainWorkerResponse* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/DrainWorker");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "DrainWorker"); !limited.ok()) {
     return limited;
   }

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "daemon/api/authorizer.h"
 #include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/watch_hub.h"
 #include "daemon/engine/dispatcher.h"
@@ -49,6 +50,8 @@ class ExperimentsService final
   // Per-caller rate limit of the state-changing calls (null: none); call before the server
   // starts. Must outlive the service.
   void SetRateLimiter(CallerRateLimiter* limiter) { rate_limiter_ = limiter; }
+  // Every method asks `authorizer` first (daemon/api/authorizer.h); null admits every call.
+  void SetAuthorizer(const Authorizer* authorizer) { authorizer_ = authorizer; }
 
  private:
   // Submit's rows: candidates from req.recipe_yaml, or (when empty) from the campaign's head; when
@@ -62,6 +65,7 @@ class ExperimentsService final
   const std::string version_;
   WatchHub* watch_hub_ = nullptr;
   CallerRateLimiter* rate_limiter_ = nullptr;
+  const Authorizer* authorizer_ = nullptr;
 };
 
 }  // namespace xv::daemon

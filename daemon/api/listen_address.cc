@@ -3,12 +3,10 @@
 #include <cctype>
 
 namespace xv::daemon {
+namespace {
 
-Status ParseListenAddress(const std::string& text, ListenAddress* out) {
-  return ParseListenAddress(text, "--listen", out);
-}
-
-Status ParseListenAddress(const std::string& text, const std::string& flag, ListenAddress* out) {
+// HOST:PORT or none, without the loopback policy.
+Status ParseHostPort(const std::string& text, const std::string& flag, ListenAddress* out) {
   ListenAddress a;
   if (text == "none" || text.empty()) {
     *out = a;
@@ -28,22 +26,53 @@ Status ParseListenAddress(const std::string& text, const std::string& flag, List
   }
   a.port = std::stoi(port);
   if (a.port > 65535) return Status::InvalidArgument(flag + " " + text + ": port above 65535");
-  if (a.host != "127.0.0.1" && a.host != "localhost" && a.host != "[::1]") {
-    return Status::InvalidArgument(
-        flag + " " + text +
-        ": only loopback addresses (127.0.0.1, localhost, [::1]) are allowed; remote listeners "
-        "need TLS and a token, which this xvd does not configure yet");
-  }
+  a.loopback = IsLoopbackHost(a.host);
   a.enabled = true;
   *out = a;
   return Status::Ok();
+}
+
+}  // namespace
+
+bool IsLoopbackHost(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "[::1]";
+}
+
+Status ParseListenAddress(const std::string& text, ListenAddress* out) {
+  return ParseListenAddress(text, std::string("--listen"), out);
+}
+
+Status ParseListenAddress(const std::string& text, const std::string& flag, ListenAddress* out) {
+  ListenAddress a;
+  XV_RETURN_IF_ERROR(ParseHostPort(text, flag, &a));
+  if (a.enabled && !a.loopback) {
+    if (flag == "--http") {
+      return Status::InvalidArgument(
+          flag + " " + text +
+          ": only loopback addresses (127.0.0.1, localhost, [::1]) are allowed; the dashboard "
+          "has no TLS: serve it remotely through an HTTPS reverse proxy or an SSH tunnel");
+    }
+    return Status::InvalidArgument(
+        flag + " " + text +
+        ": only loopback addresses (127.0.0.1, localhost, [::1]) are allowed without TLS; a "
+        "remote listener needs --tls-cert FILE and --tls-key FILE (and tokens: "
+        "docs/operations.md § Authentication and TLS)");
+  }
+  *out = a;
+  return Status::Ok();
+}
+
+Status ParseTcpListenAddress(const std::string& text, bool tls, ListenAddress* out) {
+  if (!tls) return ParseListenAddress(text, std::string("--listen"), out);
+  return ParseHostPort(text, "--listen", out);
 }
 
 std::string DefaultHttpAddress(const std::string& listen) {
   if (listen.empty() || listen == "none") return "off";
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos) return "off";  // --listen itself is refused
-  const std::string host = listen.substr(0, colon);
+  std::string host = listen.substr(0, colon);
+  if (!IsLoopbackHost(host)) host = "127.0.0.1";
   if (listen.substr(colon + 1) == "0") return host + ":0";
   return host + ":" + std::to_string(kDefaultHttpPort);
 }

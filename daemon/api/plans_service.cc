@@ -48,6 +48,10 @@ PlansService::PlansService(store::Store* store, Dispatcher* dispatcher, Campaign
 
 grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
                                       const xv::v1::SubmitPlanRequest* req, xv::v1::Plan* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Plans/SubmitPlan");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "SubmitPlan"); !limited.ok()) {
     return limited;
   }
@@ -122,8 +126,12 @@ grpc::Status PlansService::SubmitPlan(grpc::ServerContext* ctx,
   return ToGrpcStatus(s);
 }
 
-grpc::Status PlansService::GetPlan(grpc::ServerContext*, const xv::v1::GetPlanRequest* req,
+grpc::Status PlansService::GetPlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
                                    xv::v1::Plan* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Plans/GetPlan");
+      !denied.ok()) {
+    return denied;
+  }
   if (Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
   if (req->id() == 0 && req->name().empty()) {
     return ToGrpcStatus(Status::InvalidArgument("id/name: give a plan id or name"));
@@ -134,8 +142,12 @@ grpc::Status PlansService::GetPlan(grpc::ServerContext*, const xv::v1::GetPlanRe
   return ToGrpcStatus(s);
 }
 
-grpc::Status PlansService::ListPlans(grpc::ServerContext*, const xv::v1::ListPlansRequest* req,
+grpc::Status PlansService::ListPlans(grpc::ServerContext* ctx, const xv::v1::ListPlansRequest* req,
                                      xv::v1::ListPlansResponse* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Plans/ListPlans");
+      !denied.ok()) {
+    return denied;
+  }
   std::vector<store::StoredPlan> plans;
   Status s = CheckRequestLimits(*req);
   if (s.ok()) s = store_->plans().ListPlans(req->state(), &plans);
@@ -147,6 +159,10 @@ grpc::Status PlansService::ListPlans(grpc::ServerContext*, const xv::v1::ListPla
 
 grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
                                       xv::v1::Plan* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Plans/CancelPlan");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "CancelPlan"); !limited.ok()) {
     return limited;
   }
@@ -193,6 +209,10 @@ grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::Ge
 
 grpc::Status PlansService::PausePlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
                                      xv::v1::Plan* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Plans/PausePlan");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "PausePlan"); !limited.ok()) {
     return limited;
   }
@@ -201,6 +221,10 @@ grpc::Status PlansService::PausePlan(grpc::ServerContext* ctx, const xv::v1::Get
 
 grpc::Status PlansService::ResumePlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,
                                       xv::v1::Plan* resp) {
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Plans/ResumePlan");
+      !denied.ok()) {
+    return denied;
+  }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "ResumePlan"); !limited.ok()) {
     return limited;
   }

@@ -4,6 +4,7 @@
 // Thread-safety: gRPC calls the methods concurrently; all state lives in the store.
 #pragma once
 
+#include "daemon/api/authorizer.h"
 #include "daemon/api/caller_rate_limiter.h"
 #include "daemon/api/campaigns_service.h"
 #include "daemon/engine/dispatcher.h"
@@ -41,6 +42,8 @@ class PlansService final : public xv::v1::Plans::Service {
   // Per-caller rate limit of the state-changing calls (null: none); call before the server
   // starts. Must outlive the service.
   void SetRateLimiter(CallerRateLimiter* limiter) { rate_limiter_ = limiter; }
+  // Every method asks `authorizer` first (daemon/api/authorizer.h); null admits every call.
+  void SetAuthorizer(const Authorizer* authorizer) { authorizer_ = authorizer; }
 
  private:
   // Pause (true) or resume (false) the plan of `req`, then describe it into `resp`.
@@ -51,6 +54,7 @@ class PlansService final : public xv::v1::Plans::Service {
   CampaignsService* const campaigns_;
   PlanRunner* const runner_;
   CallerRateLimiter* rate_limiter_ = nullptr;
+  const Authorizer* authorizer_ = nullptr;
 };
 
 }  // namespace xv::daemon

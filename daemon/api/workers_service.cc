@@ -78,9 +78,14 @@ WorkersService::WorkersService(store::Store* store, Dispatcher* dispatcher)
 }
 
 grpc::Status WorkersService::Session(grpc::ServerContext* ctx, Stream* stream) {
+  Caller caller;
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Workers/Session", &caller);
+      !denied.ok()) {
+    return denied;
+  }
   xv::v1::Register reg;
   int64_t worker_id = 0;
-  grpc::Status status = RegisterWorker(ctx, stream, &reg, &worker_id);
+  grpc::Status status = RegisterWorker(ctx, caller, stream, &reg, &worker_id);
   if (!status.ok() || worker_id == 0) return status;
   auto session = std::make_shared<ConnectedWorker>(worker_id, reg, [ctx] { ctx->TryCancel(); });
   if (!stream->Write(RegisteredMessage(worker_id))) return grpc::Status::OK;
@@ -100,8 +105,9 @@ grpc::Status WorkersService::Session(grpc::ServerContext* ctx, Stream* stream) {
   return EndSession(reg, worker_id, protocol_error);
 }
 
-grpc::Status WorkersService::RegisterWorker(grpc::ServerContext* ctx, Stream* stream,
-                                            xv::v1::Register* reg, int64_t* worker_id) {
+grpc::Status WorkersService::RegisterWorker(grpc::ServerContext* ctx, const Caller& caller,
+                                            Stream* stream, xv::v1::Register* reg,
+                                            int64_t* worker_id) {
   *worker_id = 0;
   xv::v1::WorkerMessage first;
   UnreadableWorkerMessage unreadable;
@@ -126,8 +132,23 @@ grpc::Status WorkersService::RegisterWorker(grpc::ServerContext* ctx, Stream* st
   for (const std::string& note : notes) {
     spdlog::warn("worker {}: {}", QuoteExcerpt(reg->worker_name()), note);
   }
+  if (authorizer_ != nullptr) {
+    grpc::Status owned = authorizer_->CheckWorkerName(caller, reg->worker_name());
+    if (!owned.ok()) {
+      spdlog::warn("worker registration from {} refused: {}", ctx->peer(), owned.error_message());
+      return owned;  // the audit interceptor records the refusal
+    }
+  }
   s = store_->workers().UpsertWorker(*reg, worker_id);
   if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
+  store::AuditRow row;
+  row.token_id = caller.token_id;
+  row.caller = caller.Label();
+  row.peer = ctx->peer();
+  row.method = "/xv.v1.Workers/Session";
+  row.target = "worker " + reg->worker_name();
+  row.outcome = "ok";
+  if (Status as = store_->audit().Append(row); !as.ok()) spdlog::warn("audit: {}", as.ToString());
   return grpc::Status::OK;
 }
 

@@ -17,6 +17,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include "daemon/api/authorizer.h"
 #include "daemon/engine/connected_worker.h"
 #include "daemon/engine/dispatcher.h"
 #include "daemon/engine/event_batcher.h"
@@ -39,14 +40,19 @@ class WorkersService final : public grpc::Service {
 
   using Stream = grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>;
 
+  // Needs the worker role (a worker token, or the local owner on the unix socket); the Register's
+  // worker name must be the caller's (Authorizer::CheckWorkerName): a session under another
+  // worker's name is refused before it touches that worker's row or attempts.
   grpc::Status Session(grpc::ServerContext* ctx, Stream* stream);
+  // Null admits every session under any name (unit tests of the service alone).
+  void SetAuthorizer(const Authorizer* authorizer) { authorizer_ = authorizer; }
 
  private:
   // The steps of Session, in order.
   // Reads and checks Register and stores the worker; *worker_id stays 0 (with OK) when the
   // worker closed the stream before registering.
-  grpc::Status RegisterWorker(grpc::ServerContext* ctx, Stream* stream, xv::v1::Register* reg,
-                              int64_t* worker_id);
+  grpc::Status RegisterWorker(grpc::ServerContext* ctx, const Caller& caller, Stream* stream,
+                              xv::v1::Register* reg, int64_t* worker_id);
   xv::v1::DaemonMessage RegisteredMessage(int64_t worker_id) const;
   // Attaches the session to the dispatcher after reconciling what the worker reports it runs;
   // UNAVAILABLE (the session is closed) when the store cannot say.
@@ -76,6 +82,7 @@ class WorkersService final : public grpc::Service {
 
   store::Store* const store_;
   Dispatcher* const dispatcher_;
+  const Authorizer* authorizer_ = nullptr;
 };
 
 }  // namespace xv::daemon

@@ -14,7 +14,9 @@ Store::Store(std::unique_ptr<Database> db)
       campaigns_(db_.get()),
       rounds_(db_.get()),
       plans_(db_.get()),
-      events_(db_.get()) {}
+      events_(db_.get()),
+      tokens_(db_.get()),
+      audit_(db_.get()) {}
 
 Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
   std::unique_ptr<Database> db;

@@ -8,6 +8,8 @@
 //   rounds()       RoundTable         rounds to decide, their runs, the decision
 //   plans()        PlanTable          plans and their rounds
 //   events()       EventLog           the event log Watch reads, audit events
+//   tokens()       TokenTable         bearer tokens (hashed) and the worker names they own
+//   audit()        AuditLog           state-changing and refused calls
 //   database()     Database           the connection, write faults, WAL upkeep, integrity check
 // Threading contract: every table may be used from any thread (Database serialises them). A
 // read-only Store (OpenReadOnly) answers reads and fails every write with FailedPrecondition.
@@ -18,6 +20,7 @@
 
 #include "common/status.h"
 #include "daemon/store/attempt_ledger.h"
+#include "daemon/store/audit_log.h"
 #include "daemon/store/campaign_table.h"
 #include "daemon/store/database.h"
 #include "daemon/store/event_log.h"
@@ -26,6 +29,7 @@
 #include "daemon/store/round_table.h"
 #include "daemon/store/store_rows.h"
 #include "daemon/store/submission_table.h"
+#include "daemon/store/token_table.h"
 #include "daemon/store/worker_table.h"
 
 namespace xv::store {
@@ -47,6 +51,8 @@ class Store {
   RoundTable& rounds() { return rounds_; }
   PlanTable& plans() { return plans_; }
   EventLog& events() { return events_; }
+  TokenTable& tokens() { return tokens_; }
+  AuditLog& audit() { return audit_; }
 
  private:
   explicit Store(std::unique_ptr<Database> db);
@@ -60,6 +66,8 @@ class Store {
   RoundTable rounds_;
   PlanTable plans_;
   EventLog events_;
+  TokenTable tokens_;
+  AuditLog audit_;
 };
 
 }  // namespace xv::store

@@ -45,6 +45,30 @@ TEST(ListenAddress, HttpFlagAndItsDefault) {
   EXPECT_EQ(DefaultHttpAddress("[::1]:7000"), "[::1]:8470");
   EXPECT_EQ(DefaultHttpAddress("127.0.0.1:0"), "127.0.0.1:0");
   EXPECT_EQ(DefaultHttpAddress("none"), "off");
+  // A non-loopback --listen (with TLS) keeps the dashboard on loopback.
+  EXPECT_EQ(DefaultHttpAddress("0.0.0.0:7470"), "127.0.0.1:8470");
+  EXPECT_EQ(DefaultHttpAddress("10.1.2.3:0"), "127.0.0.1:0");
+}
+
+// --listen with TLS may be any host; without TLS a non-loopback host is refused naming the TLS
+// flags (issue 15).
+TEST(ListenAddress, NonLoopbackListenNeedsTheTlsFlags) {
+  ListenAddress a;
+  Status s = ParseTcpListenAddress("0.0.0.0:7470", /*tls=*/false, &a);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("--listen 0.0.0.0:7470: only loopback", 0), 0u) << s.message();
+  EXPECT_NE(s.message().find("--tls-cert FILE and --tls-key FILE"), std::string::npos)
+      << s.message();
+  ASSERT_TRUE(ParseTcpListenAddress("0.0.0.0:7470", /*tls=*/true, &a).ok());
+  EXPECT_TRUE(a.enabled);
+  EXPECT_FALSE(a.loopback);
+  EXPECT_EQ(a.host, "0.0.0.0");
+  ASSERT_TRUE(ParseTcpListenAddress("127.0.0.1:0", /*tls=*/false, &a).ok());
+  EXPECT_TRUE(a.loopback);
+  EXPECT_EQ(ParseTcpListenAddress("10.0.0.1:x", /*tls=*/true, &a).code(),
+            Status::Code::kInvalidArgument);
+  // The two-argument form is the no-TLS rule.
+  EXPECT_EQ(ParseListenAddress("0.0.0.0:7470", &a).code(), Status::Code::kInvalidArgument);
 }
 
 }  // namespace
