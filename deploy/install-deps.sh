@@ -15,6 +15,7 @@ PACKAGES=(
   clang python3           # .ci/thread-safety-check: clang -Wthread-safety over compile_commands.json
   chromium                # the dashboard e2e test's real browser (headless --dump-dom)
   hipcc                   # trainer_kernels_hip_compile: the fused kernels compiled for AMD GPUs
+  python3-torch python3-numpy  # autoresearch forks: python/xv_autoresearch/prepare.py and its tests
 )
 
 missing=()
