@@ -26,9 +26,10 @@ What it reproduces, and how it is checked (tests/unit/python/prepare_parity_test
   - evaluate_bpb: val_bpb under METRIC_VERSION "bpb-raw-bytes-v2", the definition xv-train stores
     (trainer/eval/bpb_evaluator.h): summed per-token cross-entropy in nats over the targets with a
     raw byte length > 0, divided by ln 2 times the summed raw byte lengths of the targets (specials
-    0). "Raw" means the token's own bytes in the BPE ranks; upstream counts the length of each
-    token decoded to text, where a token that ends inside a UTF-8 character decodes to U+FFFD
-    (3 bytes), so upstream's byte count can differ from xv's on the same model.
+    0). "Raw" means the token's own bytes in the BPE ranks. This is NOT upstream's figure:
+    upstream counts each token decoded to text, where a cut or invalid UTF-8 piece decodes to
+    U+FFFD (3 bytes), never fewer bytes than the raw count, so on the same model xv's val_bpb is
+    never below upstream's (equal when every token is whole UTF-8 text).
   - Tokenizer: get_vocab_size, get_bos_token_id and decode need nothing but this file; encode needs
     tiktoken (it raises ImportError naming it otherwise). Training never encodes: the shards hold
     token ids.

@@ -18,8 +18,10 @@
 
 namespace xv::trainer {
 
-// The val_bpb definition: raw byte length of each token (specials 0), upstream's corrected
-// evaluate_bpb. Stored with every result; bump it when the definition changes.
+// The val_bpb definition: raw byte length of each token (specials 0). Upstream's evaluate_bpb
+// counts each token's decoded text instead (a cut UTF-8 piece decodes to U+FFFD, 3 bytes), never
+// fewer bytes, so xv's val_bpb is never below upstream's on the same model (docs/as-built.md).
+// Stored with every result; bump it when the definition changes.
 inline constexpr const char* kBpbMetricVersion = "bpb-raw-bytes-v2";
 
 struct BpbResult {
