@@ -20,6 +20,7 @@
 #include "worker/exit_classification.h"
 #include "worker/kill_escalation.h"
 #include "worker/trainer_output_relay.h"
+#include "worker/trainer_sandbox.h"
 
 namespace xv::worker {
 namespace {
@@ -124,22 +125,36 @@ v1::Finished RefusedBeforeStart(const v1::ExperimentSpec& spec, const std::strin
   return FinishedWithoutTrainer(spec, "invalid", detail, started_at, "invalid_config");
 }
 
+// A sandboxed command-like trainer: bwrap around it, the attempt dir writable, the data, the
+// prepare folder and a program outside the system folders readable.
+Status SandboxChild(const TrainerInvocation& inv, const PreparedAttempt& prepared, ChildSpec* cs) {
+  SandboxMounts mounts;
+  mounts.attempt_dir = prepared.spec_dir;
+  mounts.data_dir = inv.data_dir;
+  if (prepared.autoresearch) mounts.read_only.push_back(prepared.autoresearch->prepare_dir);
+  const std::string& program = prepared.trainer.program;
+  if (program.rfind("/usr/", 0) != 0 && program.rfind("/bin/", 0) != 0) {
+    mounts.read_only.push_back(program.substr(0, program.rfind('/')));
+  }
+  return SandboxedChild(mounts, cs);
+}
+
 // The trainer's command line, environment and working directory.
 Status BuildChildSpec(const TrainerInvocation& inv, const v1::ExperimentSpec& spec,
                       PreparedAttempt* prepared_out, ChildSpec* cs) {
   const PreparedAttempt& prepared = *prepared_out;
-  if (prepared.trainer.kind == TrainerKind::kAutoresearch) {
-    AutoresearchAttempt a;
-    XV_RETURN_IF_ERROR(PrepareAutoresearchTrainer(
-        prepared.trainer, spec, {inv.data_dir, inv.device_flag, inv.visible_devices},
-        prepared.spec_dir, cs, &a));
-    prepared_out->autoresearch = std::move(a);
-    return Status::Ok();
-  }
   if (prepared.is_command) {
-    return PrepareCommandTrainer(prepared.trainer, spec,
-                                 {inv.data_dir, inv.device_flag, inv.visible_devices},
-                                 prepared.spec_dir, cs);
+    const CommandTrainerContext context{inv.data_dir, inv.device_flag, inv.visible_devices};
+    if (prepared.trainer.kind == TrainerKind::kAutoresearch) {
+      AutoresearchAttempt a;
+      XV_RETURN_IF_ERROR(
+          PrepareAutoresearchTrainer(prepared.trainer, spec, context, prepared.spec_dir, cs, &a));
+      prepared_out->autoresearch = std::move(a);
+    } else {
+      XV_RETURN_IF_ERROR(
+          PrepareCommandTrainer(prepared.trainer, spec, context, prepared.spec_dir, cs));
+    }
+    return prepared.trainer.sandbox ? SandboxChild(inv, prepared, cs) : Status::Ok();
   }
   const std::string program =
       prepared.trainer.program.empty() ? inv.trainer_bin : prepared.trainer.program;
@@ -242,13 +257,24 @@ void KillAndReap(ChildProcess* child, ExitStatus* exit) {
 }
 
 // The Finished of an attempt whose trainer ran: the exit and output classified, the stderr tail.
+// A sandboxed trainer that failed after the system denied it something: sandbox_denied.
+void ApplySandboxVerdict(const std::string& stderr_tail, AttemptOutcome* outcome) {
+  if (outcome->state != "failed") return;
+  const std::string denial = SandboxDenial(stderr_tail);
+  if (denial.empty()) return;
+  outcome->failure_kind = kSandboxDeniedKind;
+  outcome->failure_detail = "the sandbox denied the trainer: " + denial;
+}
+
 v1::Finished FinishedAfterRun(const v1::ExperimentSpec& spec, const ExitStatus& exit,
                               const KillEscalation& escalation, const TrainerOutputRelay& relay,
-                              bool require_summary, SteadyClock::time_point started_at) {
-  const AttemptOutcome outcome =
+                              const PreparedAttempt& prepared, SteadyClock::time_point started_at) {
+  AttemptOutcome outcome =
       ApplyOutputVerdict(ClassifyExit(exit, escalation.reason(), escalation.deadline_s(),
                                       relay.reader().error_message()),
-                         escalation.reason(), relay.reader(), require_summary);
+                         escalation.reason(), relay.reader(),
+                         /*require_summary=*/prepared.is_command);
+  if (prepared.trainer.sandbox) ApplySandboxVerdict(relay.StderrTail(), &outcome);
   v1::Finished fin;
   fin.set_experiment_id(spec.experiment_id());
   fin.set_attempt(spec.attempt());
@@ -375,8 +401,7 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
     health->start_temp_c = guard.start_temp_c;
     health->start_wait_s = guard.waited_s;
   }
-  v1::Finished fin = FinishedAfterRun(spec, exit, escalation, relay,
-                                      /*require_summary=*/prepared.is_command, started_at);
+  v1::Finished fin = FinishedAfterRun(spec, exit, escalation, relay, prepared, started_at);
   if (health) device_health::HealthSummaryToProto(*health, fin.mutable_health());
   return fin;
 }

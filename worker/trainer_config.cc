@@ -130,10 +130,17 @@ Status ReadTrainerFields(const YAML::Node& node, const std::string& path, Traine
       XV_RETURN_IF_ERROR(ReadScalar(value, field, &f->trainer.source));
     } else if (key == "prepare") {
       XV_RETURN_IF_ERROR(ReadScalar(value, field, &f->trainer.prepare_dir));
+    } else if (key == "sandbox") {
+      std::string mode;
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &mode));
+      if (mode != "none" && mode != "bubblewrap") {
+        return Invalid(field, "must be none or bubblewrap, got '" + mode + "'", value);
+      }
+      f->trainer.sandbox = mode == "bubblewrap";
     } else {
       return Invalid(field,
-                     "unknown field (a trainer has name, kind, program, args, env, output, and "
-                     "for autoresearch source and prepare)",
+                     "unknown field (a trainer has name, kind, program, args, env, output, "
+                     "sandbox, and for autoresearch source and prepare)",
                      entry.first);
     }
   }
@@ -164,6 +171,10 @@ Status ApplyTrainerKind(const TrainerFields& f, const std::string& path, const Y
   if (f.kind == "libtorch") {
     t->kind = TrainerKind::kLibtorch;
     if (f.has_args) return Invalid(path + ".args", "only command trainers take args", node);
+    if (t->sandbox) {
+      return Invalid(path + ".sandbox", "only command and autoresearch trainers run sandboxed",
+                     node);
+    }
     if (!t->source.empty() || !t->prepare_dir.empty()) {
       return Invalid(path + (t->source.empty() ? ".prepare" : ".source"),
                      "only autoresearch trainers take source and prepare", node);

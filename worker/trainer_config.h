@@ -24,6 +24,7 @@
 //       prepare: /opt/xv/share/xv/python/xv_autoresearch   # optional: the folder of xv's
 //                                                 # prepare.py (default: the installed one)
 //       args, env, output: as for command (output default auto)
+//       sandbox: bubblewrap       # command and autoresearch: none (default) | bubblewrap
 //
 // An autoresearch trainer runs `program SPEC_DIR/<source's file name> args...`: the worker copies
 // the source into the attempt directory with its constants rewritten from the resolved recipe
@@ -64,6 +65,7 @@ struct TrainerConfig {
   TrainerOutputFormat output = TrainerOutputFormat::kXvEvents;  // libtorch: always kXvEvents
   std::string source;       // autoresearch only: the fork's train.py (absolute)
   std::string prepare_dir;  // autoresearch only: folder of prepare.py ("" = the installed one)
+  bool sandbox = false;     // command-like only: run under bubblewrap (worker/trainer_sandbox.h)
 };
 
 // True for the kinds that run a configured program with the command contract (command_trainer.h).

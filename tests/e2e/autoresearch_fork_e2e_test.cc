@@ -12,7 +12,10 @@
 //  - a Welch round of the fork's candidates is decided as for knob candidates: every run measured,
 //    the runaway candidate (matrix_lr=4.0) discarded, at most one keep.
 // Needs Debian's python3-torch and python3-numpy (/usr/bin/python3).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -41,14 +44,27 @@ class AutoresearchForkE2eTest : public ::testing::Test {
     CommandResult torch = RunCommand({"/usr/bin/python3", "-c", "import torch, numpy"}, 120);
     ASSERT_EQ(torch.exit_code, 0) << "needs python3-torch and python3-numpy: " << torch.err;
     ASSERT_TRUE(sb_.PrepareTinyData());
+    listener_port_ = Listen();
     ASSERT_TRUE(sb_.StartDaemon(&xvd_));
-    const std::string config = sb_.Path("worker.yaml");
-    std::ofstream(config) << "trainers:\n"
-                             "  - name: fork\n"
-                             "    kind: autoresearch\n"
-                             "    source: "
-                          << source_ << "\n    program: /usr/bin/python3\n    prepare: "
-                          << SourcePath("python/xv_autoresearch") << "\n    output: upstream\n";
+    // `fork`, and the same fork sandboxed (bubblewrap): once as is, and once per escape.
+    std::ostringstream config_text;
+    config_text << "trainers:\n";
+    const std::vector<std::pair<std::string, std::string>> trainers = {
+        {"fork", ""},
+        {"boxed", "sandbox"},
+        {"boxed-write", "write-outside " + sb_.data() + "/escape.txt"},
+        {"boxed-read", "read " + sb_.database_path()},
+        {"boxed-socket", "socket " + std::to_string(listener_port_)}};
+    for (const auto& [name, action] : trainers) {
+      config_text << "  - name: " << name << "\n    kind: autoresearch\n    source: " << source_
+                  << "\n    program: /usr/bin/python3\n    prepare: "
+                  << SourcePath("python/xv_autoresearch") << "\n    output: upstream\n";
+      if (!action.empty()) config_text << "    sandbox: bubblewrap\n";
+      if (!action.empty() && action != "sandbox") {
+        config_text << "    env: {XV_FIXTURE_ACTION: \"" << action << "\"}\n";
+      }
+    }
+    const std::string config = WriteFile("worker.yaml", config_text.str());
     // --trainer-bin: the scripted fake answers `fingerprint` at once (no libtorch is offered).
     worker_a_ = sb_.StartFakeWorker(kWorkerA, {}, {"--config", config, "--kill-grace", "2"});
     worker_b_ = sb_.StartFakeWorker(kWorkerB, {}, {"--config", config, "--kill-grace", "2"});
@@ -98,9 +114,26 @@ class AutoresearchForkE2eTest : public ::testing::Test {
     return j.is_array() ? j : json::array();
   }
 
-  // Submits the base recipe with `sets` to trainer fork; returns the experiment id.
-  int64_t Submit(const std::vector<std::string>& sets) {
-    std::vector<std::string> args = {"submit", recipe_, "--trainer", "fork", "--json"};
+  // A TCP listener on 127.0.0.1 for the socket escape (outside the sandbox a connect works);
+  // returns its port.
+  int Listen() {
+    listener_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(listener_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return 9;
+    if (::listen(listener_fd_, 16) != 0) return 9;
+    socklen_t len = sizeof addr;
+    ::getsockname(listener_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    return ntohs(addr.sin_port);
+  }
+  void TearDown() override {
+    if (listener_fd_ >= 0) ::close(listener_fd_);
+  }
+
+  // Submits the base recipe with `sets` to `trainer`; returns the experiment id.
+  int64_t Submit(const std::vector<std::string>& sets, const std::string& trainer = "fork") {
+    std::vector<std::string> args = {"submit", recipe_, "--trainer", trainer, "--json"};
     for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
     json sub = XvctlJson(args);
     EXPECT_EQ(sub.value("experiment_ids", json::array()).size(), 1u) << sub.dump();
@@ -135,6 +168,8 @@ class AutoresearchForkE2eTest : public ::testing::Test {
   Sandbox sb_{"af"};
   ChildGuard xvd_, worker_a_, worker_b_;
   std::string recipe_;
+  int listener_fd_ = -1;
+  int listener_port_ = 9;
 };
 
 TEST_F(AutoresearchForkE2eTest, OverrideLandsInItsConstantAndTheSourceHashIsStored) {
@@ -208,6 +243,38 @@ TEST_F(AutoresearchForkE2eTest, KnobWithoutItsConstantIsRefusedBeforeAnythingRun
   for (const char* w : {kWorkerA, kWorkerB}) {
     EXPECT_FALSE(fs::exists(sb_.work_dir(w) + "/exp-" + std::to_string(id) + "-a1/train.py"));
   }
+}
+
+// The sandbox (bubblewrap): the fork runs in it; a write outside its attempt directory (into the
+// read-only data directory), a read of the daemon's state directory and a socket each fail the
+// attempt as sandbox_denied, and nothing outside the attempt directory changes.
+TEST_F(AutoresearchForkE2eTest, TheSandboxRunsTheForkAndDeniesItsEscapes) {
+  ASSERT_EQ(::access("/usr/bin/bwrap", X_OK), 0) << "needs bubblewrap";
+  const int64_t ok = Submit({}, "boxed");
+  const int64_t write = Submit({}, "boxed-write");
+  const int64_t read = Submit({}, "boxed-read");
+  const int64_t sock = Submit({}, "boxed-socket");
+  for (int64_t id : {ok, write, read, sock}) Wait(id);
+  auto row = [&](int64_t id) {
+    json r = Query("SELECT state, failure_kind, failure_detail FROM experiments WHERE id = " +
+                   std::to_string(id));
+    return r.size() == 1 ? r[0] : json();
+  };
+  json boxed = row(ok);
+  EXPECT_EQ(boxed["state"], "succeeded") << boxed.dump(2) << Logs();
+  for (int64_t id : {write, read, sock}) {
+    json r = row(id);
+    EXPECT_EQ(r["state"], "failed") << id << ": " << r.dump(2) << Logs();
+    EXPECT_EQ(r["failure_kind"], "sandbox_denied") << id << ": " << r.dump(2);
+    for (const json& log : Events(id, "log")) {
+      EXPECT_EQ(log.value("text", "").find("succeeded"), std::string::npos) << log.dump();
+    }
+  }
+  EXPECT_NE(row(write).value("failure_detail", "").find("Read-only file system"), std::string::npos)
+      << row(write).dump(2);
+  EXPECT_FALSE(fs::exists(sb_.data() + "/escape.txt"));
+  EXPECT_NE(row(sock).value("failure_detail", "").find("Connection refused"), std::string::npos)
+      << row(sock).dump(2);
 }
 
 TEST_F(AutoresearchForkE2eTest, AWelchRoundOfTheForkIsDecidedAsForKnobs) {

@@ -5,11 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "common/recipe.h"
 #include "common/sha256.h"
 #include "worker/trainer_config.h"
+#include "worker/trainer_sandbox.h"
 
 namespace xv::worker {
 namespace {
@@ -169,6 +174,21 @@ TEST(AutoresearchSource, KnobMapCoversEveryKnobWithUpstreamNames) {
   for (const std::string& name : RecipeKnobNames()) EXPECT_EQ(knobs.count(name), 1u) << name;
 }
 
+// docs/autoresearch.md's table is the map: one row per knob with its constant.
+TEST(AutoresearchSource, DocsTableListsEveryKnobWithItsConstant) {
+  const char* src = std::getenv("XV_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "XV_SOURCE_DIR not set (run through ctest)";
+  std::ifstream f(std::string(src) + "/docs/autoresearch.md");
+  std::stringstream text;
+  text << f.rdbuf();
+  ASSERT_FALSE(text.str().empty());
+  for (const KnobConstant& k : AutoresearchKnobMap()) {
+    const std::string row =
+        "| `" + k.knob + "` | " + (k.constant.empty() ? "" : "`" + k.constant + "` ") + "|";
+    EXPECT_NE(text.str().find(row), std::string::npos) << row;
+  }
+}
+
 TEST(AutoresearchConfig, ParsesTheKindWithItsSource) {
   WorkerConfig c;
   Status st = ParseWorkerConfigYaml(
@@ -194,6 +214,67 @@ TEST(AutoresearchConfig, ParsesTheKindWithItsSource) {
     ASSERT_FALSE(s.ok()) << yaml;
     EXPECT_NE(s.message().find(want), std::string::npos) << s.message();
   }
+}
+
+TEST(TrainerSandbox, BubblewrapHidesAllButTheSystemTheDataAndTheAttemptDir) {
+  SandboxMounts m;
+  m.attempt_dir = "/work/w/exp-1-a1";
+  m.data_dir = "/data/xv";
+  m.read_only = {"/opt/xv/python"};
+  const std::vector<std::string> a = BubblewrapArguments(m, {"/dev/nvidia0", "/dev/nvidiactl"});
+  auto has = [&](const std::vector<std::string>& seq) {
+    return std::search(a.begin(), a.end(), seq.begin(), seq.end()) != a.end();
+  };
+  EXPECT_EQ(a.front(), kBubblewrapPath);
+  EXPECT_EQ(a.back(), "--");
+  EXPECT_TRUE(has({"--unshare-net"}));
+  EXPECT_TRUE(has({"--die-with-parent"}));
+  EXPECT_TRUE(has({"--ro-bind", "/usr", "/usr"}));
+  EXPECT_TRUE(has({"--ro-bind", "/data/xv", "/data/xv"}));
+  EXPECT_TRUE(has({"--ro-bind", "/opt/xv/python", "/opt/xv/python"}));
+  EXPECT_TRUE(has({"--bind", "/work/w/exp-1-a1", "/work/w/exp-1-a1"}));
+  EXPECT_TRUE(has({"--dev-bind", "/dev/nvidia0", "/dev/nvidia0"}));
+  EXPECT_TRUE(has({"--tmpfs", "/tmp"}));
+  // The only writable bind is the attempt directory; / itself is never bound.
+  int writable = 0;
+  for (size_t i = 0; i + 1 < a.size(); ++i) {
+    writable += a[i] == "--bind";
+    EXPECT_FALSE((a[i] == "--ro-bind" || a[i] == "--bind") && a[i + 1] == "/") << i;
+  }
+  EXPECT_EQ(writable, 1);
+
+  ChildSpec child;
+  child.argv = {"/usr/bin/python3", "train.py"};
+  m.data_dir = "data";
+  EXPECT_FALSE(SandboxedChild(m, &child).ok());  // a relative mount is refused
+}
+
+TEST(TrainerSandbox, DenialsAreFoundInTheStderrTail) {
+  EXPECT_EQ(SandboxDenial("Traceback\nOSError: [Errno 30] Read-only file system: '/d/x'\n"),
+            "OSError: [Errno 30] Read-only file system: '/d/x'");
+  EXPECT_NE(SandboxDenial("ConnectionRefusedError: [Errno 111] Connection refused"), "");
+  EXPECT_NE(SandboxDenial("FileNotFoundError: [Errno 2] No such file or directory: '/s/xv.db'"),
+            "");
+  EXPECT_EQ(SandboxDenial("RuntimeError: CUDA out of memory\n"), "");
+}
+
+TEST(TrainerSandbox, ConfigTakesSandboxForCommandLikeTrainersOnly) {
+  WorkerConfig c;
+  ASSERT_TRUE(ParseWorkerConfigYaml("trainers:\n  - name: f\n    kind: autoresearch\n"
+                                    "    source: /a.py\n    sandbox: bubblewrap\n",
+                                    &c)
+                  .ok());
+  EXPECT_TRUE(c.trainers[0].sandbox);
+  Status s = ParseWorkerConfigYaml(
+      "trainers:\n  - name: f\n    kind: command\n    program: /bin/true\n    sandbox: docker\n",
+      &c);
+  EXPECT_NE(s.message().find("trainers[0].sandbox: must be none or bubblewrap"), std::string::npos)
+      << s.message();
+  s = ParseWorkerConfigYaml("trainers:\n  - name: l\n    kind: libtorch\n    sandbox: bubblewrap\n",
+                            &c);
+  EXPECT_NE(s.message().find("trainers[0].sandbox: only command and autoresearch"),
+            std::string::npos)
+      << s.message();
 }
 
 }  // namespace
