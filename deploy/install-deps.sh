@@ -16,6 +16,7 @@ PACKAGES=(
   chromium                # the dashboard e2e test's real browser (headless --dump-dom)
   hipcc                   # trainer_kernels_hip_compile: the fused kernels compiled for AMD GPUs
   python3-torch python3-numpy  # autoresearch forks: python/xv_autoresearch/prepare.py and its tests
+  bubblewrap              # sandboxed command/autoresearch trainers (worker/trainer_sandbox.h)
 )
 
 missing=()
