@@ -136,8 +136,11 @@ class AutoresearchForkE2eTest : public ::testing::Test {
     std::vector<std::string> args = {"submit", recipe_, "--trainer", trainer, "--json"};
     for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
     json sub = XvctlJson(args);
-    EXPECT_EQ(sub.value("experiment_ids", json::array()).size(), 1u) << sub.dump();
-    return sub.value("experiment_ids", json::array({0}))[0].get<int64_t>();
+    if (!sub.is_object() || sub.value("experiment_ids", json::array()).size() != 1) {
+      ADD_FAILURE() << "submit: " << sub.dump();
+      return 0;
+    }
+    return sub["experiment_ids"][0].get<int64_t>();
   }
 
   void Wait(int64_t id) {
@@ -174,7 +177,7 @@ class AutoresearchForkE2eTest : public ::testing::Test {
 
 TEST_F(AutoresearchForkE2eTest, OverrideLandsInItsConstantAndTheSourceHashIsStored) {
   const std::string before = ReadFileText(source_);
-  const int64_t id = Submit({"matrix_lr=0.02", "window_pattern=L", "adam_betas=0.9,0.99"});
+  const int64_t id = Submit({"matrix_lr=0.02", "window_pattern=L", "adam_betas=[0.9,0.99]"});
   ASSERT_GT(id, 0);
   Wait(id);
   json row = Query(
