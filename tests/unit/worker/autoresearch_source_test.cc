@@ -5,14 +5,19 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "common/recipe.h"
 #include "common/sha256.h"
+#include "worker/autoresearch_trainer.h"
 #include "worker/trainer_config.h"
 #include "worker/trainer_sandbox.h"
 
@@ -214,6 +219,64 @@ TEST(AutoresearchConfig, ParsesTheKindWithItsSource) {
     ASSERT_FALSE(s.ok()) << yaml;
     EXPECT_NE(s.message().find(want), std::string::npos) << s.message();
   }
+}
+
+// The launch: the copy in the attempt directory with the override, run as `program COPY args`,
+// the prepare folder first on PYTHONPATH (before a configured one), the copy's hash exported.
+TEST(AutoresearchTrainer, LaunchesTheRewrittenCopyWithPrepareFirstOnPythonPath) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("xv_ar_launch_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "attempt");
+  fs::create_directories(dir / "prepare");
+  std::ofstream(dir / "prepare" / "prepare.py") << "MAX_SEQ_LEN = 1\n";
+  std::ofstream(dir / "train.py") << "MATRIX_LR = 0.04\nDEPTH = 8\n";
+  TrainerConfig t;
+  t.name = "fork";
+  t.kind = TrainerKind::kAutoresearch;
+  t.program = "/usr/bin/python3";
+  t.args = {"--flag"};
+  t.source = (dir / "train.py").string();
+  t.prepare_dir = (dir / "prepare").string();
+  t.env = {{"PYTHONPATH", "/opt/extra"}};
+  Recipe r;
+  r.matrix_lr = 0.02;
+  r.threads = 2;
+  v1::ExperimentSpec spec;
+  spec.set_experiment_id(7);
+  spec.set_attempt(1);
+  spec.set_recipe_json(RecipeToJson(r).dump());
+  ChildSpec child;
+  AutoresearchAttempt a;
+  Status st = PrepareAutoresearchTrainer(t, spec, {"/data", "cpu", ""}, (dir / "attempt").string(),
+                                         &child, &a);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(child.argv,
+            (std::vector<std::string>{"/usr/bin/python3", (dir / "attempt" / "train.py").string(),
+                                      "--flag"}));
+  std::map<std::string, std::string> env;
+  for (const auto& [k, v] : child.env_overrides) env[k] = v;  // later entries win
+  EXPECT_EQ(env["PYTHONPATH"], (dir / "prepare").string() + ":/opt/extra");
+  EXPECT_EQ(env["XV_SOURCE_SHA256"], a.rewritten.sha256);
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "2");
+  EXPECT_EQ(env["XV_DATA_DIR"], "/data");
+  std::ifstream copy(dir / "attempt" / "train.py");
+  std::stringstream text;
+  text << copy.rdbuf();
+  EXPECT_EQ(text.str(), "MATRIX_LR = 0.02\nDEPTH = 8\n");
+  EXPECT_EQ(Sha256Hex(text.str()), a.rewritten.sha256);
+  const nlohmann::json ev = SourceEvent(a, "fork", 1.5);
+  EXPECT_EQ(ev["type"], "source");
+  EXPECT_EQ(ev["sha256"], a.rewritten.sha256);
+  EXPECT_EQ(ev["constants"]["MATRIX_LR"], "0.02");
+  EXPECT_EQ(ev["metric_version"], kPrepareModuleMetricVersion);
+  // No prepare.py where the config points: refused before start, naming the folder.
+  t.prepare_dir = (dir / "attempt").string();
+  st = PrepareAutoresearchTrainer(t, spec, {"/data", "cpu", ""}, (dir / "attempt").string(), &child,
+                                  &a);
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(st.message().find((dir / "attempt").string()), std::string::npos) << st.message();
+  fs::remove_all(dir);
 }
 
 TEST(TrainerSandbox, BubblewrapHidesAllButTheSystemTheDataAndTheAttemptDir) {
