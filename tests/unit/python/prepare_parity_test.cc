@@ -34,6 +34,7 @@
 #include "trainer/data/data_dir.h"
 #include "trainer/eval/bpb_evaluator.h"
 #include "trainer/train/training_data.h"
+#include "worker/autoresearch_source.h"
 
 namespace xv {
 namespace {
@@ -229,6 +230,8 @@ TEST_F(PrepareParityTest, ConstantsTokenizerAndMetricVersionFollowXv) {
   json meta = RunPython("meta", "XV_SEQUENCE_LEN=256 XV_TIME_BUDGET_S=8 XV_EVAL_TOKENS=16384");
   ASSERT_TRUE(meta.is_object());
   EXPECT_EQ(meta["metric_version"], trainer::kBpbMetricVersion);
+  // The worker stamps an autoresearch trainer's summary with the same version.
+  EXPECT_EQ(std::string(worker::kPrepareModuleMetricVersion), trainer::kBpbMetricVersion);
   EXPECT_EQ(meta["vocab_size"], kVocab);
   EXPECT_EQ(meta["bos_id"], kRanks);
   EXPECT_EQ(meta["max_seq_len"], 256);
