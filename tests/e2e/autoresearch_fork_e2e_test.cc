@@ -216,6 +216,14 @@ TEST_F(AutoresearchForkE2eTest, OverrideLandsInItsConstantAndTheSourceHashIsStor
   EXPECT_EQ(sum.out.substr(0, 64), source[0]["sha256"].get<std::string>());
   EXPECT_NE(ReadFileText(copy).find("MATRIX_LR = 0.02"), std::string::npos);
   EXPECT_EQ(ReadFileText(source_), before) << "the fork's own file must not change";
+  // xvctl show names the source that ran.
+  json show = XvctlJson({"show", std::to_string(id), "--json"});
+  EXPECT_EQ(show["source"]["sha256"], source[0]["sha256"]) << show.dump(2).substr(0, 3000);
+  EXPECT_EQ(show["source"]["file"], source_);
+  CommandResult text = Xvctl({"show", std::to_string(id)});
+  EXPECT_NE(text.out.find("source:    " + source[0]["sha256"].get<std::string>().substr(0, 12)),
+            std::string::npos)
+      << text.out;
 
   // The result is xv's val_bpb (xv's prepare module evaluated it).
   json result = Query("SELECT val_bpb, metric_version FROM results WHERE experiment_id = " +
