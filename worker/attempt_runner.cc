@@ -256,7 +256,6 @@ void KillAndReap(ChildProcess* child, ExitStatus* exit) {
   while (!child->TryReap(exit)) ::usleep(10000);
 }
 
-// The Finished of an attempt whose trainer ran: the exit and output classified, the stderr tail.
 // A sandboxed trainer that failed after the system denied it something: sandbox_denied.
 void ApplySandboxVerdict(const std::string& stderr_tail, AttemptOutcome* outcome) {
   if (outcome->state != "failed") return;
@@ -266,6 +265,7 @@ void ApplySandboxVerdict(const std::string& stderr_tail, AttemptOutcome* outcome
   outcome->failure_detail = "the sandbox denied the trainer: " + denial;
 }
 
+// The Finished of an attempt whose trainer ran: the exit and output classified, the stderr tail.
 v1::Finished FinishedAfterRun(const v1::ExperimentSpec& spec, const ExitStatus& exit,
                               const KillEscalation& escalation, const TrainerOutputRelay& relay,
                               const PreparedAttempt& prepared, SteadyClock::time_point started_at) {
