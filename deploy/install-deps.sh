@@ -18,6 +18,8 @@ PACKAGES=(
   hipcc                   # trainer_kernels_hip_compile: the fused kernels compiled for AMD GPUs
   slurm-wlm               # deploy_slurm_workers_test: a one-node Slurm runs deploy/slurm/xv-workers.sbatch
   systemd                 # deploy_install_test: systemd-analyze verify on the installed units
+  python3-torch python3-numpy  # autoresearch forks: python/xv_autoresearch/prepare.py and its tests
+  bubblewrap              # sandboxed command/autoresearch trainers (worker/trainer_sandbox.h)
 )
 
 missing=()

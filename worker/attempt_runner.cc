@@ -7,17 +7,20 @@
 
 #include <spdlog/spdlog.h>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
 #include "common/steady_clock_time.h"
 #include "common/untrusted_text.h"
+#include "worker/autoresearch_trainer.h"
 #include "worker/command_trainer.h"
 #include "worker/device_health/health_report.h"
 #include "worker/exit_classification.h"
 #include "worker/kill_escalation.h"
 #include "worker/trainer_output_relay.h"
+#include "worker/trainer_sandbox.h"
 
 namespace xv::worker {
 namespace {
@@ -52,19 +55,27 @@ std::string AttemptName(const v1::ExperimentSpec& spec) {
 // What an attempt has once its spec dir is ready.
 struct PreparedAttempt {
   std::string spec_dir;
-  TrainerConfig trainer;  // the plugin the spec names
-  bool is_command = false;
+  TrainerConfig trainer;    // the plugin the spec names
+  bool is_command = false;  // command or autoresearch
+  // An autoresearch trainer's rewritten source (set by BuildChildSpec).
+  std::optional<AutoresearchAttempt> autoresearch;
 };
 
-// The Finished of an attempt that ends before its trainer runs.
+double UnixSecondsNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The Finished of an attempt that ends before its trainer runs (kind "" = crashed, or cancelled
+// for a cancelled one).
 v1::Finished FinishedWithoutTrainer(const v1::ExperimentSpec& spec, const std::string& state,
-                                    const std::string& detail, SteadyClock::time_point started_at) {
+                                    const std::string& detail, SteadyClock::time_point started_at,
+                                    const std::string& kind = "") {
   v1::Finished fin;
   fin.set_experiment_id(spec.experiment_id());
   fin.set_attempt(spec.attempt());
   fin.set_exit_code(-1);
   fin.set_state(state);
-  fin.set_failure_kind(state == "cancelled" ? "cancelled" : "crashed");
+  fin.set_failure_kind(!kind.empty() ? kind : state == "cancelled" ? "cancelled" : "crashed");
   fin.set_failure_detail(SanitizeAndTruncateUtf8(detail, kMaxDetailBytes));
   fin.set_wall_seconds(SecondsSince(started_at));
   return fin;
@@ -94,7 +105,7 @@ Status PrepareSpecDir(const TrainerInvocation& inv, const std::string& spec_dir,
                             ConfiguredNames(config.trainers) + ")");
   }
   out->trainer = *trainer;
-  out->is_command = trainer->kind == TrainerKind::kCommand;
+  out->is_command = IsCommandLike(trainer->kind);
   XV_RETURN_IF_ERROR(WriteFile(spec_dir + "/recipe.json", spec.recipe_json()));
   if (out->is_command) return Status::Ok();
   std::string spec_json;
@@ -106,13 +117,44 @@ Status PrepareSpecDir(const TrainerInvocation& inv, const std::string& spec_dir,
   return WriteFile(spec_dir + "/spec.json", spec_json);
 }
 
+// An autoresearch trainer's source cannot take the recipe (a knob without its constant): the
+// attempt ends invalid before the trainer starts.
+v1::Finished RefusedBeforeStart(const v1::ExperimentSpec& spec, const std::string& detail,
+                                SteadyClock::time_point started_at) {
+  spdlog::warn("{}: refused before start: {}", AttemptName(spec), detail);
+  return FinishedWithoutTrainer(spec, "invalid", detail, started_at, "invalid_config");
+}
+
+// A sandboxed command-like trainer: bwrap around it, the attempt dir writable, the data, the
+// prepare folder and a program outside the system folders readable.
+Status SandboxChild(const TrainerInvocation& inv, const PreparedAttempt& prepared, ChildSpec* cs) {
+  SandboxMounts mounts;
+  mounts.attempt_dir = prepared.spec_dir;
+  mounts.data_dir = inv.data_dir;
+  if (prepared.autoresearch) mounts.read_only.push_back(prepared.autoresearch->prepare_dir);
+  const std::string& program = prepared.trainer.program;
+  if (program.rfind("/usr/", 0) != 0 && program.rfind("/bin/", 0) != 0) {
+    mounts.read_only.push_back(program.substr(0, program.rfind('/')));
+  }
+  return SandboxedChild(mounts, cs);
+}
+
 // The trainer's command line, environment and working directory.
 Status BuildChildSpec(const TrainerInvocation& inv, const v1::ExperimentSpec& spec,
-                      const PreparedAttempt& prepared, ChildSpec* cs) {
+                      PreparedAttempt* prepared_out, ChildSpec* cs) {
+  const PreparedAttempt& prepared = *prepared_out;
   if (prepared.is_command) {
-    return PrepareCommandTrainer(prepared.trainer, spec,
-                                 {inv.data_dir, inv.device_flag, inv.visible_devices},
-                                 prepared.spec_dir, cs);
+    const CommandTrainerContext context{inv.data_dir, inv.device_flag, inv.visible_devices};
+    if (prepared.trainer.kind == TrainerKind::kAutoresearch) {
+      AutoresearchAttempt a;
+      XV_RETURN_IF_ERROR(
+          PrepareAutoresearchTrainer(prepared.trainer, spec, context, prepared.spec_dir, cs, &a));
+      prepared_out->autoresearch = std::move(a);
+    } else {
+      XV_RETURN_IF_ERROR(
+          PrepareCommandTrainer(prepared.trainer, spec, context, prepared.spec_dir, cs));
+    }
+    return prepared.trainer.sandbox ? SandboxChild(inv, prepared, cs) : Status::Ok();
   }
   const std::string program =
       prepared.trainer.program.empty() ? inv.trainer_bin : prepared.trainer.program;
@@ -214,14 +256,25 @@ void KillAndReap(ChildProcess* child, ExitStatus* exit) {
   while (!child->TryReap(exit)) ::usleep(10000);
 }
 
+// A sandboxed trainer that failed after the system denied it something: sandbox_denied.
+void ApplySandboxVerdict(const std::string& stderr_tail, AttemptOutcome* outcome) {
+  if (outcome->state != "failed") return;
+  const std::string denial = SandboxDenial(stderr_tail);
+  if (denial.empty()) return;
+  outcome->failure_kind = kSandboxDeniedKind;
+  outcome->failure_detail = "the sandbox denied the trainer: " + denial;
+}
+
 // The Finished of an attempt whose trainer ran: the exit and output classified, the stderr tail.
 v1::Finished FinishedAfterRun(const v1::ExperimentSpec& spec, const ExitStatus& exit,
                               const KillEscalation& escalation, const TrainerOutputRelay& relay,
-                              bool require_summary, SteadyClock::time_point started_at) {
-  const AttemptOutcome outcome =
+                              const PreparedAttempt& prepared, SteadyClock::time_point started_at) {
+  AttemptOutcome outcome =
       ApplyOutputVerdict(ClassifyExit(exit, escalation.reason(), escalation.deadline_s(),
                                       relay.reader().error_message()),
-                         escalation.reason(), relay.reader(), require_summary);
+                         escalation.reason(), relay.reader(),
+                         /*require_summary=*/prepared.is_command);
+  if (prepared.trainer.sandbox) ApplySandboxVerdict(relay.StderrTail(), &outcome);
   v1::Finished fin;
   fin.set_experiment_id(spec.experiment_id());
   fin.set_attempt(spec.attempt());
@@ -296,10 +349,20 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
   TrainerOutputRelay relay(spec, prepared.spec_dir, prepared.trainer.output, inv_.stderr_tail_lines,
                            on_event);
 
-  // 4. The trainer's command line and environment.
+  // 4. The trainer's command line and environment; an autoresearch trainer's rewritten source
+  // (a knob its file cannot take is refused here) announced by a `source` event.
   ChildSpec child_spec;
-  st = BuildChildSpec(inv_, spec, prepared, &child_spec);
+  st = BuildChildSpec(inv_, spec, &prepared, &child_spec);
+  if (!st.ok() && st.code() == Status::Code::kInvalidArgument &&
+      prepared.trainer.kind == TrainerKind::kAutoresearch) {
+    return RefusedBeforeStart(spec, st.message(), started_at);
+  }
   if (!st.ok()) return FailedBeforeStart(spec, st.message(), started_at);
+  if (prepared.autoresearch) {
+    relay.SetUpstreamMetricVersion(kPrepareModuleMetricVersion);
+    relay.RelayWorkerEvent(
+        SourceEvent(*prepared.autoresearch, prepared.trainer.name, UnixSecondsNow()));
+  }
 
   // 5. Thermal guard: a device above --max-start-temp gets time to cool before the attempt starts.
   device_health::DeviceHealthMonitor::GuardResult guard;
@@ -338,8 +401,7 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
     health->start_temp_c = guard.start_temp_c;
     health->start_wait_s = guard.waited_s;
   }
-  v1::Finished fin = FinishedAfterRun(spec, exit, escalation, relay,
-                                      /*require_summary=*/prepared.is_command, started_at);
+  v1::Finished fin = FinishedAfterRun(spec, exit, escalation, relay, prepared, started_at);
   if (health) device_health::HealthSummaryToProto(*health, fin.mutable_health());
   return fin;
 }

@@ -2,7 +2,10 @@
 // happened. The spec's trainer name picks a configured trainer plugin (worker/trainer_config.h):
 // libtorch gets `<trainer> train --recipe-json SPEC_DIR/recipe.json --data DATA --device D` and
 // SPEC_DIR/spec.json; command gets SPEC_DIR/recipe.json and XV_* variables
-// (worker/command_trainer.h). Output: worker/trainer_output_relay.h; cancel and deadline:
+// (worker/command_trainer.h); autoresearch runs a copy of its source with the recipe in its
+// constants (worker/autoresearch_trainer.h; a knob the source cannot take ends the attempt invalid
+// before anything runs); a command-like trainer configured `sandbox: bubblewrap` runs under bwrap
+// (worker/trainer_sandbox.h). Output: worker/trainer_output_relay.h; cancel and deadline:
 // worker/kill_escalation.h; exit: worker/exit_classification.h.
 //
 // Thread-safety: Run is called by one thread at a time; Cancel may be called from any thread.

@@ -251,9 +251,10 @@ xv::v1::Capabilities BuildCapabilities(const WorkerSetup& setup) {
   xv::v1::Capabilities caps;
   for (const auto& t : setup.config.trainers) {
     caps.add_trainers(t.name);
-    spdlog::info("trainer '{}': {}{}{}", t.name, xv::worker::TrainerKindName(t.kind),
-                 t.kind == xv::worker::TrainerKind::kCommand ? " " : "",
-                 t.kind == xv::worker::TrainerKind::kCommand ? t.program : "");
+    const bool command = xv::worker::IsCommandLike(t.kind);
+    spdlog::info("trainer '{}': {}{}{}{}{}", t.name, xv::worker::TrainerKindName(t.kind),
+                 command ? " " : "", command ? t.program : "", t.source.empty() ? "" : " ",
+                 t.source);
   }
   caps.set_max_concurrent(1);
   caps.set_sliding_window(true);

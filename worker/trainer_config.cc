@@ -126,12 +126,41 @@ Status ReadTrainerFields(const YAML::Node& node, const std::string& path, Traine
     } else if (key == "output") {
       f->has_output = true;
       XV_RETURN_IF_ERROR(ReadScalar(value, field, &f->output));
+    } else if (key == "source") {
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &f->trainer.source));
+    } else if (key == "prepare") {
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &f->trainer.prepare_dir));
+    } else if (key == "sandbox") {
+      std::string mode;
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &mode));
+      if (mode != "none" && mode != "bubblewrap") {
+        return Invalid(field, "must be none or bubblewrap, got '" + mode + "'", value);
+      }
+      f->trainer.sandbox = mode == "bubblewrap";
     } else {
       return Invalid(field,
-                     "unknown field (a trainer has name, kind, program, args, env and output)",
+                     "unknown field (a trainer has name, kind, program, args, env, output, "
+                     "sandbox, and for autoresearch source and prepare)",
                      entry.first);
     }
   }
+  return Status::Ok();
+}
+
+// An autoresearch trainer: source required and absolute, prepare absolute when given, program
+// /usr/bin/python3 unless given.
+Status CheckAutoresearchFields(const std::string& path, const YAML::Node& node, TrainerConfig* t) {
+  if (t->source.empty()) {
+    return Invalid(path + ".source", "required for an autoresearch trainer (its train.py)", node);
+  }
+  if (t->source[0] != '/') {
+    return Invalid(path + ".source", "must be an absolute path, got '" + t->source + "'", node);
+  }
+  if (!t->prepare_dir.empty() && t->prepare_dir[0] != '/') {
+    return Invalid(path + ".prepare", "must be an absolute path, got '" + t->prepare_dir + "'",
+                   node);
+  }
+  if (t->program.empty()) t->program = "/usr/bin/python3";
   return Status::Ok();
 }
 
@@ -142,6 +171,14 @@ Status ApplyTrainerKind(const TrainerFields& f, const std::string& path, const Y
   if (f.kind == "libtorch") {
     t->kind = TrainerKind::kLibtorch;
     if (f.has_args) return Invalid(path + ".args", "only command trainers take args", node);
+    if (t->sandbox) {
+      return Invalid(path + ".sandbox", "only command and autoresearch trainers run sandboxed",
+                     node);
+    }
+    if (!t->source.empty() || !t->prepare_dir.empty()) {
+      return Invalid(path + (t->source.empty() ? ".prepare" : ".source"),
+                     "only autoresearch trainers take source and prepare", node);
+    }
     if (f.has_output && f.output != "xv-events") {
       return Invalid(path + ".output",
                      "a libtorch trainer writes xv-events, got '" + f.output + "'", node);
@@ -149,8 +186,15 @@ Status ApplyTrainerKind(const TrainerFields& f, const std::string& path, const Y
     t->output = TrainerOutputFormat::kXvEvents;
     return Status::Ok();
   }
-  if (f.kind == "command") {
-    t->kind = TrainerKind::kCommand;
+  if (f.kind == "command" || f.kind == "autoresearch") {
+    const bool autoresearch = f.kind == "autoresearch";
+    t->kind = autoresearch ? TrainerKind::kAutoresearch : TrainerKind::kCommand;
+    if (autoresearch) {
+      XV_RETURN_IF_ERROR(CheckAutoresearchFields(path, node, t));
+    } else if (!t->source.empty() || !t->prepare_dir.empty()) {
+      return Invalid(path + (t->source.empty() ? ".prepare" : ".source"),
+                     "only autoresearch trainers take source and prepare", node);
+    }
     if (t->program.empty()) {
       return Invalid(path + ".program", "required for a command trainer", node);
     }
@@ -166,8 +210,11 @@ Status ApplyTrainerKind(const TrainerFields& f, const std::string& path, const Y
     }
     return Status::Ok();
   }
-  if (f.kind.empty()) return Invalid(path + ".kind", "required (libtorch or command)", node);
-  return Invalid(path + ".kind", "must be libtorch or command, got '" + f.kind + "'", node);
+  if (f.kind.empty()) {
+    return Invalid(path + ".kind", "required (libtorch, command or autoresearch)", node);
+  }
+  return Invalid(path + ".kind", "must be libtorch, command or autoresearch, got '" + f.kind + "'",
+                 node);
 }
 
 Status ParseTrainer(const YAML::Node& node, const std::string& path, TrainerConfig* out) {
@@ -264,10 +311,14 @@ Status LoadWorkerConfigFile(const std::string& path, WorkerConfig* config,
 
 Status CheckWorkerConfigPrograms(const WorkerConfig& config) {
   for (const TrainerConfig& t : config.trainers) {
-    if (t.kind != TrainerKind::kCommand) continue;
+    if (!IsCommandLike(t.kind)) continue;
     if (::access(t.program.c_str(), X_OK) != 0) {
       return Status::InvalidArgument("trainer '" + t.name + "': program " + t.program +
                                      " is not an executable file");
+    }
+    if (t.kind == TrainerKind::kAutoresearch && ::access(t.source.c_str(), R_OK) != 0) {
+      return Status::InvalidArgument("trainer '" + t.name + "': source " + t.source +
+                                     " is not a readable file");
     }
   }
   return Status::Ok();
@@ -282,7 +333,15 @@ const TrainerConfig* FindTrainer(const WorkerConfig& config, const std::string& 
 }
 
 const char* TrainerKindName(TrainerKind kind) {
-  return kind == TrainerKind::kLibtorch ? "libtorch" : "command";
+  switch (kind) {
+    case TrainerKind::kLibtorch:
+      return "libtorch";
+    case TrainerKind::kCommand:
+      return "command";
+    case TrainerKind::kAutoresearch:
+      return "autoresearch";
+  }
+  return "command";
 }
 
 const char* TrainerOutputFormatName(TrainerOutputFormat format) {

@@ -17,6 +17,19 @@
 //       # or a list: env: [WANDB_API_KEY, PYTHONUNBUFFERED=1]: NAME passes the worker's value on
 //       # (when it has one), NAME=value sets it
 //       output: auto              # auto | xv-events | upstream (command only; default auto)
+//     - name: my-fork
+//       kind: autoresearch        # a command trainer for an autoresearch train.py (see below)
+//       source: /home/me/autoresearch/train.py   # required, an absolute path
+//       program: /usr/bin/python3                # optional (default /usr/bin/python3)
+//       prepare: /opt/xv/share/xv/python/xv_autoresearch   # optional: the folder of xv's
+//                                                 # prepare.py (default: the installed one)
+//       args, env, output: as for command (output default auto)
+//       sandbox: bubblewrap       # command and autoresearch: none (default) | bubblewrap
+//
+// An autoresearch trainer runs `program SPEC_DIR/<source's file name> args...`: the worker copies
+// the source into the attempt directory with its constants rewritten from the resolved recipe
+// (worker/autoresearch_source.h) and puts `prepare` first on PYTHONPATH
+// (worker/autoresearch_trainer.h).
 //
 // Thread-safety: plain values and pure functions.
 #pragma once
@@ -30,7 +43,8 @@
 
 namespace xv::worker {
 
-enum class TrainerKind { kLibtorch, kCommand };
+// kAutoresearch is a command trainer whose source file the worker rewrites per attempt.
+enum class TrainerKind { kLibtorch, kCommand, kAutoresearch };
 
 // How a trainer's stdout is read (worker/trainer_output_reader.h).
 enum class TrainerOutputFormat {
@@ -50,7 +64,13 @@ struct TrainerConfig {
   // the worker's whole environment anyway.
   std::vector<std::string> env_inherit;
   TrainerOutputFormat output = TrainerOutputFormat::kXvEvents;  // libtorch: always kXvEvents
+  std::string source;       // autoresearch only: the fork's train.py (absolute)
+  std::string prepare_dir;  // autoresearch only: folder of prepare.py ("" = the installed one)
+  bool sandbox = false;     // command-like only: run under bubblewrap (worker/trainer_sandbox.h)
 };
+
+// True for the kinds that run a configured program with the command contract (command_trainer.h).
+inline bool IsCommandLike(TrainerKind kind) { return kind != TrainerKind::kLibtorch; }
 
 struct WorkerConfig {
   std::vector<TrainerConfig> trainers;  // in file order; names unique
@@ -75,13 +95,14 @@ Status ParseWorkerConfigYaml(const std::string& yaml_text, WorkerConfig* config,
 Status LoadWorkerConfigFile(const std::string& path, WorkerConfig* config,
                             const IsWorkerFlagKey& is_flag_key = nullptr);
 
-// Every command trainer's program exists and is executable; the message names the trainer.
+// Every command trainer's program exists and is executable, and every autoresearch trainer's
+// source is a readable file; the message names the trainer.
 Status CheckWorkerConfigPrograms(const WorkerConfig& config);
 
 // The trainer named `name` ("" means "libtorch"), or nullptr.
 const TrainerConfig* FindTrainer(const WorkerConfig& config, const std::string& name);
 
-// "libtorch" / "command"; "auto" / "xv-events" / "upstream".
+// "libtorch" / "command" / "autoresearch"; "auto" / "xv-events" / "upstream".
 const char* TrainerKindName(TrainerKind kind);
 const char* TrainerOutputFormatName(TrainerOutputFormat format);
 

@@ -47,6 +47,8 @@ class TrainerOutputReader {
   // A `summary` event of xv's, or one with a val_bpb built from upstream's block, was relayed.
   bool saw_summary() const { return saw_summary_ || parser_.summary_emitted(); }
   int malformed_lines() const { return parser_.malformed_lines(); }
+  // The metric_version of summaries built from upstream output (default "upstream").
+  void SetUpstreamMetricVersion(const std::string& version) { parser_.set_metric_version(version); }
   const std::vector<std::string>& malformed_examples() const {
     return parser_.malformed_examples();
   }

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 
+#include "common/bounded_json.h"
 #include "common/untrusted_text.h"
 
 namespace xv::worker {
@@ -95,6 +96,11 @@ void TrainerOutputRelay::Relay(const std::vector<TrainerOutputEvent>& events) {
     events_file_ << ev.json() << '\n';
     on_event_(ev);
   }
+}
+
+void TrainerOutputRelay::RelayWorkerEvent(const nlohmann::json& event) {
+  Relay({TrainerOutputEvent{event["type"].get<std::string>(), DumpJsonLossless(event)}});
+  events_file_.flush();
 }
 
 void TrainerOutputRelay::Finish() {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "worker/line_tail.h"
 #include "worker/trainer_config.h"
 #include "worker/trainer_output_reader.h"
@@ -36,6 +38,14 @@ class TrainerOutputRelay {
   // caller closes the pipe), true when it would block.
   bool DrainStdout(int fd);
   bool DrainStderr(int fd);
+
+  // Relays an event the worker makes itself (an autoresearch trainer's `source` event) as the
+  // next seq, exactly as a trainer's. REQUIRES: `event` is an object with a string `type`.
+  void RelayWorkerEvent(const nlohmann::json& event);
+  // See TrainerOutputReader::SetUpstreamMetricVersion.
+  void SetUpstreamMetricVersion(const std::string& version) {
+    reader_.SetUpstreamMetricVersion(version);
+  }
 
   // The end of stdout: a last line without its end, then whatever the reader still holds. Logs
   // the malformed upstream lines it ignored, if any.

@@ -241,7 +241,7 @@ void UpstreamOutputParser::EndSummaryBlock(double now_s, std::vector<json>* out)
           ev["total_tokens_M"].get<double>() * 1e6 / ev["training_seconds"].get<double>();
     }
   }
-  ev["metric_version"] = "upstream";
+  ev["metric_version"] = metric_version_;
   ev["output_format"] = "upstream";
   if (ev.contains("val_bpb") && ev["val_bpb"].is_number()) summary_emitted_ = true;
   summary_ = json::object();

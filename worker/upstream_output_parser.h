@@ -15,7 +15,7 @@
 //    total_seconds, peak_vram_mb, mfu_percent, total_tokens_M, num_steps, num_params_M, depth, and
 //    any other numeric key a fork adds) -> one `summary` event when the block ends (a line that is
 //    not `key: value`, or Finish), with `tok_per_sec` (mean of the progress figures after step 10,
-//    else total tokens / training seconds), `metric_version: "upstream"` and
+//    else total tokens / training seconds), `metric_version` ("upstream" unless set) and
 //    `output_format: "upstream"` added. A non-finite val_bpb counts as diverged. num_steps, depth
 //    and a progress line's epoch are integers: a value with no int64 value (nan, inf, 1e30) is
 //    null in the summary and left out of the step event;
@@ -50,6 +50,10 @@ class UpstreamOutputParser {
   // the run diverged without printing FAIL.
   std::vector<nlohmann::json> Finish(double now_s);
 
+  // The summary's metric_version ("upstream" unless set): an autoresearch trainer evaluates with
+  // xv's prepare module, whose val_bpb is xv's (worker/autoresearch_source.h).
+  void set_metric_version(std::string version) { metric_version_ = std::move(version); }
+
   bool diverged() const { return diverged_; }
   // Why it counts as diverged ("non-finite loss (nan) at step 42"); "" when it did not.
   const std::string& divergence_detail() const { return divergence_detail_; }
@@ -68,6 +72,7 @@ class UpstreamOutputParser {
   void CountMalformed(std::string_view segment);
 
   const double min_step_interval_s_;
+  std::string metric_version_ = "upstream";
   std::optional<nlohmann::json> held_step_;  // the newest step event not yet sent
   double last_step_sent_t_ = -1e300;
   int64_t last_step_ = -1;

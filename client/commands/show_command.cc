@@ -9,6 +9,7 @@
 #include "client/views/experiment_detail_view.h"
 #include "client/views/experiment_view.h"
 #include "common/bounded_json.h"
+#include "common/bounded_json_or_discarded.h"
 
 namespace xv::client {
 namespace {
@@ -49,6 +50,14 @@ EventsSummary ReadEvents(DaemonClient* client, const v1::Experiment& e) {
   while (reader->Read(&ev)) {
     ++summary.counts[ev.kind()];
     if (ev.kind() == "state") summary.states.push_back(StateStep(ev));
+    if (ev.kind() == "source") {
+      const nlohmann::json j = ParseBoundedJsonOrDiscarded(ev.json());
+      if (j.is_object() && j.contains("sha256") && j["sha256"].is_string() &&
+          j["sha256"].get<std::string>().size() == 64) {
+        summary.source_sha256 = j["sha256"].get<std::string>();
+        summary.source_file = j.value("file", "");
+      }
+    }
     if (terminal && ev.kind() == "state" && ev.state() == e.state() &&
         ev.attempt() == e.attempt()) {
       summary.complete = true;

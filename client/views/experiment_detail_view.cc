@@ -104,6 +104,10 @@ std::string RenderExperimentDetail(const v1::Experiment& e, const v1::Campaign& 
   }
   out << "events:    " << (counts.empty() ? "none stored" : counts)
       << (events.complete ? "" : " (so far)") << "\n";
+  if (!events.source_sha256.empty()) {
+    out << "source:    " << events.source_sha256.substr(0, 12) << " (" << events.source_file
+        << ", constants rewritten)\n";
+  }
   if (!events.states.empty()) {
     out << "states:    ";
     for (size_t i = 0; i < events.states.size(); ++i) {
@@ -127,6 +131,9 @@ nlohmann::json ExperimentDetailJson(const v1::Experiment& e, const v1::Campaign&
   j["campaign"] = campaign.name();
   j["events"] = {
       {"counts", events.counts}, {"states", events.states}, {"complete", events.complete}};
+  if (!events.source_sha256.empty()) {
+    j["source"] = {{"sha256", events.source_sha256}, {"file", events.source_file}};
+  }
   j["stderr_tail"] = e.stderr_tail();
   return j;
 }

@@ -17,6 +17,10 @@ struct EventsSummary {
   std::map<std::string, int> counts;  // kind -> events
   std::vector<std::string> states;  // "queued", "assigned (attempt 1)", "failed: oom: ..." in order
   bool complete = false;            // the replay reached the experiment's final state
+  // An autoresearch trainer's last `source` event (worker/autoresearch_trainer.h): the sha256 of
+  // the rewritten train.py that ran and the file it came from ("" when none).
+  std::string source_sha256;
+  std::string source_file;
 };
 
 // Each override of the experiment against the head recipe: {"knob": {"run": v, "head": w}}

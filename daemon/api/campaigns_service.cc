@@ -57,6 +57,8 @@ grpc::Status CampaignsService::CreateCampaign(grpc::ServerContext* ctx,
   BudgetContract budget;
   if (s.ok()) s = ParseBudgetContract(req->budget_json(), &budget);
   if (s.ok() && budget.time_budget_s) base.time_budget_s = *budget.time_budget_s;
+  // The metric contract: val_bpb's context length and token count are pinned for the campaign.
+  if (s.ok()) PinContractMetric(&budget, &base.sequence_len, &base.eval_tokens);
   if (s.ok()) s = ValidateRecipe(base).WithContext("recipe: ");
   ResolvedSizes sizes;
   if (s.ok()) s = ResolveSizes(base, &sizes).WithContext("recipe: ");

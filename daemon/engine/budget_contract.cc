@@ -14,6 +14,8 @@ namespace {
 
 constexpr double kMaxSeconds = 86400.0;
 constexpr int64_t kMaxConcurrent = 4096;
+constexpr int64_t kMaxSequenceLen = 1048576;       // the recipe's sequence_len range
+constexpr int64_t kMaxEvalTokens = 1000000000000;  // the recipe's eval_tokens range
 
 std::string FormatSeconds(double v) {
   std::ostringstream os;
@@ -41,6 +43,22 @@ Status ReadSeconds(const nlohmann::json& j, const std::string& key, double min, 
   return Status::Ok();
 }
 
+// An integer in 1..max: 2 and 2.0 are accepted, 2.5, "2" and true are not.
+Status ReadInteger(const nlohmann::json& j, const std::string& key, int64_t max,
+                   const std::string& what, int64_t* out) {
+  const nlohmann::json& m = j.at(key);
+  const bool integral =
+      m.is_number_integer() || (m.is_number_float() && std::isfinite(m.get<double>()) &&
+                                m.get<double>() == std::floor(m.get<double>()));
+  const double d = m.is_number() ? m.get<double>() : 0.0;
+  if (!integral || d < 1 || d > static_cast<double>(max)) {
+    return Status::InvalidArgument("budget." + key + ": must be an integer " + what + " in 1.." +
+                                   std::to_string(max) + ", got " + Got(m));
+  }
+  *out = static_cast<int64_t>(d);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
@@ -62,10 +80,11 @@ Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
   }
   for (const auto& [key, value] : j.items()) {
     if (key != "time_budget_s" && key != "startup_allowance_s" && key != "eval_allowance_s" &&
-        key != "max_concurrent") {
+        key != "max_concurrent" && key != "sequence_len" && key != "eval_tokens") {
       return Status::InvalidArgument("budget." + FieldNameForMessage(key) +
                                      ": unknown field (known: time_budget_s, "
-                                     "startup_allowance_s, eval_allowance_s, max_concurrent)");
+                                     "startup_allowance_s, eval_allowance_s, max_concurrent, "
+                                     "sequence_len, eval_tokens)");
     }
   }
   double v = 0;
@@ -82,18 +101,20 @@ Status ParseBudgetContract(const std::string& json_text, BudgetContract* out) {
     c.eval_allowance_s = v;
   }
   if (j.contains("max_concurrent")) {
-    // An integer: 2 and 2.0 are accepted, 2.5, "2" and true are not.
-    const nlohmann::json& m = j.at("max_concurrent");
-    const bool integral =
-        m.is_number_integer() || (m.is_number_float() && std::isfinite(m.get<double>()) &&
-                                  m.get<double>() == std::floor(m.get<double>()));
-    const double d = m.is_number() ? m.get<double>() : 0.0;
-    if (!integral || d < 1 || d > static_cast<double>(kMaxConcurrent)) {
-      return Status::InvalidArgument(
-          "budget.max_concurrent: must be an integer number of experiments in 1..4096, got " +
-          Got(m));
-    }
-    c.max_concurrent = static_cast<int>(d);
+    int64_t n = 0;
+    XV_RETURN_IF_ERROR(
+        ReadInteger(j, "max_concurrent", kMaxConcurrent, "number of experiments", &n));
+    c.max_concurrent = static_cast<int>(n);
+  }
+  if (j.contains("sequence_len")) {
+    int64_t n = 0;
+    XV_RETURN_IF_ERROR(ReadInteger(j, "sequence_len", kMaxSequenceLen, "number of tokens", &n));
+    c.sequence_len = n;
+  }
+  if (j.contains("eval_tokens")) {
+    int64_t n = 0;
+    XV_RETURN_IF_ERROR(ReadInteger(j, "eval_tokens", kMaxEvalTokens, "number of tokens", &n));
+    c.eval_tokens = n;
   }
   *out = c;
   return Status::Ok();
@@ -110,6 +131,8 @@ std::string BudgetContractToJson(const BudgetContract& contract) {
   j["startup_allowance_s"] = seconds(contract.startup_allowance_s);
   if (contract.eval_allowance_s) j["eval_allowance_s"] = seconds(*contract.eval_allowance_s);
   if (contract.max_concurrent) j["max_concurrent"] = *contract.max_concurrent;
+  if (contract.sequence_len) j["sequence_len"] = *contract.sequence_len;
+  if (contract.eval_tokens) j["eval_tokens"] = *contract.eval_tokens;
   return j.dump();
 }
 
@@ -123,6 +146,31 @@ Status CheckContractTimeBudget(const BudgetContract& contract, double time_budge
   return Status::InvalidArgument(
       "time_budget_s: fixed at " + FormatSeconds(*contract.time_budget_s) +
       " s by the campaign's budget contract (got " + FormatSeconds(time_budget_s) + ")");
+}
+
+void PinContractMetric(BudgetContract* contract, int* sequence_len, int64_t* eval_tokens) {
+  if (contract->sequence_len) *sequence_len = static_cast<int>(*contract->sequence_len);
+  if (contract->eval_tokens) *eval_tokens = *contract->eval_tokens;
+  contract->sequence_len = *sequence_len;
+  contract->eval_tokens = *eval_tokens;
+}
+
+Status CheckContractMetric(const BudgetContract& contract, int64_t sequence_len,
+                           int64_t eval_tokens) {
+  if (contract.sequence_len && *contract.sequence_len != sequence_len) {
+    return Status::InvalidArgument(
+        "sequence_len: fixed at " + std::to_string(*contract.sequence_len) +
+        " by the campaign's metric contract (val_bpb is measured at this context length; got " +
+        std::to_string(sequence_len) + ")");
+  }
+  if (contract.eval_tokens && *contract.eval_tokens != eval_tokens) {
+    return Status::InvalidArgument("eval_tokens: fixed at " +
+                                   std::to_string(*contract.eval_tokens) +
+                                   " by the campaign's metric contract (val_bpb is measured over "
+                                   "this many validation tokens; got " +
+                                   std::to_string(eval_tokens) + ")");
+  }
+  return Status::Ok();
 }
 
 }  // namespace xv::daemon

@@ -155,6 +155,8 @@ Status AddCandidateRuns(const xv::v1::Candidate& cand, size_t ci, CandidateRunCo
   XV_RETURN_IF_ERROR(ApplyOverrides(pairs, &r).WithContext(label));
   XV_RETURN_IF_ERROR(ValidateRecipe(r).WithContext(label));
   XV_RETURN_IF_ERROR(CheckContractTimeBudget(plan.budget, r.time_budget_s).WithContext(label));
+  XV_RETURN_IF_ERROR(
+      CheckContractMetric(plan.budget, r.sequence_len, r.eval_tokens).WithContext(label));
   ResolvedSizes sizes;
   XV_RETURN_IF_ERROR(ResolveSizes(r, &sizes).WithContext(label));
   const nlohmann::json knobs = RecipeToJson(r);
@@ -268,6 +270,8 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
   XV_RETURN_IF_ERROR(ValidateRecipe(base).WithContext("recipe: "));
   XV_RETURN_IF_ERROR(
       CheckContractTimeBudget(plan.budget, base.time_budget_s).WithContext("recipe: "));
+  XV_RETURN_IF_ERROR(CheckContractMetric(plan.budget, base.sequence_len, base.eval_tokens)
+                         .WithContext("recipe: "));
   ResolvedSizes base_sizes;
   XV_RETURN_IF_ERROR(ResolveSizes(base, &base_sizes).WithContext("recipe: "));
   store::NewSubmission sub = SubmissionOf(req, base, base_sizes, kind);

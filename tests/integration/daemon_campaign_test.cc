@@ -396,8 +396,10 @@ TEST_F(DaemonCampaign, BudgetContractFixesTheTimeBudgetAndTheHardDeadlineOfEvery
   xv::v1::Campaign created;
   grpc::Status gs = Create("budget", kPolicy, &created, R"({"time_budget_s": 3})");
   ASSERT_TRUE(gs.ok()) << gs.error_message();
+  // The metric contract pins cpu-tiny's sequence_len and eval_tokens (issue 16).
   EXPECT_EQ(json::parse(created.budget_json()),
-            json::parse(R"({"time_budget_s": 3, "startup_allowance_s": 300})"));
+            json::parse(R"({"time_budget_s": 3, "startup_allowance_s": 300, "sequence_len": 256,
+                            "eval_tokens": 16384})"));
   EXPECT_EQ(json::parse(created.head_recipe_json()).at("time_budget_s").get<double>(), 3.0);
 
   xv::v1::SubmitResponse round;
@@ -452,6 +454,20 @@ TEST_F(DaemonCampaign, BudgetContractFixesTheTimeBudgetAndTheHardDeadlineOfEvery
   EXPECT_NE(gs.error_message().find("recipe: time_budget_s: fixed at 3 s"), std::string::npos)
       << gs.error_message();
   EXPECT_EQ(List(xv::v1::ListExperimentsRequest()).size(), runs);  // nothing queued
+
+  // What val_bpb means is pinned too: another eval_tokens or sequence_len is refused by name.
+  gs = SubmitRound("budget", {"eval_tokens=8192"}, &r);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(gs.error_message().find("candidate 1 (eval_tokens=8192): eval_tokens: fixed at 16384 "
+                                    "by the campaign's metric contract"),
+            std::string::npos)
+      << gs.error_message();
+  gs = SubmitRound("budget", {"sequence_len=128"}, &r);
+  EXPECT_EQ(gs.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(gs.error_message().find("sequence_len: fixed at 256 by the campaign's metric contract"),
+            std::string::npos)
+      << gs.error_message();
+  EXPECT_EQ(List(xv::v1::ListExperimentsRequest()).size(), runs);
 
   // Bad contracts are refused naming the field, and no campaign is made.
   const std::pair<std::string, std::string> bad[] = {

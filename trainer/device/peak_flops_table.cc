@@ -38,7 +38,10 @@ const std::vector<PeakFlopsEntry>& PeakFlopsEntries() {
       {"RX 9070 XT", 194.6e12,
        "AMD Radeon RX 9070 XT spec: 1557 INT4 sparse TOPS / 8 = FP16/BF16 dense matrix"},
       {"8060S", 59.4e12,
-       "derived: Radeon 8060S 40 CU x 512 FP16 FLOP/clk (RDNA 3.5 WMMA) x 2.9 GHz"},
+       "derived, no AMD datasheet figure: 40 CU (AMD Ryzen AI Max+ 395 spec) x 512 FP16/BF16 "
+       "FLOP/clk/CU (RDNA 3 dual-issue WMMA, AMD GPUOpen 'How to accelerate AI applications on "
+       "RDNA 3 using WMMA') x 2.9 GHz max GPU clock = 59.39 TFLOPS, the figure the Strix Halo "
+       "homelab guide computes (github.com/MichaelBui/strixhalo-homelab); never measured by xv"},
   };
   return kEntries;
 }

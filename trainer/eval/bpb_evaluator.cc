@@ -24,13 +24,10 @@ std::pair<torch::Tensor, torch::Tensor> BatchToTensors(const TokenBatch& batch,
   return {x, y};
 }
 
-Status EvaluateBpb(GPT& model, BatchSource* val_batches, const std::vector<int32_t>& token_bytes,
-                   int64_t steps, const torch::Device& device, torch::ScalarType autocast_dtype,
-                   BpbResult* out) {
+Status EvaluateBpbOfLoss(const PerTokenLoss& per_token_loss, BatchSource* val_batches,
+                         const std::vector<int32_t>& token_bytes, int64_t steps,
+                         const torch::Device& device, BpbResult* out) {
   auto t0 = std::chrono::steady_clock::now();
-  torch::NoGradGuard no_grad;
-  bool was_training = model->is_training();
-  model->eval();
   const int64_t vocab = static_cast<int64_t>(token_bytes.size());
   auto bytes_table =
       torch::tensor(std::vector<int64_t>(token_bytes.begin(), token_bytes.end()), torch::kLong)
@@ -43,11 +40,7 @@ Status EvaluateBpb(GPT& model, BatchSource* val_batches, const std::vector<int32
   for (int64_t i = 0; i < steps; ++i) {
     XV_RETURN_IF_ERROR(val_batches->Next(&batch));
     auto [x, y] = BatchToTensors(batch, device);
-    torch::Tensor loss_flat;
-    {
-      AutocastScope autocast(device, autocast_dtype);
-      loss_flat = model->forward(x, y, "none").view(-1).to(torch::kDouble);
-    }
+    torch::Tensor loss_flat = per_token_loss(x, y).reshape(-1).to(torch::kDouble);
     auto y_flat = y.view(-1);
     auto in_vocab = (y_flat >= 0) & (y_flat < vocab);
     bad_ids += (~in_vocab & (y_flat != -1)).sum();
@@ -57,7 +50,6 @@ Status EvaluateBpb(GPT& model, BatchSource* val_batches, const std::vector<int32
     total_bytes += nbytes.sum();
     tokens += y_flat.numel();
   }
-  if (was_training) model->train();
   int64_t bad = bad_ids.item<int64_t>();
   if (bad > 0) {
     return Status::InvalidArgument("validation split: " + std::to_string(bad) +
@@ -73,6 +65,22 @@ Status EvaluateBpb(GPT& model, BatchSource* val_batches, const std::vector<int32
   out->val_bpb = out->total_nats / (std::log(2.0) * static_cast<double>(out->total_bytes));
   out->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Status::Ok();
+}
+
+Status EvaluateBpb(GPT& model, BatchSource* val_batches, const std::vector<int32_t>& token_bytes,
+                   int64_t steps, const torch::Device& device, torch::ScalarType autocast_dtype,
+                   BpbResult* out) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  Status st = EvaluateBpbOfLoss(
+      [&](const torch::Tensor& x, const torch::Tensor& y) {
+        AutocastScope autocast(device, autocast_dtype);
+        return model->forward(x, y, "none");
+      },
+      val_batches, token_bytes, steps, device, out);
+  if (was_training) model->train();
+  return st;
 }
 
 }  // namespace xv::trainer

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <torch/torch.h>
@@ -17,8 +18,10 @@
 
 namespace xv::trainer {
 
-// The val_bpb definition: raw byte length of each token (specials 0), upstream's corrected
-// evaluate_bpb. Stored with every result; bump it when the definition changes.
+// The val_bpb definition: raw byte length of each token (specials 0). Upstream's evaluate_bpb
+// counts each token's decoded text instead (a cut UTF-8 piece decodes to U+FFFD, 3 bytes), never
+// fewer bytes, so xv's val_bpb is never below upstream's on the same model (docs/as-built.md).
+// Stored with every result; bump it when the definition changes.
 inline constexpr const char* kBpbMetricVersion = "bpb-raw-bytes-v2";
 
 struct BpbResult {
@@ -38,6 +41,17 @@ int64_t EvalSteps(int64_t eval_tokens, int64_t device_batch_size, int64_t sequen
 Status EvaluateBpb(GPT& model, BatchSource* val_batches, const std::vector<int32_t>& token_bytes,
                    int64_t steps, const torch::Device& device, torch::ScalarType autocast_dtype,
                    BpbResult* out);
+
+// Per-token losses (nats) of inputs x and targets y, both int64 [rows, T]: any tensor of rows * T
+// elements (the model's forward with reduction "none").
+using PerTokenLoss = std::function<torch::Tensor(const torch::Tensor& x, const torch::Tensor& y)>;
+
+// The same sums over any per-token loss (the GPT overload calls it under no_grad, the model in
+// eval mode and autocast). The parity test of the Python `prepare` module feeds both the same
+// model outputs through it (tests/unit/python/).
+Status EvaluateBpbOfLoss(const PerTokenLoss& per_token_loss, BatchSource* val_batches,
+                         const std::vector<int32_t>& token_bytes, int64_t steps,
+                         const torch::Device& device, BpbResult* out);
 
 // Row-major [rows, cols] int32 tokens -> (inputs, targets) int64 [rows, cols-1] on `device`.
 std::pair<torch::Tensor, torch::Tensor> BatchToTensors(const TokenBatch& batch,

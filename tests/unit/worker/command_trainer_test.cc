@@ -84,7 +84,7 @@ TEST(WorkerConfigTest, RefusalsNameTheField) {
        "trainers[0].program: must be an absolute path, got 'train.py'"},
       {"trainers:\n  - name: x\n    kind: command\n", "trainers[0].program: required"},
       {"trainers:\n  - name: x\n    kind: shell\n    program: /bin/sh\n",
-       "trainers[0].kind: must be libtorch or command, got 'shell'"},
+       "trainers[0].kind: must be libtorch, command or autoresearch, got 'shell'"},
       {"trainers:\n  - name: x\n    program: /bin/sh\n", "trainers[0].kind: required"},
       {"trainers:\n  - kind: libtorch\n", "trainers[0].name: required"},
       {"trainers:\n  - name: 'a b'\n    kind: libtorch\n", "trainers[0].name: 'a b' is not"},

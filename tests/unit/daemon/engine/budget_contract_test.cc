@@ -51,7 +51,44 @@ TEST(BudgetContract, UnknownKeyIsRefusedListingTheKnownOnes) {
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.message(),
             "budget.time_budjet_s: unknown field (known: time_budget_s, startup_allowance_s, "
-            "eval_allowance_s, max_concurrent)");
+            "eval_allowance_s, max_concurrent, sequence_len, eval_tokens)");
+}
+
+// The metric contract (issue 16): pinned from the base recipe when not given, given values
+// replace the recipe's, round trip through the stored JSON, and a recipe that differs is refused
+// naming the knob.
+TEST(BudgetContract, MetricContractPinsSequenceLenAndEvalTokens) {
+  BudgetContract c;
+  ASSERT_TRUE(ParseBudgetContract(R"({"eval_tokens": 4096})", &c).ok());
+  int sequence_len = 256;
+  int64_t eval_tokens = 16384;
+  PinContractMetric(&c, &sequence_len, &eval_tokens);
+  EXPECT_EQ(sequence_len, 256);
+  EXPECT_EQ(eval_tokens, 4096);
+  ASSERT_TRUE(c.sequence_len && c.eval_tokens);
+  EXPECT_EQ(*c.sequence_len, 256);
+  EXPECT_EQ(*c.eval_tokens, 4096);
+  BudgetContract again;
+  ASSERT_TRUE(ParseBudgetContract(BudgetContractToJson(c), &again).ok());
+  EXPECT_EQ(BudgetContractToJson(again), BudgetContractToJson(c));
+  EXPECT_TRUE(CheckContractMetric(c, 256, 4096).ok());
+  Status s = CheckContractMetric(c, 512, 4096);
+  EXPECT_EQ(s.message(),
+            "sequence_len: fixed at 256 by the campaign's metric contract (val_bpb is measured at "
+            "this context length; got 512)");
+  s = CheckContractMetric(c, 256, 8192);
+  EXPECT_EQ(s.message().rfind("eval_tokens: fixed at 4096 by the campaign's metric contract", 0),
+            0u)
+      << s.message();
+  // A contract stored before issue 16 pins neither.
+  EXPECT_TRUE(CheckContractMetric(BudgetContract{}, 512, 8192).ok());
+  for (const char* bad :
+       {R"({"sequence_len": 0})", R"({"eval_tokens": 2.5})", R"({"sequence_len": "64"})"}) {
+    BudgetContract b;
+    s = ParseBudgetContract(bad, &b);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.message().rfind("budget.", 0), 0u) << s.message();
+  }
 }
 
 TEST(BudgetContract, NonNumbersAndNonObjectsAreRefusedNamingTheField) {
