@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/interrupted_attempt.h"
 #include "common/steady_clock_time.h"
 #include "worker/message_text_repair.h"
 #include "worker/orphan_trainer.h"
@@ -18,6 +19,19 @@ using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>;
 
 // Register.probe_json limit of xvd (daemon/api/workers_service.cc).
 constexpr size_t kMaxProbeJsonBytes = 64 * 1024;
+
+// The cancel that ended `fin` came from this worker's stop, not from xvd: the attempt is
+// interrupted, and xvd requeues it (common/interrupted_attempt.h).
+void ReportInterruptedByStop(v1::Finished* fin) {
+  spdlog::info(
+      "experiment {} attempt {}: stopped with the worker; reported interrupted (xvd "
+      "requeues it while it has attempts left)",
+      fin->experiment_id(), fin->attempt());
+  fin->set_state(kInterruptedFinishedState);
+  fin->set_failure_kind(kWorkerStoppedFailureKind);
+  fin->set_failure_detail("the worker was stopped (a stop signal) while the trainer ran; " +
+                          fin->failure_detail());
+}
 
 }  // namespace
 
@@ -54,6 +68,8 @@ void WorkerSession::RequestStop() {
   {
     MutexLock lock(&mu_);
     stop_ = true;
+    stopped_experiment_ = running_experiment_;
+    stopped_attempt_ = running_attempt_;
   }
   runner_.Cancel(0, 0);
   cv_.notify_all();
@@ -175,6 +191,13 @@ void WorkerSession::ExecutorLoop() {
       }
       outbox_.Push(m);
     });
+    {
+      MutexLock lock(&mu_);
+      if (fin.experiment_id() == stopped_experiment_ && fin.attempt() == stopped_attempt_ &&
+          fin.state() == "cancelled") {
+        ReportInterruptedByStop(&fin);
+      }
+    }
     v1::WorkerMessage m;
     *m.mutable_finished() = fin;
     outbox_.Push(m);

@@ -61,10 +61,11 @@ class WorkerSession {
   // their events and Finished replayed after Registered, from the seq the daemon acknowledges;
   // attempts whose trainer was still running are orphans: their leftover processes are killed,
   // they are not reported (the daemon marks them lost and requeues them) and their events are
-  // replayed. On stop, a running attempt is cancelled (TERM, then KILL) and its Finished is
-  // delivered and acknowledged if the daemon is reachable within stop_flush_s (else it stays in
-  // the spool for the next start). Fails (before any connection) only when the spool directory
-  // cannot be opened or read.
+  // replayed. On stop, a running attempt is cancelled (TERM, then KILL) and reported interrupted
+  // (xvd requeues it as lost with its worker; a trainer that still finishes within the grace
+  // reports its own outcome); that Finished is delivered and acknowledged if the daemon is
+  // reachable within stop_flush_s (else it stays in the spool for the next start). Fails (before
+  // any connection) only when the spool directory cannot be opened or read.
   Status Run();
   void RequestStop();
 
@@ -115,6 +116,11 @@ class WorkerSession {
   int64_t running_experiment_ GUARDED_BY(mu_) = 0;
   int32_t running_attempt_ GUARDED_BY(mu_) = 0;
   int64_t running_seq_ GUARDED_BY(mu_) = 0;
+  // The attempt that was running when RequestStop came (0 when none): its Finished, if the stop's
+  // cancel ended it, is reported interrupted (common/interrupted_attempt.h) so that xvd requeues
+  // it.
+  int64_t stopped_experiment_ GUARDED_BY(mu_) = 0;
+  int32_t stopped_attempt_ GUARDED_BY(mu_) = 0;
   // The current stream's context, for TryCancel.
   grpc::ClientContext* live_context_ GUARDED_BY(mu_) = nullptr;
   // Attempts listed in the last Register whose first EventAck has not arrived yet.

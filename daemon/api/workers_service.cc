@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "common/interrupted_attempt.h"
 #include "common/run_states.h"
 #include "common/untrusted_text.h"
 #include "daemon/api/worker_message_edge.h"
@@ -301,6 +302,10 @@ void WorkersService::HandleFinished(const xv::v1::Register& reg,
                  finished->experiment_id(), finished->attempt(), note);
   }
   if (!batcher->Flush()) return;  // unacknowledged: the worker sends it again
+  if (finished->state() == kInterruptedFinishedState) {
+    HandleInterrupted(reg, session, *finished);
+    return;
+  }
   xv::v1::DaemonMessage ack;
   Status s = store_->attempts().FinishAttempt(session->worker_id(), *finished, ack.mutable_ack());
   if (!s.ok()) {
@@ -315,6 +320,42 @@ void WorkersService::HandleFinished(const xv::v1::Register& reg,
     spdlog::info("experiment {} attempt {} finished on {}: {}", finished->experiment_id(),
                  finished->attempt(), reg.worker_name(), finished->state());
   }
+  session->Push(std::move(ack));
+  dispatcher_->Schedule();
+}
+
+void WorkersService::HandleInterrupted(const xv::v1::Register& reg,
+                                       const std::shared_ptr<ConnectedWorker>& session,
+                                       const xv::v1::Finished& finished) {
+  const int64_t exp = finished.experiment_id();
+  const int attempt = finished.attempt();
+  bool active = false;
+  Status s = store_->attempts().IsActiveAttemptOf(session->worker_id(), exp, attempt, &active);
+  bool requeued = false;
+  if (s.ok() && active) {
+    s = store_->attempts().MarkAttemptLost(exp, attempt,
+                                           "worker " + reg.worker_name() +
+                                               " was stopped while the trainer ran (" +
+                                               finished.failure_detail() + ")",
+                                           dispatcher_->options().max_attempts, &requeued);
+  }
+  if (!s.ok()) {
+    // Unacknowledged: the worker sends it again (or the lease expires and the same rule applies).
+    spdlog::warn("worker {}: interrupted {}/{}: {}", reg.worker_name(), exp, attempt, s.ToString());
+    return;
+  }
+  spdlog::info("experiment {} attempt {} interrupted on {} (the worker stopped): {}", exp, attempt,
+               reg.worker_name(),
+               !active    ? "no longer its active attempt, nothing changes"
+               : requeued ? "requeued"
+                          : "out of attempts, lost");
+  xv::v1::DaemonMessage ack;
+  int64_t seq = 0;
+  if (!store_->attempts().HighestContiguousSeq(exp, attempt, &seq).ok()) seq = 0;
+  ack.mutable_ack()->set_experiment_id(exp);
+  ack.mutable_ack()->set_attempt(attempt);
+  ack.mutable_ack()->set_seq(seq);
+  ack.mutable_ack()->set_finished(true);
   session->Push(std::move(ack));
   dispatcher_->Schedule();
 }

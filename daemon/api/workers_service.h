@@ -76,6 +76,12 @@ class WorkersService final : public grpc::Service {
   // Stores the batch, then the attempt's end, and acks it (unless the store failed).
   void HandleFinished(const xv::v1::Register& reg, const std::shared_ptr<ConnectedWorker>& session,
                       EventBatcher* batcher, xv::v1::Finished* finished);
+  // A Finished the worker sent as interrupted (it was stopped while the trainer ran;
+  // common/interrupted_attempt.h): when it is still this worker's active attempt, the attempt is
+  // lost with its worker (requeued while the experiment has attempts left), then acknowledged.
+  void HandleInterrupted(const xv::v1::Register& reg,
+                         const std::shared_ptr<ConnectedWorker>& session,
+                         const xv::v1::Finished& finished);
   // Marks the worker offline unless a newer session took over; the session's final status.
   grpc::Status EndSession(const xv::v1::Register& reg, int64_t worker_id,
                           const std::string& protocol_error);

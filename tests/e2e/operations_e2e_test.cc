@@ -10,6 +10,9 @@
 //  - CancelStopsRunningAndQueuedExperiments: `xvctl cancel RUNNING QUEUED FINISHED 999999`: the
 //    running trainer is stopped and both end cancelled, the finished one keeps its state, the
 //    unknown id is named and makes the exit code 1; the worker takes the next experiment.
+//  - StoppedWorkerHandsItsAttemptBackToTheQueue: SIGTERM to a worker mid-run (systemd, Slurm and
+//    Kubernetes stop workers so) reports the attempt interrupted: xvd requeues it at once (the
+//    lease is far longer than the test) and the next worker runs it to success as attempt 2.
 //  - FullDiskMakesTheDaemonReadOnlyUntilSpaceReturns: the state directory is a 4 MiB tmpfs
 //    (mounted by the test; root only, else skipped) filled to the last byte after the WAL was
 //    truncated: the next submission fails with FAILED_PRECONDITION naming the cause and the
@@ -272,6 +275,34 @@ TEST_F(OperationsE2eTest, CampaignMaxAttemptsLimitsRequeues) {
       "max attempts: campaign 'once' (1 attempt): experiment %lld ended %s after attempt "
       "%d\n",
       static_cast<long long>(id), e.value("state", "").c_str(), e.value("attempt", 0));
+}
+
+TEST_F(OperationsE2eTest, StoppedWorkerHandsItsAttemptBackToTheQueue) {
+  // A lease far longer than the test: the requeue must come from the worker's report, not from
+  // the lease running out.
+  StartDaemon({"--lease-ms", "120000", "--heartbeat-ms", "300"});
+  const std::string recipe = SourcePath("recipes/cpu-tiny.yaml");
+  ChildGuard& stopped = StartWorker("op-stop", {{"XV_FAKE_MODE", "hang"}});
+  json sub = XvctlJson({"submit", recipe, "--candidate", "matrix_lr=0.02", "--json"});
+  ASSERT_EQ(sub.value("experiment_ids", json::array()).size(), 1u) << sub.dump();
+  const int64_t id = sub["experiment_ids"][0];
+  ASSERT_TRUE(WaitUntil([&] { return Experiment(id).value("state", "") == "running"; }, 30))
+      << Logs();
+  // SIGTERM, as systemd, Slurm (scancel, the time limit) and Kubernetes stop a worker.
+  const int status = stopped.Stop(30);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status << Logs();
+  ASSERT_TRUE(WaitUntil([&] { return Experiment(id).value("state", "") == "queued"; }, 30))
+      << Experiment(id).dump() << Logs();
+  EXPECT_EQ(Experiment(id).value("attempt", 0), 1) << Experiment(id).dump();
+  // The next worker runs it: attempt 2, to success.
+  StartWorker("op-next", {});
+  ASSERT_TRUE(WaitUntil([&] { return Experiment(id).value("state", "") == "succeeded"; }, 60))
+      << Experiment(id).dump() << Logs();
+  EXPECT_EQ(Experiment(id).value("attempt", 0), 2) << Experiment(id).dump();
+  EXPECT_NE(ReadFileText(sb_.Path("xvd.log")).find("interrupted on op-stop"), std::string::npos)
+      << Logs();
+  std::printf("stopped worker: experiment %lld requeued on SIGTERM, succeeded on attempt 2\n",
+              static_cast<long long>(id));
 }
 
 // Writes zeros to `path` until the file system is full.

@@ -220,6 +220,35 @@ TEST_F(WorkerSessionTest, CancelStopsTheRunningTrainer) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
 }
 
+// A stop signal (systemd, Slurm or Kubernetes ending the worker) is not a cancel: the attempt the
+// stop ended is reported interrupted, which xvd requeues (common/interrupted_attempt.h), and the
+// Finished reaches the daemon before the session ends.
+TEST_F(WorkerSessionTest, StopReportsTheRunningAttemptInterrupted) {
+  setenv("XV_FAKE_MODE", "hang", 1);
+  FakeDaemon daemon(/*ack=*/true);
+  auto server = StartServer(address_, &daemon);
+  StartWorker();
+  daemon.Send(Assign(45));
+  ASSERT_TRUE(WaitFor(
+      [&] { return daemon.With([](FakeDaemon& d) { return d.events_.size() >= 2; }); }, 20));
+  session_->RequestStop();
+  runner_.join();
+  unsetenv("XV_FAKE_MODE");
+  daemon.With([](FakeDaemon& d) {
+    if (d.finished_.size() != 1u) {
+      ADD_FAILURE() << "expected one Finished, got " << d.finished_.size();
+      return 0;
+    }
+    EXPECT_EQ(d.finished_[0].experiment_id(), 45);
+    EXPECT_EQ(d.finished_[0].state(), "interrupted");
+    EXPECT_EQ(d.finished_[0].failure_kind(), "worker_stopped");
+    EXPECT_NE(d.finished_[0].failure_detail().find("stop signal"), std::string::npos)
+        << d.finished_[0].failure_detail();
+    return 0;
+  });
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+}
+
 TEST_F(WorkerSessionTest, DaemonGoingAwayMidAttemptLosesNothing) {
   setenv("XV_FAKE_STEPS", "30", 1);
   setenv("XV_FAKE_STEP_SECONDS", "0.05", 1);
