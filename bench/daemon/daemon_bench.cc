@@ -428,7 +428,9 @@ int RunScalePhase(const std::string& xvd, const std::string& work_dir, int64_t f
   }
   const int64_t rss_peak = ProcessMemoryKib(daemon.pid(), "VmHWM:");
   const int64_t rss = ProcessMemoryKib(daemon.pid(), "VmRSS:");
+  const double stop_start = Now();
   const int wait_status = daemon.Stop();
+  const double stop_s = Now() - stop_start;
   int rc = 0;
   if (!probe_err.empty()) {
     std::fprintf(stderr, "xv-bench-daemon: scale phase: %s\n", probe_err.c_str());
@@ -458,8 +460,9 @@ int RunScalePhase(const std::string& xvd, const std::string& work_dir, int64_t f
   row("ack of 64 step events, during the big submit", f.ack_during_submit_s);
   std::printf(
       "big submit: %lld rows in %.2f s; xvd start on the filled database %.2f s; xvd RSS "
-      "peak %.1f MiB\n",
-      static_cast<long long>(f.big_submit_rows), f.big_submit_s, startup_s, rss_peak / 1024.0);
+      "peak %.1f MiB; exit %.2f s after SIGTERM\n",
+      static_cast<long long>(f.big_submit_rows), f.big_submit_s, startup_s, rss_peak / 1024.0,
+      stop_s);
 
   nlohmann::json& j = (*figures)["scale"];
   j["experiments"] = fill_experiments;
@@ -477,6 +480,7 @@ int RunScalePhase(const std::string& xvd, const std::string& work_dir, int64_t f
   j["big_submit_s"] = f.big_submit_s;
   j["xvd_rss_peak_kib"] = rss_peak;
   j["xvd_rss_kib"] = rss;
+  j["xvd_stop_s"] = stop_s;
   return rc;
 }
 
@@ -731,7 +735,10 @@ int main(int argc, char** argv) {
                                                     : 0.0;
     figures["xvd_rss_peak_kib"] = ProcessMemoryKib(pid, "VmHWM:");
     figures["xvd_rss_kib"] = ProcessMemoryKib(pid, "VmRSS:");
+    const double stop_start = Now();
     const int wait_status = daemon.Stop();
+    figures["xvd_stop_s"] = Now() - stop_start;
+    std::printf("xvd exited %.2f s after SIGTERM\n", Now() - stop_start);
     if (wait_status != 0) {
       std::fprintf(stderr, "xv-bench-daemon: xvd did not exit cleanly (wait status %d); log %s\n",
                    wait_status, (work_dir + "/xvd.log").c_str());

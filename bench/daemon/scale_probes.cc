@@ -227,12 +227,12 @@ std::string ProbeBigSubmit(const std::shared_ptr<grpc::Channel>& channel, int64_
     done = true;
   });
   std::string err;
-  while (!done.load()) {
+  do {  // at least once, however fast the submit
     if (!probe(&out->status_during_submit_s, &out->ack_during_submit_s)) {
       err = "probe during the submit failed";
       break;
     }
-  }
+  } while (!done.load());
   submitter.join();
   // The big campaign's rows stay queued: pause it so the hold worker gets none of them.
   xv::v1::GetCampaignRequest pause;
