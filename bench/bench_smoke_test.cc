@@ -88,6 +88,28 @@ TEST(BenchSmokeTest, DaemonPrintsItsTablesAndEveryRunSucceeds) {
   EXPECT_GT(NumberAfter(r.out, R"(submit experiments/s, batched / single:)"), 0) << r.out;
 }
 
+TEST(BenchSmokeTest, DaemonQuickRunsItsScalePhaseAndWritesItsFigures) {
+  const std::string bin = BinaryPath("xv-bench-daemon");
+  if (access(bin.c_str(), X_OK) != 0) GTEST_SKIP() << bin << " not built";
+  const std::string json = ::testing::TempDir() + "/xv-bench-daemon-quick.json";
+  CommandResult r = RunCommand({bin, "--quick", "--xvd", BinaryPath("xvd"), "--json", json}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The fill grew the batched campaign (24 runs) to 2000 experiments with 50 metrics rows each.
+  EXPECT_EQ(NumberAfter(r.out, R"(filled: \+)"), 1976) << r.out;
+  for (const char* row :
+       {R"(newest 20 of the campaign\s+30 )", R"(best 10 by val_bpb\s+30 )",
+        R"(page of 500 at a random id\s+30 )", R"(dispatch: Submit start \.\. Assign read\s+30 )",
+        R"(Status, during the big submit\s+)", R"(ack of 64 step events, idle\s+)"}) {
+    EXPECT_GT(NumberAfter(r.out, row), 0) << "row " << row << " missing:\n" << r.out;
+  }
+  EXPECT_EQ(NumberAfter(r.out, R"(big submit:)"), 1008) << r.out;  // 63 x 16 replicates
+  const std::string figures = xv::e2e::ReadFileText(json);
+  for (const char* key : {"\"runs_per_s_with_events\"", "\"metric_rows_per_s\"", "\"dispatch\"",
+                          "\"xvd_rss_peak_kib\"", "\"db_bytes_per_step_event\""}) {
+    EXPECT_NE(figures.find(key), std::string::npos) << key << " missing from " << figures;
+  }
+}
+
 TEST(BenchSmokeTest, DaemonRejectsABatchAboveTheSubmitLimit) {
   const std::string bin = BinaryPath("xv-bench-daemon");
   if (access(bin.c_str(), X_OK) != 0) GTEST_SKIP() << bin << " not built";

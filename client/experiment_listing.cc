@@ -1,5 +1,6 @@
 #include "client/experiment_listing.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 
@@ -10,6 +11,37 @@ namespace xv::client {
 namespace {
 
 constexpr int kPageSize = 500;
+
+using PageFetch =
+    std::function<Status(const v1::ListExperimentsRequest&, std::vector<v1::Experiment>*)>;
+
+// The `filter.limit` highest ids, in id order: newest-first pages of at most kPageSize, so the
+// cost follows the limit, not the table.
+Status ListNewest(const ExperimentFilter& filter, const PageFetch& fetch,
+                  std::vector<v1::Experiment>* out) {
+  int64_t before = 0;  // 0: from the newest
+  while (static_cast<int>(out->size()) < filter.limit) {
+    v1::ListExperimentsRequest req;
+    ApplyFilter(filter, &req);
+    req.set_descending(true);
+    req.set_after_id(before);
+    const int want = std::min(kPageSize, filter.limit - static_cast<int>(out->size()));
+    req.set_limit(want);
+    std::vector<v1::Experiment> page;
+    XV_RETURN_IF_ERROR(fetch(req, &page));
+    size_t taken = 0;
+    for (auto& e : page) {
+      if (before != 0 && e.id() >= before) continue;  // a server that ignores the order
+      before = e.id();
+      out->push_back(std::move(e));
+      ++taken;
+    }
+    if (static_cast<int>(page.size()) < want || taken == 0) break;
+  }
+  if (static_cast<int>(out->size()) > filter.limit) out->resize(filter.limit);
+  std::reverse(out->begin(), out->end());
+  return Status::Ok();
+}
 
 Status ListPaged(const ExperimentFilter& filter,
                  const std::function<Status(const v1::ListExperimentsRequest&,
@@ -40,6 +72,7 @@ Status ListPaged(const ExperimentFilter& filter,
   if (!filter.sort.empty() && filter.sort != "id") {
     return Status::InvalidArgument("--sort: must be id or val_bpb, got '" + filter.sort + "'");
   }
+  if (filter.limit > 0) return ListNewest(filter, fetch, out);
   int64_t after = 0;
   while (true) {
     v1::ListExperimentsRequest req;
@@ -54,9 +87,6 @@ Status ListPaged(const ExperimentFilter& filter,
       out->push_back(std::move(e));
     }
     if (static_cast<int>(page.size()) < kPageSize || page.empty()) break;
-  }
-  if (filter.limit > 0 && static_cast<int>(out->size()) > filter.limit) {
-    out->erase(out->begin(), out->end() - filter.limit);
   }
   return Status::Ok();
 }

@@ -37,6 +37,8 @@
 #include <sqlite3.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/daemon/database_fill.h"
+#include "bench/daemon/scale_probes.h"
 #include "tests/e2e/process_harness.h"
 #include "tests/integration/daemon_fake_worker.h"
 #include "xv/v1/experiments.grpc.pb.h"
@@ -78,6 +80,24 @@ double ProcessCpuSeconds(pid_t pid) {
     if (i == 15) stime = std::atoll(field.c_str());
   }
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A "VmHWM:" / "VmRSS:" figure of /proc/PID/status in KiB; -1 when unreadable.
+int64_t ProcessMemoryKib(pid_t pid, const std::string& field) {
+  std::istringstream in(ReadText("/proc/" + std::to_string(pid) + "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field, 0) == 0) return std::atoll(line.c_str() + field.size());
+  }
+  return -1;
+}
+
+// {"n", "p50", "p99", "max"} of latencies in seconds, as milliseconds.
+nlohmann::json LatencyJson(const std::vector<double>& s) {
+  return {{"n", s.size()},
+          {"p50_ms", 1e3 * Percentile(s, 50)},
+          {"p99_ms", 1e3 * Percentile(s, 99)},
+          {"max_ms", 1e3 * Percentile(s, 100)}};
 }
 
 // Bytes of the database's pages in use (page_count - freelist_count) x page_size, read through a
@@ -342,14 +362,126 @@ int Usage(FILE* out) {
       out,
       "usage: xv-bench-daemon [--workers N] [--experiments K] [--events E] [--batch B] "
       "[--xvd PATH] [--work-dir DIR] [--keep]\n"
+      "                       [--fill-experiments N] [--fill-metrics M] [--big-submit R]\n"
+      "                       [--probe-calls C] [--json FILE] [--quick]\n"
       "  --workers      fake workers connected at once (default 4)\n"
       "  --experiments  experiments per phase: single submits, then batched (default 400)\n"
       "  --events       step events each run streams in the event phase (default 50)\n"
       "  --batch        candidates per batched Submit (default 64, at most 256)\n"
       "  --xvd          the daemon binary (default: xvd beside this program)\n"
       "  --work-dir     where state/ and xvd.log are made (default a fresh /tmp directory)\n"
-      "  --keep         keep the state dir and xvd.log\n");
+      "  --keep         keep the state dir and xvd.log\n"
+      "  --fill-experiments  scale phase: grow the batched campaign to N experiments by direct\n"
+      "                 SQLite copies (xvd stopped), restart xvd, probe dispatch, queries and a "
+      "big\n"
+      "                 submit (default 0: no scale phase)\n"
+      "  --fill-metrics total metrics rows the fill adds (default 100 per filled experiment)\n"
+      "  --big-submit   rows of the big submit in the scale phase (default 10000)\n"
+      "  --probe-calls  calls per latency probe in the scale phase (default 200)\n"
+      "  --json         also write every figure to FILE as one JSON object\n"
+      "  --quick        small sizes for a smoke test: 2 workers, K 24, E 5, B 8, fill 2000\n"
+      "                 experiments and 100000 metrics rows, big submit 1000, 30 probe calls\n");
   return out == stdout ? 0 : 2;
+}
+
+// The scale phase: xvd is stopped; the batched campaign is grown to `fill_experiments` rows with
+// `fill_metrics` metrics rows by direct SQLite copies; xvd starts again on the big database; then
+// dispatch latency, results-style queries and a big submit's effect on Status and event acks are
+// probed, and xvd's memory and the database's size read. Returns the exit code (0 or 1).
+int RunScalePhase(const std::string& xvd, const std::string& work_dir, int64_t fill_experiments,
+                  int64_t fill_metrics, int64_t big_submit, int calls, nlohmann::json* figures) {
+  const std::string state = work_dir + "/state";
+  const std::string db_path = state + "/xv.db";
+  xv::bench::FillFigures fill;
+  const int64_t per_exp =
+      fill_experiments > 0 ? (fill_metrics + fill_experiments - 1) / fill_experiments : 0;
+  std::printf(
+      "\nscale phase: filling %s to %lld experiments, %lld metrics rows each (direct SQLite)\n",
+      db_path.c_str(), static_cast<long long>(fill_experiments), static_cast<long long>(per_exp));
+  const std::string err =
+      xv::bench::FillDatabase(db_path, "bench-batched", fill_experiments, per_exp, &fill);
+  if (!err.empty()) {
+    std::fprintf(stderr, "xv-bench-daemon: %s\n", err.c_str());
+    return 1;
+  }
+  const int64_t db_filled = DatabaseBytes(db_path);
+  std::printf("filled: +%lld experiments, +%lld metrics rows in %.1f s; database %.1f MB\n",
+              static_cast<long long>(fill.experiments_added),
+              static_cast<long long>(fill.metrics_added), fill.seconds, db_filled / 1e6);
+  const double t0 = Now();
+  xv::e2e::ChildGuard daemon({xvd, "--state-dir", state, "--listen", "none", "--rate-limit", "0"},
+                             {}, work_dir + "/xvd.log");
+  const std::string socket = state + "/xvd.sock";
+  if (!xv::e2e::WaitForUnixListener(socket, 300)) {
+    std::fprintf(stderr,
+                 "xv-bench-daemon: xvd did not listen on the filled database; its log:\n%s\n",
+                 xv::e2e::FileTail(work_dir + "/xvd.log").c_str());
+    return 1;
+  }
+  const double startup_s = Now() - t0;
+  auto channel = grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
+  xv::bench::ScaleFigures f;
+  std::string probe_err = xv::bench::ProbeQueries(channel, "bench-batched", calls, &f);
+  if (probe_err.empty()) probe_err = xv::bench::ProbeDispatch(channel, calls, &f);
+  if (probe_err.empty() && big_submit > 0) {
+    probe_err = xv::bench::ProbeBigSubmit(channel, big_submit, &f);
+  }
+  const int64_t rss_peak = ProcessMemoryKib(daemon.pid(), "VmHWM:");
+  const int64_t rss = ProcessMemoryKib(daemon.pid(), "VmRSS:");
+  const double stop_start = Now();
+  const int wait_status = daemon.Stop();
+  const double stop_s = Now() - stop_start;
+  int rc = 0;
+  if (!probe_err.empty()) {
+    std::fprintf(stderr, "xv-bench-daemon: scale phase: %s\n", probe_err.c_str());
+    rc = 1;
+  }
+  if (wait_status != 0) {
+    std::fprintf(stderr,
+                 "xv-bench-daemon: xvd did not exit cleanly after the scale phase (wait "
+                 "status %d)\n",
+                 wait_status);
+    rc = 1;
+  }
+  if (ReportFakeWorkerFailures()) rc = 1;
+
+  auto ms = [](double s) { return s * 1e3; };
+  auto row = [&](const std::string& name, const std::vector<double>& v) {
+    std::printf("%-46s %7zu %9.2f %9.2f %9.2f\n", name.c_str(), v.size(), ms(Percentile(v, 50)),
+                ms(Percentile(v, 99)), ms(Percentile(v, 100)));
+  };
+  std::printf("\n%-46s %7s %9s %9s %9s\n", "at scale (xvd restarted on the filled database)",
+              "calls", "p50 ms", "p99 ms", "max ms");
+  for (const auto& [name, v] : f.query_s) row(name, v);
+  row("dispatch: Submit start .. Assign read", f.dispatch_s);
+  row("Status, idle", f.status_idle_s);
+  row("Status, during the big submit", f.status_during_submit_s);
+  row("ack of 64 step events, idle", f.ack_idle_s);
+  row("ack of 64 step events, during the big submit", f.ack_during_submit_s);
+  std::printf(
+      "big submit: %lld rows in %.2f s; xvd start on the filled database %.2f s; xvd RSS "
+      "peak %.1f MiB; exit %.2f s after SIGTERM\n",
+      static_cast<long long>(f.big_submit_rows), f.big_submit_s, startup_s, rss_peak / 1024.0,
+      stop_s);
+
+  nlohmann::json& j = (*figures)["scale"];
+  j["experiments"] = fill_experiments;
+  j["metrics_rows_filled"] = fill.metrics_added;
+  j["fill_s"] = fill.seconds;
+  j["db_bytes"] = db_filled;
+  j["startup_s"] = startup_s;
+  for (const auto& [name, v] : f.query_s) j["queries"][name] = LatencyJson(v);
+  j["dispatch"] = LatencyJson(f.dispatch_s);
+  j["status_idle"] = LatencyJson(f.status_idle_s);
+  j["status_during_submit"] = LatencyJson(f.status_during_submit_s);
+  j["ack_idle"] = LatencyJson(f.ack_idle_s);
+  j["ack_during_submit"] = LatencyJson(f.ack_during_submit_s);
+  j["big_submit_rows"] = f.big_submit_rows;
+  j["big_submit_s"] = f.big_submit_s;
+  j["xvd_rss_peak_kib"] = rss_peak;
+  j["xvd_rss_kib"] = rss;
+  j["xvd_stop_s"] = stop_s;
+  return rc;
 }
 
 }  // namespace
@@ -361,11 +493,19 @@ int main(int argc, char** argv) {
   std::string work_dir =
       (fs::temp_directory_path() / ("xv-bench-daemon-" + std::to_string(getpid()))).string();
   bool keep = false;
+  int64_t fill_experiments = 0, fill_metrics = -1, big_submit = 10000, probe_calls = 200;
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick") {
+      workers = 2, k = 24, events = 5, batch = 8;
+      fill_experiments = 2000, fill_metrics = 100000, big_submit = 1000, probe_calls = 30;
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") return Usage(stdout);
-    if (a == "--keep") {
-      keep = true;
+    if (a == "--keep" || a == "--quick") {
+      keep = keep || a == "--keep";
       continue;
     }
     if (i + 1 >= argc) {
@@ -382,6 +522,16 @@ int main(int argc, char** argv) {
       ok = ParseCount(a, v, 0, 1000000, &events);
     } else if (a == "--batch") {
       ok = ParseCount(a, v, 1, 256, &batch);  // the daemon's limit of candidates per Submit
+    } else if (a == "--fill-experiments") {
+      ok = ParseCount(a, v, 0, 10000000, &fill_experiments);
+    } else if (a == "--fill-metrics") {
+      ok = ParseCount(a, v, 0, 1000000000, &fill_metrics);
+    } else if (a == "--big-submit") {
+      ok = ParseCount(a, v, 0, 1000000, &big_submit);
+    } else if (a == "--probe-calls") {
+      ok = ParseCount(a, v, 1, 100000, &probe_calls);
+    } else if (a == "--json") {
+      json_path = v;
     } else if (a == "--xvd") {
       xvd = v;
     } else if (a == "--work-dir") {
@@ -415,7 +565,12 @@ int main(int argc, char** argv) {
   const std::string socket = state + "/xvd.sock";
   const std::string db_path = state + "/xv.db";
 
+  if (fill_metrics < 0) fill_metrics = 100 * fill_experiments;
   int rc = 0;
+  nlohmann::json figures = {{"workers", workers},
+                            {"experiments_per_phase", k},
+                            {"events_per_run", events},
+                            {"batch", batch}};
   {
     // The bench measures the daemon's own throughput: no per-caller rate limit.
     xv::e2e::ChildGuard daemon({xvd, "--state-dir", state, "--listen", "none", "--rate-limit", "0"},
@@ -565,12 +720,38 @@ int main(int argc, char** argv) {
         ReportFakeWorkerFailures()) {
       rc = 1;
     }
+    figures["batched_submit_s"] = batched.seconds;
+    figures["events_phase_s"] = streamed.seconds;
+    figures["runs_per_s_summary_only"] = rate(plain.finished, plain.seconds);
+    figures["runs_per_s_with_events"] = rate(streamed.finished, streamed.seconds);
+    figures["metric_rows_per_s"] = rate(
+        static_cast<double>(streamed.finished) * static_cast<double>(events), streamed.seconds);
+    figures["gap_summary_only"] = LatencyJson(plain.gap_s);
+    figures["gap_with_events"] = LatencyJson(streamed.gap_s);
+    figures["xvd_cpu_ms_per_run_with_events"] = rate(ms(streamed_cpu), streamed.finished);
+    figures["db_bytes_per_step_event"] = events > 0 ? (per(db_batched_queued, db_streamed_done, k) -
+                                                       per(db_single_queued, db_plain_done, k)) /
+                                                          static_cast<double>(events)
+                                                    : 0.0;
+    figures["xvd_rss_peak_kib"] = ProcessMemoryKib(pid, "VmHWM:");
+    figures["xvd_rss_kib"] = ProcessMemoryKib(pid, "VmRSS:");
+    const double stop_start = Now();
     const int wait_status = daemon.Stop();
+    figures["xvd_stop_s"] = Now() - stop_start;
+    std::printf("xvd exited %.2f s after SIGTERM\n", Now() - stop_start);
     if (wait_status != 0) {
       std::fprintf(stderr, "xv-bench-daemon: xvd did not exit cleanly (wait status %d); log %s\n",
                    wait_status, (work_dir + "/xvd.log").c_str());
       rc = 1;
     }
+  }
+  if (rc == 0 && fill_experiments > 0) {
+    rc = RunScalePhase(xvd, work_dir, fill_experiments, fill_metrics, big_submit,
+                       static_cast<int>(probe_calls), &figures);
+  }
+  if (!json_path.empty()) {
+    figures["ok"] = rc == 0;
+    std::ofstream(json_path) << figures.dump(2) << "\n";
   }
   if (rc != 0 || keep) {
     std::printf("state dir and xvd.log kept in %s\n", work_dir.c_str());

@@ -12,9 +12,13 @@
 namespace xv::daemon {
 namespace {
 
+// Queued experiments one scheduling pass reads at least (the head of the queue).
+constexpr size_t kQueueWindow = 1024;
+
 // For each campaign of `queued` whose budget contract sets max_concurrent: that limit minus its
 // attempts in `active` (what PlanPlacements may still give it). A stored budget that no longer
 // parses (validated at creation, so only a hand-edited database) leaves the campaign unlimited.
+
 std::map<int64_t, int> CampaignFreeSlots(const std::vector<store::QueuedExperiment>& queued,
                                          const std::vector<store::ActiveAttempt>& active) {
   std::map<int64_t, int> limits;
@@ -201,17 +205,9 @@ void Dispatcher::Schedule() {
   if (sessions.empty()) return;
   // Read-only mode (the database refuses writes): no new assignments until writes work again.
   if (!store_->database().WriteFault().empty()) return;
-  std::vector<store::QueuedExperiment> queued;
-  Status s = store_->experiments().ListQueued(&queued);
-  if (!s.ok()) {
-    spdlog::error("scheduling: {}", s.ToString());
-    return;
-  }
-  if (queued.empty()) return;
+  // Free slots first: a pass with every worker busy reads nothing of the queue.
   std::vector<store::ActiveAttempt> active;
-  std::vector<store::CandidateWorkerCount> history;
-  s = store_->experiments().ListActive(&active);
-  if (s.ok()) s = store_->experiments().CountCandidateAttempts(&history);
+  Status s = store_->experiments().ListActive(&active);
   if (!s.ok()) {
     spdlog::error("scheduling: {}", s.ToString());
     return;
@@ -220,6 +216,7 @@ void Dispatcher::Schedule() {
   for (const auto& a : active) ++busy[a.worker_id];
   std::vector<sched::WorkerSlot> slots;
   std::map<int64_t, std::shared_ptr<ConnectedWorker>> by_id;
+  size_t free_slots = 0;
   for (const auto& session : sessions) {
     sched::WorkerSlot slot;
     slot.worker_id = session->worker_id();
@@ -227,8 +224,28 @@ void Dispatcher::Schedule() {
     slot.has_gpu = session->has_gpu();
     slot.device_text = session->device_text();
     slot.free_slots = session->max_concurrent() - busy[session->worker_id()];
-    if (slot.free_slots > 0) slots.push_back(slot);
+    if (slot.free_slots > 0) {
+      slots.push_back(slot);
+      free_slots += static_cast<size_t>(slot.free_slots);
+    }
     by_id[session->worker_id()] = session;
+  }
+  if (slots.empty()) return;
+  // The head of the queue only: its cost must not grow with the queue (issue 18). The window is
+  // wide enough for experiments that no free worker can take (another trainer, a device filter,
+  // a campaign at its max_concurrent) to be passed over.
+  std::vector<store::QueuedExperiment> queued;
+  s = store_->experiments().ListQueued(&queued, std::max(kQueueWindow, 64 * free_slots));
+  if (!s.ok()) {
+    spdlog::error("scheduling: {}", s.ToString());
+    return;
+  }
+  if (queued.empty()) return;
+  std::vector<store::CandidateWorkerCount> history;
+  s = store_->experiments().CountCandidateAttempts(&history);
+  if (!s.ok()) {
+    spdlog::error("scheduling: {}", s.ToString());
+    return;
   }
   for (const sched::Placement& p :
        sched::PlanPlacements(queued, slots, history, CampaignFreeSlots(queued, active))) {

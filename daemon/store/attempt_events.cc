@@ -234,15 +234,22 @@ Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
   XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
     db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
     std::vector<std::pair<int64_t, int>> touched;
+    std::map<std::pair<int64_t, int>, bool> owned;  // per attempt of the batch, looked up once
     for (const xv::v1::TrainerEvent& ev : events) {
       // The worker must hold (or have held) this attempt.
-      SqliteStatement own;
-      XV_RETURN_IF_ERROR(c->Prepare(
-          "SELECT 1 FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
-          &own));
-      own.Bind(1, ev.experiment_id()).Bind(2, ev.attempt()).Bind(3, worker_id);
-      bool row = false;
-      XV_RETURN_IF_ERROR(own.Step(&row));
+      std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
+      auto own_it = owned.find(key);
+      if (own_it == owned.end()) {
+        SqliteStatement own;
+        XV_RETURN_IF_ERROR(c->Prepare(
+            "SELECT 1 FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
+            &own));
+        own.Bind(1, ev.experiment_id()).Bind(2, ev.attempt()).Bind(3, worker_id);
+        bool found = false;
+        XV_RETURN_IF_ERROR(own.Step(&found));
+        own_it = owned.emplace(key, found).first;
+      }
+      const bool row = own_it->second;
       if (!row || ev.seq() <= 0) {
         ++result.rejected;
         continue;
@@ -250,7 +257,6 @@ Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
       bool duplicate = false;
       XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, &duplicate));
       if (duplicate) ++result.duplicates;
-      std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
       if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
     }
     for (const auto& [exp, attempt] : touched) {
@@ -264,6 +270,10 @@ Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
     }
     return Status::Ok();
   }));
+  // Committed: the acknowledged seqs are where the next batch's search starts.
+  for (const xv::v1::EventAck& ack : result.acks) {
+    NoteContiguousSeqLocked(ack.experiment_id(), ack.attempt(), ack.seq());
+  }
   *applied = std::move(result);
   return Status::Ok();
 }

@@ -2,6 +2,8 @@
 // Trainer events: attempt_events.cc; Finished: attempt_finish.cc; reclaiming: attempt_reclaim.cc.
 #include "daemon/store/attempt_ledger.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
@@ -170,21 +172,28 @@ Status AttemptLedger::CancelExperiment(int64_t experiment_id, ExperimentState* s
 }
 
 Status AttemptLedger::HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq) {
-  // The first stored seq whose successor is missing, among a run that starts at 1.
+  auto hint = contiguous_seq_.find({experiment_id, attempt});
+  const int64_t from = hint == contiguous_seq_.end() ? 0 : hint->second;
+  // The first stored seq (from the known contiguous one on) whose successor is missing.
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
       "SELECT e.seq FROM events e WHERE e.source = 'trainer' AND e.experiment_id = ?1 "
-      "AND e.attempt = ?2 AND NOT EXISTS (SELECT 1 FROM events f WHERE f.experiment_id = ?1 "
-      "AND f.attempt = ?2 AND f.seq = e.seq + 1) ORDER BY e.seq LIMIT 1",
+      "AND e.attempt = ?2 AND e.seq >= ?3 AND NOT EXISTS (SELECT 1 FROM events f WHERE "
+      "f.experiment_id = ?1 AND f.attempt = ?2 AND f.seq = e.seq + 1) ORDER BY e.seq LIMIT 1",
       &st));
-  st.Bind(1, experiment_id).Bind(2, attempt);
+  st.Bind(1, experiment_id).Bind(2, attempt).Bind(3, from);
   bool row = false;
   XV_RETURN_IF_ERROR(st.Step(&row));
   if (!row) {
-    *seq = 0;
+    *seq = from;
     return Status::Ok();
   }
   int64_t end = st.ColumnInt(0);
+  if (from > 0) {  // 1..from are known to be stored
+    *seq = end;
+    return Status::Ok();
+  }
+  // Without a hint the run must start at 1.
   SqliteStatement one;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
       "SELECT 1 FROM events WHERE experiment_id = ? AND attempt = ? AND seq = 1", &one));
@@ -192,6 +201,13 @@ Status AttemptLedger::HighestContiguousSeqLocked(int64_t experiment_id, int atte
   XV_RETURN_IF_ERROR(one.Step(&row));
   *seq = row ? end : 0;
   return Status::Ok();
+}
+
+void AttemptLedger::NoteContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t seq) {
+  if (seq <= 0) return;
+  if (contiguous_seq_.size() >= kMaxSeqHints) contiguous_seq_.clear();
+  int64_t& known = contiguous_seq_[{experiment_id, attempt}];
+  known = std::max(known, seq);
 }
 
 Status AttemptLedger::HighestContiguousSeq(int64_t experiment_id, int attempt, int64_t* seq) {

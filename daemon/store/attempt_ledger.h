@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -79,7 +81,17 @@ class AttemptLedger {
   // contiguous seq with finished set.
   Status AcknowledgeFinishedLocked(int64_t worker_id, int64_t experiment_id, int attempt,
                                    xv::v1::EventAck* ack) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // Remembers a committed contiguous seq of (experiment, attempt) as the next search's start.
+  void NoteContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t seq)
+      EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   Database* db_;
+  // (experiment, attempt) -> a seq up to which its events are stored without a gap, as of the
+  // last commit that stored some: HighestContiguousSeqLocked searches from there instead of from
+  // seq 1, so acknowledging a batch costs the batch, not the run so far. Only committed values
+  // enter (events are never deleted, so a value stays true); at most kMaxSeqHints entries (then
+  // cleared: a missing entry only means a search from seq 1).
+  static constexpr size_t kMaxSeqHints = 4096;
+  std::map<std::pair<int64_t, int>, int64_t> contiguous_seq_ GUARDED_BY(db_->mu());
 };
 
 }  // namespace xv::store

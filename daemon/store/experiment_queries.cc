@@ -211,10 +211,11 @@ Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
   SqliteStatement st;
   const char* dir = descending ? " DESC" : "";
   std::string order =
-      by_val_bpb ? std::string(" ORDER BY res.val_bpb IS NULL, res.val_bpb") + dir + ", e.id"
+      // e.val_bpb is res.val_bpb (kept so by migration 8's triggers), and in an index.
+      by_val_bpb ? std::string(" ORDER BY e.val_bpb IS NULL, e.val_bpb") + dir + ", e.id"
                  : std::string(" ORDER BY e.id") + dir;
-  std::string sql =
-      ExperimentSelectSql() + where_sql + order + " LIMIT ? OFFSET " + std::to_string(offset);
+  // The offset is bound, so every page reuses one compiled statement.
+  std::string sql = ExperimentSelectSql() + where_sql + order + " LIMIT ? OFFSET ?";
   XV_RETURN_IF_ERROR(conn->Prepare(sql, &st));
   int i = 1;
   for (const QueryParam& p : params) {
@@ -224,7 +225,7 @@ Status ReadExperiments(SqliteConnection* conn, const std::string& where_sql,
       st.Bind(i++, p.number);
     }
   }
-  st.Bind(i, static_cast<int64_t>(limit));
+  st.Bind(i, static_cast<int64_t>(limit)).Bind(i + 1, static_cast<int64_t>(offset));
   bool row = false;
   while (true) {
     XV_RETURN_IF_ERROR(st.Step(&row));
@@ -299,10 +300,12 @@ Status ExperimentQueries::ListExperiments(const xv::v1::ListExperimentsRequest& 
                                           std::vector<xv::v1::Experiment>* out) {
   std::string where = "WHERE 1";
   std::vector<QueryParam> params;
-  if (!req.descending()) {
+  // Ids are positive: after_id 0 adds no condition (which would keep the planner from the
+  // val_bpb index).
+  if (!req.descending() && req.after_id() > 0) {
     where += " AND e.id > ?";
     params.push_back({false, "", req.after_id()});
-  } else if (req.after_id() > 0) {
+  } else if (req.descending() && req.after_id() > 0) {
     where += " AND e.id < ?";
     params.push_back({false, "", req.after_id()});
   }
@@ -386,16 +389,18 @@ Status ExperimentQueries::CountQueuedByTrainer(std::map<std::string, int64_t>* o
       &st, [out](const SqliteStatement& row) { (*out)[row.ColumnText(0)] = row.ColumnInt(1); });
 }
 
-Status ExperimentQueries::ListQueued(std::vector<QueuedExperiment>* out) {
+Status ExperimentQueries::ListQueued(std::vector<QueuedExperiment>* out, size_t limit) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
       QueuedSelectSql() +
-          "FROM experiments e JOIN campaigns c ON c.id = e.campaign_id "
-          "WHERE e.state = 'queued' AND c.state = 'active' "
+          // Migration 8's queue index holds the queue in this order: the LIMIT stops the read.
+          "FROM experiments e INDEXED BY experiments_queue JOIN campaigns c ON c.id = "
+          "e.campaign_id WHERE e.state = 'queued' AND c.state = 'active' "
           // Within a round its recorded run order (migration 7); rounds in submission order.
-          "ORDER BY e.priority DESC, e.round_id, COALESCE(e.run_order, -1), e.id",
+          "ORDER BY e.priority DESC, e.round_id, COALESCE(e.run_order, -1), e.id LIMIT ?",
       &st));
+  st.Bind(1, limit == 0 ? int64_t{-1} : static_cast<int64_t>(limit));
   bool row = false;
   while (true) {
     XV_RETURN_IF_ERROR(st.Step(&row));

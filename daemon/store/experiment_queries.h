@@ -29,8 +29,10 @@ class ExperimentQueries {
   // Queued experiments per trainer ("libtorch" -> 3, ...; an empty trainer counts as "libtorch"):
   // one GROUP BY over the queue, for the status line about trainers no connected worker offers.
   Status CountQueuedByTrainer(std::map<std::string, int64_t>* out);
-  // Queued experiments, highest priority first, then oldest first.
-  Status ListQueued(std::vector<QueuedExperiment>* out);
+  // Queued experiments of active campaigns in dispatch order (priority, round, the round's run
+  // order, id); the first `limit` of them (0: all). Read from migration 8's queue index, so the
+  // cost follows `limit`, not the length of the queue.
+  Status ListQueued(std::vector<QueuedExperiment>* out, size_t limit = 0);
   // Attempts in state assigned or running.
   Status ListActive(std::vector<ActiveAttempt>* out);
   // How many attempts each worker ran of each candidate of the rounds that still have queued work.

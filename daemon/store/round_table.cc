@@ -140,7 +140,9 @@ Status RoundTable::ListRoundsToDecide(std::vector<RoundToDecide>* out) {
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
       "SELECT rd.id, rd.campaign_id, c.policy_json, rd.head_config_hash, rd.kind, rd.keep_rule "
-      "FROM rounds rd JOIN campaigns c ON c.id = rd.campaign_id "
+      // From the campaigns with a policy to their open rounds (migration 8's rounds_open): rounds
+      // of campaigns without a policy stay open for good and are never read here.
+      "FROM campaigns c CROSS JOIN rounds rd INDEXED BY rounds_open ON rd.campaign_id = c.id "
       "WHERE rd.state = 'open' AND c.policy_json <> '{}' "
       "AND EXISTS (SELECT 1 FROM experiments x WHERE x.round_id = rd.id) "
       "AND NOT EXISTS (SELECT 1 FROM experiments x WHERE x.round_id = rd.id AND x.state NOT IN " +

@@ -66,7 +66,32 @@ Status SqliteConnection::Open(const std::string& path, Mode mode,
   return Status::Ok();
 }
 
-SqliteConnection::~SqliteConnection() { sqlite3_close_v2(db_); }
+SqliteConnection::~SqliteConnection() {
+  for (auto& [sql, stmt] : idle_) sqlite3_finalize(stmt);
+  sqlite3_close_v2(db_);
+}
+
+sqlite3_stmt* SqliteConnection::TakeIdle(const std::string& sql) {
+  std::lock_guard<std::mutex> lock(idle_mu_);
+  auto it = idle_.find(sql);
+  if (it == idle_.end()) return nullptr;
+  sqlite3_stmt* stmt = it->second;
+  idle_.erase(it);
+  return stmt;
+}
+
+void SqliteConnection::ReturnIdle(sqlite3_stmt* stmt) {
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  {
+    std::lock_guard<std::mutex> lock(idle_mu_);
+    if (idle_.size() < kMaxIdleStatements) {
+      idle_.emplace(sqlite3_sql(stmt), stmt);
+      return;
+    }
+  }
+  sqlite3_finalize(stmt);
+}
 
 void SqliteConnection::NoteFault(int rc, const std::string& msg) const {
   switch (rc & 0xff) {
@@ -129,9 +154,12 @@ Status SqliteConnection::CheckpointWal(bool truncate, int* wal_pages, int* check
 }
 
 Status SqliteConnection::Prepare(const std::string& sql, SqliteStatement* out) {
-  sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &stmt, nullptr);
-  if (rc != SQLITE_OK) return LastError("prepare \"" + sql.substr(0, 60) + "\"");
+  sqlite3_stmt* stmt = TakeIdle(sql);
+  if (stmt == nullptr) {
+    const int rc = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()),
+                                      SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK) return LastError("prepare \"" + sql.substr(0, 60) + "\"");
+  }
   *out = SqliteStatement();
   out->stmt_ = stmt;
   out->conn_ = this;
@@ -147,7 +175,16 @@ void SqliteConnection::Rollback() {
 int64_t SqliteConnection::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 int SqliteConnection::Changes() const { return sqlite3_changes(db_); }
 
-SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
+SqliteStatement::~SqliteStatement() { Release(); }
+
+void SqliteStatement::Release() {
+  if (stmt_ == nullptr) return;
+  if (conn_ != nullptr) {
+    conn_->ReturnIdle(std::exchange(stmt_, nullptr));
+  } else {
+    sqlite3_finalize(std::exchange(stmt_, nullptr));
+  }
+}
 
 SqliteStatement::SqliteStatement(SqliteStatement&& o) noexcept
     : stmt_(std::exchange(o.stmt_, nullptr)),
@@ -156,7 +193,7 @@ SqliteStatement::SqliteStatement(SqliteStatement&& o) noexcept
 
 SqliteStatement& SqliteStatement::operator=(SqliteStatement&& o) noexcept {
   if (this != &o) {
-    sqlite3_finalize(stmt_);
+    Release();
     stmt_ = std::exchange(o.stmt_, nullptr);
     conn_ = o.conn_;
     bind_error_ = std::move(o.bind_error_);

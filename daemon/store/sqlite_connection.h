@@ -1,15 +1,23 @@
 // SqliteConnection and SqliteStatement: a thin RAII layer over the sqlite3 C API with Status
 // returns. Only bound parameters reach SQL; nothing here formats values into statement text.
 //
+// Compiled statements are cached: a SqliteStatement returns its sqlite3_stmt to the connection
+// when it is destroyed (reset, bindings cleared), and the next Prepare of the same SQL text takes
+// it back instead of compiling again (at most kMaxIdleStatements idle ones are kept; the hot
+// paths, e.g. one trainer event, run the same few statements thousands of times a second).
+//
 // Thread-safety: a SqliteConnection and its statements are NOT thread-safe; the owner serialises
-// all use (Database holds one mutex around its connection).
+// all use (Database holds one mutex around its connection). Only the idle-statement cache has a
+// lock of its own, so a statement may be destroyed after the owner's lock was released.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "common/status.h"
 
@@ -34,8 +42,11 @@ class SqliteConnection {
 
   // Runs one or more statements without parameters (schema text, pragmas).
   Status Exec(const std::string& sql);
-  // Compiles one statement. The statement must not outlive this connection.
+  // Compiles one statement, or takes an idle compiled one of the same text from the cache. The
+  // statement must not outlive this connection.
   Status Prepare(const std::string& sql, SqliteStatement* out);
+  // Idle compiled statements kept for reuse, at most.
+  static constexpr size_t kMaxIdleStatements = 256;
 
   // BEGIN IMMEDIATE (takes the write lock now, waiting up to busy_timeout), COMMIT, ROLLBACK.
   Status BeginImmediate();
@@ -67,10 +78,16 @@ class SqliteConnection {
   Status CheckpointWal(bool truncate, int* wal_pages, int* checkpointed);
 
  private:
+  friend class SqliteStatement;  // gives its compiled statement back (ReturnIdle)
   SqliteConnection(sqlite3* db, std::string path, Mode mode)
       : db_(db), path_(std::move(path)), mode_(mode) {}
   static int WalHook(void* self, sqlite3* db, const char* name, int pages);
   void NoteFault(int rc, const std::string& msg) const;
+  // Takes an idle statement of text `sql` from the cache; nullptr when none.
+  sqlite3_stmt* TakeIdle(const std::string& sql);
+  // A statement's owner is done with it: reset, kept for the next Prepare of its text (finalized
+  // when the cache is full).
+  void ReturnIdle(sqlite3_stmt* stmt);
 
   sqlite3* db_;
   std::string path_;
@@ -78,6 +95,8 @@ class SqliteConnection {
   mutable std::string write_fault_;
   std::function<void()> on_commit_;
   int checkpoint_pages_ = 1000;
+  std::mutex idle_mu_;  // guards idle_ only (a leaf lock: nothing is called while it is held)
+  std::unordered_multimap<std::string, sqlite3_stmt*> idle_;  // by SQL text
 };
 
 // One compiled statement. Bind indexes are 1-based (sqlite convention). Step() returns true while a
@@ -120,6 +139,8 @@ class SqliteStatement {
 
  private:
   friend class SqliteConnection;
+  // Gives the compiled statement back to its connection's cache.
+  void Release();
   sqlite3_stmt* stmt_ = nullptr;
   SqliteConnection* conn_ = nullptr;
   Status bind_error_;
