@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/untrusted_text.h"
 #include "daemon/api/method_roles.h"
 
 namespace xv::daemon {
@@ -9,8 +10,10 @@ namespace {
 
 using grpc::experimental::InterceptionHookPoints;
 
-// Longest detail stored per row.
+// Longest target and detail stored per row (both carry caller-supplied text: sanitized, cut at a
+// UTF-8 boundary).
 constexpr size_t kMaxDetailBytes = 400;
+constexpr size_t kMaxTargetBytes = 400;
 
 class AuditInterceptor final : public grpc::experimental::Interceptor {
  public:
@@ -47,9 +50,9 @@ class AuditInterceptor final : public grpc::experimental::Interceptor {
     } else {
       row.caller = "anonymous";
     }
-    row.target = target_;
+    row.target = SanitizeAndTruncateUtf8(target_, kMaxTargetBytes);
     row.outcome = status.ok() ? "ok" : StatusCodeName(status.error_code());
-    row.detail = status.error_message().substr(0, kMaxDetailBytes);
+    row.detail = SanitizeAndTruncateUtf8(status.error_message(), kMaxDetailBytes);
     Status s = store_->audit().Append(row);
     if (!s.ok()) spdlog::warn("audit {}: {}", row.method, s.ToString());
   }

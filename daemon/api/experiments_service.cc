@@ -64,7 +64,8 @@ xv::Status ExperimentsService::BuildCampaignSubmission(const xv::v1::SubmitReque
 
 grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::SubmitRequest* req,
                                         xv::v1::SubmitResponse* resp) {
-  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/Submit");
+  Caller caller;
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/Submit", &caller);
       !denied.ok()) {
     return denied;
   }
@@ -78,7 +79,13 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
     spdlog::info("submit refused ({}): {}", ctx->peer(), BoundedStatusMessage(s.message()));
     return ToGrpcStatus(s);
   }
-  if (sub.submitter.empty()) sub.submitter = ctx->peer();
+  // A token's submissions carry its label, whatever the request says: a submit token cancels only
+  // what it submitted (Cancel).
+  if (authorizer_ != nullptr && caller.kind == Caller::Kind::kToken) {
+    sub.submitter = caller.Label();
+  } else if (sub.submitter.empty()) {
+    sub.submitter = ctx->peer();
+  }
   store::SubmissionIds ids;
   s = store_->submissions().InsertSubmission(sub, &ids);
   if (!s.ok()) {
@@ -194,14 +201,33 @@ grpc::Status ExperimentsService::Status(grpc::ServerContext* ctx, const xv::v1::
   return grpc::Status::OK;
 }
 
+grpc::Status ExperimentsService::CheckCancelsOwn(const Caller& caller, int64_t experiment_id) {
+  if (authorizer_ == nullptr || caller.kind != Caller::Kind::kToken ||
+      caller.role != TokenRole::kSubmit) {
+    return grpc::Status::OK;  // admin, the local owner and an open daemon cancel anything
+  }
+  std::string submitter;
+  xv::Status s = store_->experiments().SubmitterOf(experiment_id, &submitter);
+  if (!s.ok()) return ToGrpcStatus(s);
+  if (submitter == caller.Label()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "Cancel: experiment " + std::to_string(experiment_id) +
+                          " was not submitted by this token (" + caller.Label() +
+                          "); a submit token cancels only its own experiments, an admin any");
+}
+
 grpc::Status ExperimentsService::Cancel(grpc::ServerContext* ctx, const xv::v1::CancelRequest* req,
                                         xv::v1::CancelResponse* resp) {
-  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/Cancel");
+  Caller caller;
+  if (grpc::Status denied = AuthorizeCall(authorizer_, *ctx, "/xv.v1.Experiments/Cancel", &caller);
       !denied.ok()) {
     return denied;
   }
   if (grpc::Status limited = AdmitCaller(rate_limiter_, *ctx, "Cancel"); !limited.ok()) {
     return limited;
+  }
+  if (grpc::Status not_own = CheckCancelsOwn(caller, req->experiment_id()); !not_own.ok()) {
+    return not_own;
   }
   ExperimentState state = ExperimentState::kQueued;
   int64_t worker_id = 0;

@@ -57,6 +57,10 @@ class ExperimentsService final
   // Submit's rows: candidates from req.recipe_yaml, or (when empty) from the campaign's head; when
   // the campaign has a policy, its replicates and head controls.
   xv::Status BuildCampaignSubmission(const xv::v1::SubmitRequest& req, store::NewSubmission* sub);
+  // A `submit` token cancels only the experiments it submitted (their round's submitter is its
+  // label): PERMISSION_DENIED naming the experiment otherwise, NOT_FOUND for an unknown id. Admin
+  // tokens, the local owner and a daemon without tokens pass.
+  grpc::Status CheckCancelsOwn(const Caller& caller, int64_t experiment_id);
 
   store::Store* const store_;
   Dispatcher* const dispatcher_;

@@ -329,6 +329,13 @@ void WorkersService::HandleInterrupted(const xv::v1::Register& reg,
                                        const xv::v1::Finished& finished) {
   const int64_t exp = finished.experiment_id();
   const int attempt = finished.attempt();
+  // The worker is stopping: no new work for it (a drain), before the requeue below could hand
+  // the experiment straight back to it.
+  std::vector<int64_t> told;
+  Status drained =
+      dispatcher_->Drain(std::to_string(session->worker_id()), /*all=*/false,
+                         "the worker is stopping (it reported an attempt interrupted)", &told);
+  if (!drained.ok()) spdlog::warn("worker {}: {}", reg.worker_name(), drained.ToString());
   bool active = false;
   Status s = store_->attempts().IsActiveAttemptOf(session->worker_id(), exp, attempt, &active);
   bool requeued = false;

@@ -77,8 +77,9 @@ class WorkersService final : public grpc::Service {
   void HandleFinished(const xv::v1::Register& reg, const std::shared_ptr<ConnectedWorker>& session,
                       EventBatcher* batcher, xv::v1::Finished* finished);
   // A Finished the worker sent as interrupted (it was stopped while the trainer ran;
-  // common/interrupted_attempt.h): when it is still this worker's active attempt, the attempt is
-  // lost with its worker (requeued while the experiment has attempts left), then acknowledged.
+  // common/interrupted_attempt.h): the worker is stopping, so it is drained first (given no new
+  // work); when it is still this worker's active attempt, the attempt is lost with its worker
+  // (requeued while the experiment has attempts left); then the Finished is acknowledged.
   void HandleInterrupted(const xv::v1::Register& reg,
                          const std::shared_ptr<ConnectedWorker>& session,
                          const xv::v1::Finished& finished);

@@ -364,6 +364,20 @@ Status ExperimentQueries::GetExperiment(int64_t id, xv::v1::Experiment* out) {
   return Status::Ok();
 }
 
+Status ExperimentQueries::SubmitterOf(int64_t id, std::string* submitter) {
+  MutexLock lock(db_->mu());
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+      "SELECT r.submitter FROM experiments e JOIN rounds r ON r.id = e.round_id WHERE e.id = ?",
+      &st));
+  st.Bind(1, id);
+  bool row = false;
+  XV_RETURN_IF_ERROR(st.Step(&row));
+  if (!row) return Status::NotFound("no experiment with id " + std::to_string(id));
+  *submitter = st.ColumnText(0);
+  return Status::Ok();
+}
+
 Status ExperimentQueries::CountByState(std::map<std::string, int64_t>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;

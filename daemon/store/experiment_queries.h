@@ -24,6 +24,9 @@ class ExperimentQueries {
                          std::vector<xv::v1::Experiment>* out);
   // NotFound when no experiment has this id.
   Status GetExperiment(int64_t id, xv::v1::Experiment* out);
+  // The submitter recorded with the round of experiment `id` (the caller's token label,
+  // "token:ID", when a token submitted it; see daemon/api/authorizer.h). NotFound for no such id.
+  Status SubmitterOf(int64_t id, std::string* submitter);
   // Experiments per state ("queued" -> 3, ...).
   Status CountByState(std::map<std::string, int64_t>* out);
   // Queued experiments per trainer ("libtorch" -> 3, ...; an empty trainer counts as "libtorch"):

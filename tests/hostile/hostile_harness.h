@@ -105,6 +105,7 @@ struct DatabaseSnapshot {
 
   static DatabaseSnapshot Take(const std::string& database_path);
   // "experiments 3 -> 67, rounds 1 -> 2" for every table whose count differs; "" when none does.
+  // The audit table is left out: it records refused calls too.
   static std::string Differences(const DatabaseSnapshot& before, const DatabaseSnapshot& after);
 };
 

@@ -219,8 +219,9 @@ TEST_F(Auth, OpenUntilTheFirstTokenThenTokensApply) {
   EXPECT_NE(st.error_message().find("unknown token"), std::string::npos) << st.error_message();
 }
 
-// No token, a revoked token, a read token that submits; a submit token submits and cancels; the
-// audit table has the submit, the cancel and the refused calls with their token ids.
+// No token, a revoked token, a read token that submits; a submit token submits and cancels (its
+// own experiment; another submit token may not); the audit table has the submit, the cancel and
+// the refused calls with their token ids.
 TEST_F(Auth, RolesRefuseWithTheRightCodesAndTheAuditRecordsThem) {
   Start(/*require_tokens=*/true);
   int64_t read_id = 0, submit_id = 0, revoked_id = 0;
@@ -242,6 +243,12 @@ TEST_F(Auth, RolesRefuseWithTheRightCodesAndTheAuditRecordsThem) {
   ASSERT_TRUE(Submit(Dial(tcp_, submit), &resp).ok());
   ASSERT_EQ(resp.experiment_ids_size(), 1);
   const int64_t exp = resp.experiment_ids(0);
+  // Another submit token may not cancel it: a submit token cancels only its own.
+  st = Cancel(Dial(tcp_, revoked), exp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
+  EXPECT_NE(st.error_message().find("cancels only its own"), std::string::npos)
+      << st.error_message();
+  EXPECT_NE(Get(exp).state(), "cancelled");
   st = Cancel(Dial(tcp_, submit), exp);
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(Get(exp).state(), "cancelled");
