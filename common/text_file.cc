@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 namespace xv {
 namespace {
@@ -55,6 +56,15 @@ Status ReadRegularFile(const std::string& path, int64_t max_bytes, std::string* 
     }
   }
   *out = std::move(text);
+  return Status::Ok();
+}
+
+Status WriteWholeFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return Status::IoError(path + ": cannot open for writing");
+  f << text;
+  f.close();
+  if (!f) return Status::IoError(path + ": write failed");
   return Status::Ok();
 }
 

@@ -1,5 +1,5 @@
 // Reading a whole small file that a person or an agent names (a recipe, a policy): a regular file
-// only, bounded in size, and never blocking on a FIFO without a writer.
+// only, bounded in size, and never blocking on a FIFO without a writer. Writing a whole file.
 // Thread-safety: pure functions (each reads one file).
 #pragma once
 
@@ -18,5 +18,9 @@ namespace xv {
 //   bytes", "over the limit of <max> bytes" (it grew while read), "read failed (<strerror>)".
 // *out is unchanged on error.
 Status ReadRegularFile(const std::string& path, int64_t max_bytes, std::string* out);
+
+// Creates or truncates the file at `path` and writes `text` to it. IoError naming the path when
+// it cannot be opened or the write fails.
+Status WriteWholeFile(const std::string& path, const std::string& text);
 
 }  // namespace xv

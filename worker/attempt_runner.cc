@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "common/steady_clock_time.h"
+#include "common/text_file.h"
 #include "common/untrusted_text.h"
 #include "worker/autoresearch_trainer.h"
 #include "worker/command_trainer.h"
@@ -30,15 +31,6 @@ constexpr size_t kMaxStderrTailBytes = 64 << 10;
 // How long one wait for the trainer's output lasts, and the pause when both its pipes are closed.
 constexpr int kOutputPollMs = 100;
 constexpr useconds_t kClosedPipesPauseUs = 20000;
-
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return Status::IoError(path + ": cannot open for writing");
-  f << text;
-  f.close();
-  if (!f) return Status::IoError(path + ": write failed");
-  return Status::Ok();
-}
 
 std::string ConfiguredNames(const std::vector<TrainerConfig>& trainers) {
   std::string names;
@@ -106,7 +98,7 @@ Status PrepareSpecDir(const TrainerInvocation& inv, const std::string& spec_dir,
   }
   out->trainer = *trainer;
   out->is_command = IsCommandLike(trainer->kind);
-  XV_RETURN_IF_ERROR(WriteFile(spec_dir + "/recipe.json", spec.recipe_json()));
+  XV_RETURN_IF_ERROR(WriteWholeFile(spec_dir + "/recipe.json", spec.recipe_json()));
   if (out->is_command) return Status::Ok();
   std::string spec_json;
   google::protobuf::util::JsonPrintOptions opts;
@@ -114,7 +106,7 @@ Status PrepareSpecDir(const TrainerInvocation& inv, const std::string& spec_dir,
   opts.preserve_proto_field_names = true;
   // An ExperimentSpec always prints (no Any, no map with unknown types); spec.json is for people.
   (void)google::protobuf::util::MessageToJsonString(spec, &spec_json, opts);
-  return WriteFile(spec_dir + "/spec.json", spec_json);
+  return WriteWholeFile(spec_dir + "/spec.json", spec_json);
 }
 
 // An autoresearch trainer's source cannot take the recipe (a knob without its constant): the

@@ -7,6 +7,7 @@
 
 #include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
+#include "common/text_file.h"
 
 namespace xv::worker {
 namespace {
@@ -42,15 +43,6 @@ Status ReadSource(const std::string& path, std::string* text) {
                                    " bytes; a trainer source may have at most " +
                                    std::to_string(kMaxSourceBytes));
   }
-  return Status::Ok();
-}
-
-Status WriteCopy(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return Status::IoError(path + ": cannot open for writing");
-  f << text;
-  f.close();
-  if (!f) return Status::IoError(path + ": write failed");
   return Status::Ok();
 }
 
@@ -105,7 +97,7 @@ Status PrepareAutoresearchTrainer(const TrainerConfig& trainer, const v1::Experi
   }
   // 4. The rewritten copy in the attempt directory.
   a.copy_path = spec_dir + "/" + FileName(trainer.source);
-  XV_RETURN_IF_ERROR(WriteCopy(a.copy_path, a.rewritten.text));
+  XV_RETURN_IF_ERROR(WriteWholeFile(a.copy_path, a.rewritten.text));
   // 5. The command contract, running the copy.
   TrainerConfig as_command = trainer;
   as_command.args.insert(as_command.args.begin(), a.copy_path);
