@@ -15,7 +15,7 @@ import re
 
 # First match wins: flash kernels' names mention cutlass types, so attention comes before matmul.
 FAMILIES = [
-    ("attention (flash)", re.compile(r"flash|fmha", re.I)),
+    ("attention (flash, cuDNN)", re.compile(r"flash|fmha|sdpa|cudnn", re.I)),
     ("xv fused kernels", re.compile(r"xv::trainer::kernels", re.I)),
     ("matmul (cuBLAS/CUTLASS)", re.compile(r"gemm|nvjet|xmma|cutlass|sm90_|sm80_", re.I)),
     ("reduction / norm / softmax", re.compile(r"reduce|norm|softmax|logsumexp", re.I)),

@@ -21,7 +21,7 @@
 #                    get the row with every lever off unless XV_BENCH_ALL_OFF=0
 #   XV_BENCH_LEVERS  the levers switched off one at a time (default: all of speed_levers.h)
 #   XV_BENCH_ALL_OFF 0: no row with every lever off (default 1)
-#   XV_BENCH_PROFILE 1: one more SSSL run with a Kineto trace and the kernel table (gpu-kernel-table.py)
+#   XV_BENCH_PROFILE 1: one more run per pattern with a Kineto trace and the kernel table (gpu-kernel-table.py)
 #   XV_BENCH_TESTS   1: also build and run trainer_model_test (its CUDA tests run here)
 #   XV_BENCH_SET     extra --set KEY=VALUE arguments for every run (space-separated)
 set -uo pipefail
@@ -31,7 +31,7 @@ OUT_DIR=${XV_BENCH_OUT:-$BUILD/gpu-throughput}
 BUDGET=${XV_BENCH_BUDGET:-12}
 ABLATE=${XV_BENCH_ABLATE-"SSSL L"}
 # The levers' switches (trainer/model/speed_levers.h), XV_TRAIN_<NAME>=0 each.
-LEVERS=${XV_BENCH_LEVERS:-"BF16_EMBEDDINGS CHUNKED_CE FUSED_CE FAST_CE RELU2 FUSED_RELU2 RECOMPUTE_RELU2 FUSED_ROTARY VECTOR_ROTARY FUSED_RESIDUAL CUDNN_ATTENTION"}
+LEVERS=${XV_BENCH_LEVERS:-"BF16_EMBEDDINGS CHUNKED_CE FUSED_CE FAST_CE RELU2 FUSED_RELU2 RECOMPUTE_RELU2 FUSED_ROTARY VECTOR_ROTARY FUSED_RESIDUAL CUDNN_ATTENTION CUDNN_WINDOW"}
 mkdir -p "$OUT_DIR"
 say() { echo "[gpu-throughput $(date -u +%H:%M:%S)] $*" >&2; }
 
@@ -134,11 +134,14 @@ run_one() {
 }
 for pattern in SSSL L; do run_one full "$pattern"; done
 if [ "${XV_BENCH_PROFILE:-0}" = 1 ]; then
-  XV_TRAIN_PROFILE_TRACE="$OUT_DIR/trace-SSSL.json" XV_TRAIN_PROFILE_STEPS=12:2 \
-    "$XV_TRAIN" --recipe "$ROOT/recipes/upstream-default.yaml" --data "$DATA" --device cuda \
-    --set time_budget_s=4 --set eval_tokens=262144 >/dev/null 2>"$OUT_DIR/profile-SSSL.log"
-  python3 "$ROOT/bench/gpu-kernel-table.py" "$OUT_DIR/trace-SSSL.json" --steps 2 \
-    >"$OUT_DIR/kernels-SSSL.txt" 2>&1 && gzip -f "$OUT_DIR/trace-SSSL.json"
+  for pattern in SSSL L; do
+    XV_TRAIN_PROFILE_TRACE="$OUT_DIR/trace-$pattern.json" XV_TRAIN_PROFILE_STEPS=12:2 \
+      "$XV_TRAIN" --recipe "$ROOT/recipes/upstream-default.yaml" --data "$DATA" --device cuda \
+      --set time_budget_s=4 --set eval_tokens=262144 --set window_pattern="$pattern" \
+      >/dev/null 2>"$OUT_DIR/profile-$pattern.log"
+    python3 "$ROOT/bench/gpu-kernel-table.py" "$OUT_DIR/trace-$pattern.json" --steps 2 \
+      >"$OUT_DIR/kernels-$pattern.txt" 2>&1 && gzip -f "$OUT_DIR/trace-$pattern.json"
+  done
 fi
 for pattern in SSSL L; do
   case " $ABLATE " in
@@ -177,5 +180,7 @@ done
                f[5] / 1024, f[6], rt, rm
       }
     }' "$ROWS"
-  if [ -f "$OUT_DIR/kernels-SSSL.txt" ]; then echo; cat "$OUT_DIR/kernels-SSSL.txt"; fi
+  for pattern in SSSL L; do
+    if [ -f "$OUT_DIR/kernels-$pattern.txt" ]; then echo; echo "Kernel time, $pattern:"; cat "$OUT_DIR/kernels-$pattern.txt"; fi
+  done
 } | tee "$OUT_DIR/table.md"
