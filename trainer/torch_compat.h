@@ -7,7 +7,6 @@
 // version-dependent goes through here. Thread-safety: stateless functions.
 #pragma once
 
-#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -129,96 +128,24 @@ inline bool CudnnAttentionUsable(const torch::Tensor& x) {
 #endif
 }
 
-// Causal attention through cuDNN over [B, T, H, D] q, k and v (same head count), scale 1/sqrt(D),
-// differentiable, with an optional additive bias broadcast to [B, H, T, T] (e.g. a band mask: cuDNN
-// still skips the tiles above the diagonal). Returns [B, T, H, D] (a transposed view of cuDNN's
-// [B, H, T, D] output, whose memory is laid out as [B, T, H, D]).
-// REQUIRES: CudnnAttentionUsable(q).
+// Full causal attention through cuDNN over [B, T, H, D] q, k and v (same head count), scale
+// 1/sqrt(D), differentiable. Returns [B, T, H, D] (a transposed view of cuDNN's [B, H, T, D]
+// output, whose memory is laid out as [B, T, H, D]). REQUIRES: CudnnAttentionUsable(q).
 inline torch::Tensor CudnnCausalAttention(const torch::Tensor& q, const torch::Tensor& k,
-                                          const torch::Tensor& v,
-                                          const torch::Tensor& bias = torch::Tensor()) {
+                                          const torch::Tensor& v) {
 #if XV_TORCH_HAS_CUDNN_ATTENTION
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  c10::optional<torch::Tensor> attn_bias;
-  if (bias.defined()) attn_bias = bias.expand({q.size(0), q.size(2), q.size(1), k.size(1)});
   auto result = at::_scaled_dot_product_cudnn_attention(
-      q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_bias,
+      q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), /*attn_bias=*/c10::nullopt,
       /*compute_log_sumexp=*/true, /*dropout_p=*/0.0, /*is_causal=*/true,
       /*return_debug_mask=*/false, scale);
   return std::get<0>(result).transpose(1, 2);
 #else
   (void)k;
   (void)v;
-  (void)bias;
   TORCH_CHECK(false, "cuDNN attention needs LibTorch >= 2.5 with CUDA; this build has ",
               TORCH_VERSION);
   return q;
-#endif
-}
-
-// ATen's cuDNN causal attention over [N, H, S, D] q, k and v (one head count, any strides cuDNN
-// takes; a transposed view of [N, S, H, D] memory is what it prefers), scale 1/sqrt(D), not
-// differentiable, with what its backward needs. `stats` is cuDNN's softmax statistics (fp32,
-// [N, H, S] or [N, H, S, 1] by version; the log-sum-exp of the scaled scores in the base
-// windowed_attention.h finds once per device). REQUIRES: CudnnAttentionUsable(q).
-struct CudnnAttentionResult {
-  torch::Tensor out, stats;
-  torch::Tensor cum_seq_q, cum_seq_k, philox_seed, philox_offset;
-  int64_t max_q = 0, max_k = 0;
-};
-
-inline CudnnAttentionResult CudnnCausalAttentionWithStats(const torch::Tensor& q,
-                                                          const torch::Tensor& k,
-                                                          const torch::Tensor& v) {
-#if XV_TORCH_HAS_CUDNN_ATTENTION
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  auto r = at::_scaled_dot_product_cudnn_attention(q, k, v, /*attn_bias=*/c10::nullopt,
-                                                   /*compute_log_sumexp=*/true, /*dropout_p=*/0.0,
-                                                   /*is_causal=*/true,
-                                                   /*return_debug_mask=*/false, scale);
-  CudnnAttentionResult out;
-  out.out = std::get<0>(r);
-  out.stats = std::get<1>(r);
-  out.cum_seq_q = std::get<2>(r);
-  out.cum_seq_k = std::get<3>(r);
-  out.max_q = std::get<4>(r).expect_int();
-  out.max_k = std::get<5>(r).expect_int();
-  out.philox_seed = std::get<6>(r);
-  out.philox_offset = std::get<7>(r);
-  return out;
-#else
-  (void)k;
-  (void)v;
-  TORCH_CHECK(false, "cuDNN attention needs LibTorch >= 2.5 with CUDA; this build has ",
-              TORCH_VERSION, " (tensors on ", q.device().str(), ")");
-  return {};
-#endif
-}
-
-// The backward of CudnnCausalAttentionWithStats(q, k, v) = `forward`, for the output gradient
-// `grad_out`, with `out` and `stats` standing for the forward's (same shapes and layout: a split
-// attention passes its merged output and statistics). Returns {dq, dk, dv}, each [N, H, S, D].
-inline std::array<torch::Tensor, 3> CudnnCausalAttentionBackward(
-    const torch::Tensor& grad_out, const torch::Tensor& q, const torch::Tensor& k,
-    const torch::Tensor& v, const torch::Tensor& out, const torch::Tensor& stats,
-    const CudnnAttentionResult& forward) {
-#if XV_TORCH_HAS_CUDNN_ATTENTION
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  auto r = at::_scaled_dot_product_cudnn_attention_backward(
-      grad_out, q, k, v, out, stats, forward.philox_seed, forward.philox_offset,
-      /*attn_bias=*/torch::Tensor(), forward.cum_seq_q, forward.cum_seq_k, forward.max_q,
-      forward.max_k, /*dropout_p=*/0.0, /*is_causal=*/true, scale);
-  return {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
-#else
-  (void)grad_out;
-  (void)k;
-  (void)v;
-  (void)out;
-  (void)stats;
-  (void)forward;
-  TORCH_CHECK(false, "cuDNN attention needs LibTorch >= 2.5 with CUDA; this build has ",
-              TORCH_VERSION, " (tensors on ", q.device().str(), ")");
-  return {};
 #endif
 }
 

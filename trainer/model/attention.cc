@@ -1,7 +1,6 @@
 #include "trainer/model/attention.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -10,7 +9,6 @@
 #include <utility>
 
 #include "trainer/model/speed_levers.h"
-#include "trainer/model/windowed_attention.h"
 #include "trainer/torch_compat.h"
 
 namespace xv::trainer {
@@ -62,37 +60,32 @@ struct AttentionGrads {
 
 AttentionGrads AttentionWithGrads(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const torch::Tensor& dy,
-                                  int64_t window_left, const std::string& backend) {
+                                  const std::string& backend) {
   torch::Tensor qq = q.detach().clone().requires_grad_(true);
   torch::Tensor kk = k.detach().clone().requires_grad_(true);
   torch::Tensor vv = v.detach().clone().requires_grad_(true);
-  torch::Tensor y = CausalAttention(qq, kk, vv, window_left, backend);
+  torch::Tensor y = CausalAttention(qq, kk, vv, q.size(1), backend);
   auto grads = torch::autograd::grad({y}, {qq, kk, vv}, {dy});
   return {y.detach(), grads[0], grads[1], grads[2]};
 }
 
-// Whether `backend` ("cudnn" full causal, "cudnn-band" with a window of a quarter of the
-// positions) agrees with the math backend, forward and backward, on a small deterministic problem
-// with x's head size. Checked once per device, dtype, head size and backend.
-bool CudnnBackendMatchesMath(const torch::Tensor& x, const std::string& backend) {
+}  // namespace
+
+bool CudnnAttentionMatchesMath(const torch::Tensor& x) {
   if (!compat::CudnnAttentionUsable(x)) return false;
   const int64_t d = x.dim() == 4 ? x.size(3) : 64;
   static std::mutex mu;
-  static std::map<std::tuple<int, int, int64_t, std::string>, bool> verdicts;
-  const std::tuple<int, int, int64_t, std::string> key(
-      x.device().index(), static_cast<int>(x.scalar_type()), d, backend);
+  static std::map<std::tuple<int, int, int64_t>, bool> verdicts;
+  const std::tuple<int, int, int64_t> key(x.device().index(), static_cast<int>(x.scalar_type()), d);
   std::lock_guard<std::mutex> lock(mu);
   auto it = verdicts.find(key);
   if (it != verdicts.end()) return it->second;
   bool matches = false;
   try {
     torch::AutoGradMode grad_mode(true);
-    // The check runs inside the first forward: keep autocast's bf16 matmuls out of the reference.
-    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     // Deterministic data (no RNG draw): 2 x 128 positions, 2 heads, values that vary with the
-    // position so causal masking and the window matter.
+    // position so causal masking matters.
     const int64_t b = 2, t = 128, h = 2;
-    const int64_t window = backend == "cudnn" ? t : t / 4;
     auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(x.device());
     torch::Tensor pos = torch::arange(b * t, f32).reshape({b, t, 1, 1});
     torch::Tensor lane = torch::arange(h * d, f32).reshape({1, 1, h, d});
@@ -100,8 +93,8 @@ bool CudnnBackendMatchesMath(const torch::Tensor& x, const std::string& backend)
     torch::Tensor k = torch::cos(pos * 0.23 - lane * 0.07).to(x.scalar_type());
     torch::Tensor v = torch::sin(pos * 0.05 + lane * 0.03).to(x.scalar_type());
     torch::Tensor dy = torch::cos(pos * 0.13 + lane * 0.05).to(x.scalar_type());
-    AttentionGrads c = AttentionWithGrads(q, k, v, dy, window, backend);
-    AttentionGrads m = AttentionWithGrads(q, k, v, dy, window, "math");
+    AttentionGrads c = AttentionWithGrads(q, k, v, dy, "cudnn");
+    AttentionGrads m = AttentionWithGrads(q, k, v, dy, "math");
     double worst = 0;
     for (auto [a, r] : {std::pair(c.y, m.y), std::pair(c.dq, m.dq), std::pair(c.dk, m.dk),
                         std::pair(c.dv, m.dv)}) {
@@ -115,51 +108,15 @@ bool CudnnBackendMatchesMath(const torch::Tensor& x, const std::string& backend)
   return matches;
 }
 
-// The additive band mask of a window for cuDNN: 0 where query i sees key j, a large negative
-// (exp underflows to 0 in fp32) elsewhere; [T, T] in `like`'s dtype, cached per device, dtype,
-// length and window.
-torch::Tensor CudnnBandBias(const torch::Tensor& like, int64_t t, int64_t window_left) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, int, int64_t, int64_t>, torch::Tensor> biases;
-  const std::tuple<int, int, int64_t, int64_t> key(like.device().index(),
-                                                   static_cast<int>(like.scalar_type()), t,
-                                                   window_left);
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = biases.find(key);
-  if (it != biases.end()) return it->second;
-  torch::Tensor bias = torch::zeros({t, t}, like.options())
-                           .masked_fill(CausalBandMask(t, window_left, like.device()).logical_not(),
-                                        -30000.0);
-  biases[key] = bias;
-  return bias;
-}
-
-}  // namespace
-
-bool CudnnAttentionMatchesMath(const torch::Tensor& x) {
-  return CudnnBackendMatchesMath(x, "cudnn");
-}
-
-bool CudnnBandAttentionMatchesMath(const torch::Tensor& x) {
-  return CudnnBackendMatchesMath(x, "cudnn-band");
-}
-
 std::string LayerAttentionBackend(const torch::Tensor& q, const torch::Tensor& k,
                                   int64_t window_left, const std::string& backend) {
   static const bool cudnn_lever = SpeedLeverEnabled(kLeverCudnnAttention);
-  static const bool cudnn_window_lever = SpeedLeverEnabled(kLeverCudnnWindow);
   const bool full_causal = window_left < 0 || window_left >= q.size(1) - 1;
-  if (backend != "flash" || k.size(2) != q.size(2)) return backend;
-  if (full_causal && cudnn_lever && CudnnAttentionMatchesMath(q)) return "cudnn";
-  if (full_causal || !cudnn_window_lever) return backend;
-  const char* mode = std::getenv("XV_TRAIN_CUDNN_WINDOW_MODE");
-  if (mode != nullptr && std::string(mode) == "blocks") {
-    if (BlockWindowApplies(q.size(1), window_left) && CudnnBlockAttentionKernels(q) != nullptr) {
-      return "cudnn-blocks";
-    }
-    return backend;
+  if (backend == "flash" && cudnn_lever && full_causal && k.size(2) == q.size(2) &&
+      CudnnAttentionMatchesMath(q)) {
+    return "cudnn";
   }
-  return CudnnBandAttentionMatchesMath(q) ? "cudnn-band" : backend;
+  return backend;
 }
 
 std::string ResolveAttentionBackend(const std::string& requested, const torch::Tensor& x) {
@@ -216,21 +173,6 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
                 "CausalAttention: cudnn needs as many kv heads as query heads");
     return compat::CudnnCausalAttention(q, k.to(q.scalar_type()), v.to(q.scalar_type()))
         .contiguous();
-  }
-  if (backend == "cudnn-band") {
-    TORCH_CHECK(k.size(2) == n_head,
-                "CausalAttention: cudnn-band needs as many kv heads as query heads");
-    return compat::CudnnCausalAttention(q, k.to(q.scalar_type()), v.to(q.scalar_type()),
-                                        CudnnBandBias(q, t, window_left))
-        .contiguous();
-  }
-  if (backend == "cudnn-blocks") {
-    auto kernels = CudnnBlockAttentionKernels(q);
-    TORCH_CHECK(kernels != nullptr && k.size(2) == n_head,
-                "CausalAttention: cudnn-blocks needs cuDNN's kernels and as many kv heads as "
-                "query heads");
-    return BlockWindowedAttention(q, k.to(q.scalar_type()), v.to(q.scalar_type()), window_left,
-                                  kernels);
   }
   if (backend == "flash") {
     // The kernel needs one dtype; under autocast v can arrive in fp32 (the value embeddings are

@@ -6,9 +6,7 @@
 //    2.5), where it honours windows. Its full-causal layers (no window, as many kv heads as query
 //    heads) run cuDNN's attention instead where that runs and matches the math backend
 //    (CudnnAttentionMatchesMath) and XV_TRAIN_CUDNN_ATTENTION is not 0: on the H200 it beats
-//    ATen's FA2 kernels (bench/README.md: +11 % tok/s with window L); it has no sliding window,
-//    so windowed layers whose window splits the sequence into blocks run it over blocks instead
-//    ("cudnn-window", windowed_attention.h; XV_TRAIN_CUDNN_WINDOW).
+//    ATen's FA2 kernels (bench/README.md: +11 % tok/s with window L); it has no sliding window.
 // Window convention (flash): query i sees key j when j <= i and i - j <= window_left.
 // Thread-safety: stateless functions, but for the guarded verdict caches of
 // FlashAttentionHonoursWindows and CudnnAttentionMatchesMath.
@@ -40,22 +38,15 @@ bool FlashAttentionHonoursWindows(const torch::Tensor& x);
 // numbers.
 bool CudnnAttentionMatchesMath(const torch::Tensor& x);
 
-// The same for cuDNN's causal attention with an additive band bias (a window of a quarter of the
-// positions): the "cudnn-band" backend of windowed layers.
-bool CudnnBandAttentionMatchesMath(const torch::Tensor& x);
-
-// The backend CausalAttention runs for one layer: `backend` itself, or, for a flash layer with as
-// many kv heads as query heads, "cudnn" when its window covers the sequence (window_left >= t - 1),
-// the XV_TRAIN_CUDNN_ATTENTION lever is on and CudnnAttentionMatchesMath(q), and "cudnn-window"
-// when its window splits the sequence into blocks (BlockWindowApplies), the XV_TRAIN_CUDNN_WINDOW
-// lever is on and CudnnBlockAttentionKernels(q) is not null.
+// The backend CausalAttention runs for one layer: `backend` itself, or "cudnn" for a flash layer
+// whose window covers the sequence (window_left >= t - 1), with as many kv heads as query heads,
+// when the XV_TRAIN_CUDNN_ATTENTION lever is on and CudnnAttentionMatchesMath(q).
 std::string LayerAttentionBackend(const torch::Tensor& q, const torch::Tensor& k,
                                   int64_t window_left, const std::string& backend);
 
 // q: [B, T, H, D]; k, v: [B, T, Hkv, D] with Hkv dividing H (GQA: k/v heads are repeated for the
 // math and sdpa backends). Scale 1/sqrt(D). Returns [B, T, H, D] (contiguous). backend: a resolved
-// one (flash | sdpa | math), "cudnn" (full causal only; REQUIRES compat::CudnnAttentionUsable) or
-// "cudnn-window" (REQUIRES BlockWindowApplies and CudnnBlockAttentionKernels(q)).
+// one (flash | sdpa | math) or "cudnn" (full causal only; REQUIRES compat::CudnnAttentionUsable).
 torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
                               const torch::Tensor& v, int64_t window_left,
                               const std::string& backend);

@@ -22,9 +22,6 @@
 //                             the whole batch, the logits' gradient written in their own dtype)
 //   XV_TRAIN_CUDNN_ATTENTION  full-causal layers of the flash backend through cuDNN's attention
 //                             (CUDA, LibTorch >= 2.5, checked against the math backend once)
-//   XV_TRAIN_CUDNN_WINDOW     windowed layers of the flash backend whose window splits the sequence
-//                             into blocks through cuDNN's causal attention over blocks
-//                             (windowed_attention.h; checked against the math backend once)
 //   XV_TRAIN_RECOMPUTE_RELU2  ReLU^2 and c_proj as one node that saves the MLP's pre-activation
 //                             only and recomputes relu(h)^2 in the backward (off: ReluSquared's
 //                             output is saved too, by c_proj)
@@ -59,7 +56,6 @@ inline constexpr const char kLeverFusedReluSquared[] = "XV_TRAIN_FUSED_RELU2";
 inline constexpr const char kLeverFusedResidual[] = "XV_TRAIN_FUSED_RESIDUAL";
 inline constexpr const char kLeverVectorRotary[] = "XV_TRAIN_VECTOR_ROTARY";
 inline constexpr const char kLeverCudnnAttention[] = "XV_TRAIN_CUDNN_ATTENTION";
-inline constexpr const char kLeverCudnnWindow[] = "XV_TRAIN_CUDNN_WINDOW";
 inline constexpr const char kLeverRecomputeReluSquared[] = "XV_TRAIN_RECOMPUTE_RELU2";
 inline constexpr const char kLeverFastCrossEntropy[] = "XV_TRAIN_FAST_CE";
 

@@ -99,11 +99,10 @@ TEST(AttentionBackendsTest, CudnnMatchesMathOnCudaInBf16ForFullCausalLayers) {
     auto v = torch::randn({b, t, h, d}, opts), dy = torch::randn({b, t, h, d}, opts);
     ASSERT_TRUE(compat::CudnnAttentionUsable(q)) << "LibTorch " << compat::TorchVersionString();
     ASSERT_TRUE(CudnnAttentionMatchesMath(q)) << "head size " << d;
-    // Full-causal flash layers go to cuDNN, windowed ones to cuDNN with a band bias
-    // (windowed_attention_test.cc); GQA stays on flash.
+    // Full-causal flash layers go to cuDNN; windowed ones and GQA stay on flash.
     EXPECT_EQ(LayerAttentionBackend(q, k, t, "flash"), "cudnn");
     EXPECT_EQ(LayerAttentionBackend(q, k, t - 1, "flash"), "cudnn");
-    EXPECT_EQ(LayerAttentionBackend(q, k, t / 2, "flash"), "cudnn-band");
+    EXPECT_EQ(LayerAttentionBackend(q, k, t / 2, "flash"), "flash");
     EXPECT_EQ(LayerAttentionBackend(q, k.narrow(2, 0, 2), t, "flash"), "flash");
     EXPECT_EQ(LayerAttentionBackend(q, k, t, "sdpa"), "sdpa");
     Grads c = RunBackend(q, k, v, t, "cudnn", dy);
