@@ -318,7 +318,11 @@ void DaemonServer::Shutdown() {
   if (dispatcher_) dispatcher_->Stop();
   if (watch_hub_) watch_hub_->Stop();          // open Watch streams end
   if (unix_acceptor_) unix_acceptor_->Stop();  // no new connection reaches a stopping server
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  // The long-lived calls (sessions, watches) were ended above. gRPC (1.51) sends an idle
+  // connection no GOAWAY until the deadline passes, so a long grace made every exit with a client
+  // still connected take all of it (3 s). A handler running at the deadline still finishes (Wait
+  // below); only its reply is cancelled, and nothing is acknowledged before it is committed.
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   if (server_) server_->Wait();
   if (health_server_) health_server_->Stop();
   health_server_.reset();

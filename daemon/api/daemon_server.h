@@ -8,6 +8,7 @@
 // thread; the services run on gRPC's threads.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -103,8 +104,10 @@ class DaemonServer {
   WatchHub* watch_hub() { return watch_hub_.get(); }
 
   // Stops accepting calls, ends worker sessions, lets in-flight writes finish, removes the socket
-  // and port files. Idempotent.
+  // and port files. Idempotent. Unary calls still running get kShutdownGrace to answer; after it
+  // their replies are cancelled (their handlers still finish before the store closes).
   void Shutdown();
+  static constexpr std::chrono::milliseconds kShutdownGrace{200};
 
  private:
   DaemonServer() = default;
