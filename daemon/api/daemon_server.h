@@ -29,6 +29,7 @@
 #include "daemon/api/workers_service.h"
 #include "daemon/engine/daemon_loop.h"
 #include "daemon/engine/dispatcher.h"
+#include "daemon/engine/event_writer.h"
 #include "daemon/engine/plan_runner.h"
 #include "daemon/engine/round_closer.h"
 #include "daemon/engine/submission_builder.h"
@@ -128,6 +129,7 @@ class DaemonServer {
   std::unique_ptr<CallerRateLimiter> rate_limiter_;  // outlives the services
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<EventWriter> event_writer_;  // stopped after the sessions end, before store_
   std::unique_ptr<RoundCloser> closer_;
   std::unique_ptr<ExperimentsService> experiments_;
   std::unique_ptr<CampaignsService> campaigns_;
