@@ -163,6 +163,7 @@ xv::v1::DaemonMessage WorkersService::RegisteredMessage(int64_t worker_id) const
   msg.mutable_registered()->set_worker_id(worker_id);
   msg.mutable_registered()->set_heartbeat_interval_ms(dispatcher_->options().heartbeat_interval_ms);
   msg.mutable_registered()->set_lease_ms(dispatcher_->options().lease_ms);
+  msg.mutable_registered()->set_accepts_event_batches(true);
   return msg;
 }
 
@@ -265,6 +266,9 @@ std::string WorkersService::ServeMessages(Stream* stream, const xv::v1::Register
           protocol_error = "the daemon is stopping";
         }
         break;
+      case xv::v1::WorkerMessage::kEventBatch:
+        protocol_error = QueueEventBatch(reg, session, msg.mutable_event_batch());
+        break;
       case xv::v1::WorkerMessage::kFinished:
         HandleFinished(reg, session, msg.mutable_finished());
         break;
@@ -276,6 +280,26 @@ std::string WorkersService::ServeMessages(Stream* stream, const xv::v1::Register
     }
   }
   return protocol_error;
+}
+
+std::string WorkersService::QueueEventBatch(const xv::v1::Register& reg,
+                                            const std::shared_ptr<ConnectedWorker>& session,
+                                            xv::v1::EventBatch* batch) {
+  if (batch->events_size() > kMaxEventsPerBatch) {
+    return "event_batch.events: " + std::to_string(batch->events_size()) +
+           " events, over the limit of " + std::to_string(kMaxEventsPerBatch);
+  }
+  std::vector<xv::v1::TrainerEvent> events;
+  events.reserve(batch->events_size());
+  for (xv::v1::TrainerEvent& ev : *batch->mutable_events()) {
+    for (const std::string& note : RepairTrainerEvent(&ev)) {
+      spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(), ev.experiment_id(),
+                   ev.attempt(), note);
+    }
+    events.push_back(std::move(ev));
+  }
+  if (!event_writer_->Enqueue(session, std::move(events))) return "the daemon is stopping";
+  return "";
 }
 
 std::string WorkersService::HandleHeartbeat(const xv::v1::Register& reg, int64_t worker_id,

@@ -70,6 +70,12 @@ class WorkersService final : public grpc::Service {
   // error (returned; "" otherwise).
   std::string ServeMessages(Stream* stream, const xv::v1::Register& reg,
                             const std::shared_ptr<ConnectedWorker>& session);
+  // Repairs and queues the events of an EventBatch; a protocol error ("" when none) when it holds
+  // over kMaxEventsPerBatch events or the daemon is stopping.
+  std::string QueueEventBatch(const xv::v1::Register& reg,
+                              const std::shared_ptr<ConnectedWorker>& session,
+                              xv::v1::EventBatch* batch);
+  static constexpr int kMaxEventsPerBatch = 1024;
   // A protocol error ("" when none).
   std::string HandleHeartbeat(const xv::v1::Register& reg, int64_t worker_id,
                               const xv::v1::Heartbeat& heartbeat);

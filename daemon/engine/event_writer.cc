@@ -83,11 +83,11 @@ bool EventWriter::TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_
     mu_.AssertHeld();
     return stopping_ || !queue_.empty();
   });
-  if (queue_.empty()) return false;  // stopping, and everything is stored
+  if (queue_.empty()) return false;                // stopping, and everything is stored
   std::map<const ConnectedWorker*, size_t> index;  // session -> its entry in *batches
   size_t taken = 0;
-  while (!queue_.empty() && (taken == 0 || taken + queue_.front().events.size() <=
-                                               kMaxEventsPerTransaction)) {
+  while (!queue_.empty() &&
+         (taken == 0 || taken + queue_.front().events.size() <= kMaxEventsPerTransaction)) {
     Queued& q = queue_.front();
     auto [it, added] = index.emplace(q.session.get(), batches->size());
     if (added) batches->push_back(SessionBatch{q.session, {}});
@@ -106,7 +106,8 @@ bool EventWriter::TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_
   return true;
 }
 
-std::vector<const ConnectedWorker*> EventWriter::StoreBatches(const std::vector<SessionBatch>& batches) {
+std::vector<const ConnectedWorker*> EventWriter::StoreBatches(
+    const std::vector<SessionBatch>& batches) {
   std::vector<store::WorkerEvents> parts;
   parts.reserve(batches.size());
   for (const SessionBatch& b : batches) {

@@ -83,8 +83,8 @@ class EventWriter {
   bool TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_ticket) LOCKS_EXCLUDED(mu_);
   // Stores the batches in one transaction (or one by one after it failed) and pushes the acks;
   // returns the sessions whose events were dropped.
-  std::vector<const ConnectedWorker*> StoreBatches(
-      const std::vector<SessionBatch>& batches) LOCKS_EXCLUDED(mu_);
+  std::vector<const ConnectedWorker*> StoreBatches(const std::vector<SessionBatch>& batches)
+      LOCKS_EXCLUDED(mu_);
   // Pushes one session its acknowledgements.
   static void PushAcks(const SessionBatch& batch, store::AppliedEvents* applied);
 
