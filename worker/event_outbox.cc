@@ -201,7 +201,8 @@ void EventOutbox::QuarantineLocked(size_t i) {
   if (!st.ok()) spdlog::error("spool: {}", st.ToString());
 }
 
-bool EventOutbox::NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds timeout) {
+bool EventOutbox::NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds timeout,
+                             size_t max_batch) {
   MutexLock lock(&mu_);
   const uint64_t gen = wake_generation_;
   const Clock::time_point deadline = Clock::now() + timeout;
@@ -231,6 +232,7 @@ bool EventOutbox::NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds t
         Held& h = messages_[next_unsent_++];
         h.sent_at = now;
         *msg = h.msg;
+        if (max_batch > 1 && IsBatchable(h)) TakeBatchLocked(max_batch, now, msg);
         while (!spool_ && next_unsent_ > max_unacked_) {
           messages_.pop_front();
           --next_unsent_;
@@ -241,6 +243,32 @@ bool EventOutbox::NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds t
     if (now >= deadline) return false;
     cv_.wait_until(mu_, wake_at);
   }
+}
+
+bool EventOutbox::IsBatchable(const Held& h) {
+  return h.msg.has_event() && h.failed_sends == 0 && !h.stand_in;
+}
+
+void EventOutbox::TakeBatchLocked(size_t max_batch, Clock::time_point now, v1::WorkerMessage* msg) {
+  size_t bytes = msg->event().ByteSizeLong();
+  size_t end = next_unsent_;
+  while (end < messages_.size() && end - next_unsent_ + 1 < max_batch &&
+         IsBatchable(messages_[end])) {
+    const size_t size = messages_[end].msg.event().ByteSizeLong();
+    if (bytes + size > kMaxBatchBytes) break;
+    bytes += size;
+    ++end;
+  }
+  if (end == next_unsent_) return;  // nothing else ready: the event goes alone
+  v1::WorkerMessage batch;
+  v1::EventBatch* events = batch.mutable_event_batch();
+  *events->add_events() = msg->event();
+  for (; next_unsent_ < end; ++next_unsent_) {
+    Held& h = messages_[next_unsent_];
+    h.sent_at = now;
+    *events->add_events() = h.msg.event();
+  }
+  *msg = std::move(batch);
 }
 
 void EventOutbox::Wake() {

@@ -63,7 +63,13 @@ class EventOutbox {
   // `quarantined` event of the same seq, a Finished by a `failed` one (failure_kind crashed) that
   // says why; that stand-in is what comes out. A stand-in that fails in turn is dropped.
   // Failed-send counts live in memory: a worker restart starts them again.
-  bool NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds timeout);
+  // Batches: with max_batch > 1, an event never sent before comes out together with the events
+  // after it that are ready and never sent before either (at most max_batch events and
+  // kMaxBatchBytes), as one EventBatch message (when there is more than one); each is still held,
+  // acknowledged and resent on its own, and a resend goes alone.
+  bool NextToSend(v1::WorkerMessage* msg, std::chrono::milliseconds timeout, size_t max_batch = 1);
+  // Wire bytes of the events of one batch, at most (one bigger event still goes alone).
+  static constexpr size_t kMaxBatchBytes = 1 << 20;
   // Wakes any NextToSend waiter (used when the connection goes away).
   void Wake();
 
@@ -104,6 +110,12 @@ class EventOutbox {
   std::vector<v1::WorkerMessage> HeldOfLocked(const Key& key) const EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts a failed send of messages_[i] and sets its backoff.
   void CountFailedSendLocked(size_t i, Clock::time_point now) EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An event that may join a batch: never sent before and not a stand-in.
+  static bool IsBatchable(const Held& h);
+  // messages_[next_unsent_ - 1] just came out as *msg: adds the batchable events after it (see
+  // NextToSend), marks them sent and makes *msg an EventBatch when it took any.
+  void TakeBatchLocked(size_t max_batch, Clock::time_point now, v1::WorkerMessage* msg)
+      EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // In-flight messages unacknowledged for ack_timeout count a failed send and go out again.
   void ExpireUnackedLocked(Clock::time_point now) EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets messages_[i] aside (quarantine file, warning) and puts its stand-in in its place, or

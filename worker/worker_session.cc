@@ -308,7 +308,8 @@ bool WorkerSession::RunOneConnection() {
   outbox_.ResendUnacked();
 
   std::atomic<bool> stream_alive{true};
-  std::thread writer([&] { WriterLoop(stream.get(), &stream_alive, heartbeat_ms); });
+  const bool event_batches = first.registered().accepts_event_batches();
+  std::thread writer([&] { WriterLoop(stream.get(), &stream_alive, heartbeat_ms, event_batches); });
   v1::DaemonMessage msg;
   while (stream->Read(&msg)) HandleDaemonMessage(msg);
   connected_ = false;
@@ -324,7 +325,8 @@ bool WorkerSession::RunOneConnection() {
   return true;
 }
 
-void WorkerSession::WriterLoop(Stream* stream, std::atomic<bool>* stream_alive, int heartbeat_ms) {
+void WorkerSession::WriterLoop(Stream* stream, std::atomic<bool>* stream_alive, int heartbeat_ms,
+                               bool event_batches) {
   {
     // The daemon answers Register with an EventAck for every attempt listed: replaying starts
     // after those arrive, from the seq they carry (a daemon that sends none costs this wait).
@@ -346,7 +348,8 @@ void WorkerSession::WriterLoop(Stream* stream, std::atomic<bool>* stream_alive, 
     auto wait =
         std::chrono::duration_cast<std::chrono::milliseconds>(next_heartbeat - Clock::now());
     v1::WorkerMessage m;
-    if (outbox_.NextToSend(&m, std::max(wait, std::chrono::milliseconds(1)))) {
+    if (outbox_.NextToSend(&m, std::max(wait, std::chrono::milliseconds(1)),
+                           event_batches ? kMaxEventsPerBatch : 1)) {
       if (!stream->Write(m)) {
         // It may not have arrived: send it again after the reconnect.
         outbox_.ResendUnacked();

@@ -80,8 +80,11 @@ class WorkerSession {
   void ConnectionLoop();
   // One connection: register, then read until the stream breaks. Returns true if it registered.
   bool RunOneConnection();
+  // Sends heartbeats and the outbox; events go kMaxEventsPerBatch to a message when
+  // `event_batches` (the daemon said Registered.accepts_event_batches), else one each.
   void WriterLoop(grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>* stream,
-                  std::atomic<bool>* stream_alive, int heartbeat_ms);
+                  std::atomic<bool>* stream_alive, int heartbeat_ms, bool event_batches);
+  static constexpr size_t kMaxEventsPerBatch = 64;
   void ExecutorLoop();
   void HandleDaemonMessage(const v1::DaemonMessage& msg);
   void OnAssign(const v1::ExperimentSpec& spec);

@@ -6,8 +6,9 @@
 //      Finished, acknowledged before the next: experiments/s, and a worker's idle gap from sending
 //      Finished to its next Assign;
 //   3. batched submits: K experiments in Submit calls of B candidates (no worker connected);
-//   4. event ingest: N workers take those K, each run streaming E `step` events then its summary
-//      before Finished: events/s, and the cost of one step event beyond the run's own cost.
+//   4. event ingest: N workers take those K, each run streaming E `step` events (in EventBatch
+//      messages of up to 64, as xv-worker sends them) then its summary before Finished: events/s,
+//      and the cost of one step event beyond the run's own cost.
 // Printed: submit latency p50/p99 per call and per experiment, experiments/s, events/s, the
 // daemon's CPU time per experiment (from /proc), database bytes per experiment (SQLite pages in
 // use, WAL included), and the ratios batched/single and with/without events. Every submitted
@@ -198,6 +199,9 @@ std::string StepEventJson(int64_t step) {
       .dump();
 }
 
+// Step events per message (EventBatch): xv-worker's WorkerSession::kMaxEventsPerBatch.
+constexpr size_t kEventsPerMessage = 64;
+
 struct RunFigures {
   int64_t finished = 0;
   int64_t events = 0;
@@ -246,8 +250,14 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
         if (finished_at > 0) gaps.push_back(Now() - finished_at);
         const auto& spec = assign.spec();
         int64_t seq = 0;
-        for (int e = 0; e < events; ++e) {
-          worker.SendEvent(spec.experiment_id(), spec.attempt(), ++seq, StepEventJson(e));
+        for (int e = 0; e < events;) {
+          // Batches of up to 64, as xv-worker's outbox sends the events it holds ready.
+          std::vector<std::string> batch;
+          for (; e < events && batch.size() < kEventsPerMessage; ++e) {
+            batch.push_back(StepEventJson(e));
+          }
+          worker.SendEventBatch(spec.experiment_id(), spec.attempt(), seq + 1, batch);
+          seq += static_cast<int64_t>(batch.size());
         }
         worker.SendEvent(spec.experiment_id(), spec.attempt(), ++seq,
                          xv::daemon::fake::SummaryJson(2.0));

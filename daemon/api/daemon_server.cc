@@ -171,6 +171,7 @@ Status DaemonServer::StartAuthorizer(const DaemonOptions& options, const ListenA
 
 void DaemonServer::BuildEngine(const DaemonOptions& options) {
   dispatcher_ = std::make_unique<Dispatcher>(store_.get(), options.dispatcher);
+  event_writer_ = std::make_unique<EventWriter>(store_.get());
   closer_ = std::make_unique<RoundCloser>(store_.get());
   plan_runner_ =
       std::make_unique<PlanRunner>(store_.get(), dispatcher_.get(), closer_.get(), options.limits);
@@ -183,7 +184,7 @@ void DaemonServer::BuildServices(const DaemonOptions& options) {
                                                       options.limits, XV_VERSION, closer_.get());
   campaigns_ = std::make_unique<CampaignsService>(store_.get(), dispatcher_.get(), closer_.get(),
                                                   options.limits);
-  workers_ = std::make_unique<WorkersService>(store_.get(), dispatcher_.get());
+  workers_ = std::make_unique<WorkersService>(store_.get(), dispatcher_.get(), event_writer_.get());
   plans_ = std::make_unique<PlansService>(store_.get(), dispatcher_.get(), campaigns_.get(),
                                           plan_runner_.get());
   experiments_->SetWatchHub(watch_hub_.get());
@@ -318,8 +319,13 @@ void DaemonServer::Shutdown() {
   if (dispatcher_) dispatcher_->Stop();
   if (watch_hub_) watch_hub_->Stop();          // open Watch streams end
   if (unix_acceptor_) unix_acceptor_->Stop();  // no new connection reaches a stopping server
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  // The long-lived calls (sessions, watches) were ended above. gRPC (1.51) sends an idle
+  // connection no GOAWAY until the deadline passes, so a long grace made every exit with a client
+  // still connected take all of it (3 s). A handler running at the deadline still finishes (Wait
+  // below); only its reply is cancelled, and nothing is acknowledged before it is committed.
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   if (server_) server_->Wait();
+  if (event_writer_) event_writer_->Stop();  // the sessions' last events are stored by now
   if (health_server_) health_server_->Stop();
   health_server_.reset();
   if (!health_port_file_.empty()) ::unlink(health_port_file_.c_str());

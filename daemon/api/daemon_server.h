@@ -8,6 +8,7 @@
 // thread; the services run on gRPC's threads.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,7 @@
 #include "daemon/api/workers_service.h"
 #include "daemon/engine/daemon_loop.h"
 #include "daemon/engine/dispatcher.h"
+#include "daemon/engine/event_writer.h"
 #include "daemon/engine/plan_runner.h"
 #include "daemon/engine/round_closer.h"
 #include "daemon/engine/submission_builder.h"
@@ -103,8 +105,10 @@ class DaemonServer {
   WatchHub* watch_hub() { return watch_hub_.get(); }
 
   // Stops accepting calls, ends worker sessions, lets in-flight writes finish, removes the socket
-  // and port files. Idempotent.
+  // and port files. Idempotent. Unary calls still running get kShutdownGrace to answer; after it
+  // their replies are cancelled (their handlers still finish before the store closes).
   void Shutdown();
+  static constexpr std::chrono::milliseconds kShutdownGrace{200};
 
  private:
   DaemonServer() = default;
@@ -125,6 +129,7 @@ class DaemonServer {
   std::unique_ptr<CallerRateLimiter> rate_limiter_;  // outlives the services
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<EventWriter> event_writer_;  // stopped after the sessions end, before store_
   std::unique_ptr<RoundCloser> closer_;
   std::unique_ptr<ExperimentsService> experiments_;
   std::unique_ptr<CampaignsService> campaigns_;

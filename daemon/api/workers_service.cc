@@ -13,12 +13,13 @@
 #include "common/untrusted_text.h"
 #include "daemon/api/worker_message_edge.h"
 #include "daemon/engine/connected_worker.h"
-#include "daemon/engine/event_batcher.h"
+#include "daemon/engine/event_writer.h"
 
 namespace xv::daemon {
 namespace {
 
-constexpr std::chrono::milliseconds kFlushInterval(200);
+// How long the outbox writer waits for a message before it checks whether the session closed.
+constexpr std::chrono::milliseconds kOutboxPollInterval(200);
 
 // One message of the stream: false at its end; *error set (and false) when it does not parse.
 bool ReadWorkerMessage(WorkersService::Stream* stream, xv::v1::WorkerMessage* msg,
@@ -65,8 +66,9 @@ xv::v1::WorkerMessage StandInForUnreadable(const UnreadableWorkerMessage& u, con
 
 }  // namespace
 
-WorkersService::WorkersService(store::Store* store, Dispatcher* dispatcher)
-    : store_(store), dispatcher_(dispatcher) {
+WorkersService::WorkersService(store::Store* store, Dispatcher* dispatcher,
+                               EventWriter* event_writer)
+    : store_(store), dispatcher_(dispatcher), event_writer_(event_writer) {
   AddMethod(new grpc::internal::RpcServiceMethod(
       "/xv.v1.Workers/Session", grpc::internal::RpcMethod::BIDI_STREAMING,
       new grpc::internal::BidiStreamingHandler<WorkersService, grpc::ByteBuffer,
@@ -95,14 +97,17 @@ grpc::Status WorkersService::Session(grpc::ServerContext* ctx, Stream* stream) {
   status = AttachWorker(reg, session);
   if (!status.ok()) return status;
 
-  EventBatcher batcher(store_, session);
-  std::thread writer([&] { WriteOutbox(stream, session.get(), &batcher); });
+  std::thread writer([&] { WriteOutbox(stream, session.get()); });
   dispatcher_->Schedule();
-  const std::string protocol_error = ServeMessages(stream, reg, session, &batcher);
-  batcher.Flush();
+  const std::string protocol_error = ServeMessages(stream, reg, session);
+  // What failed to store was not acknowledged: the worker sends it again when it reconnects.
+  if (!event_writer_->Flush(*session)) {
+    spdlog::warn("worker {}: some events were not stored (not acknowledged)", reg.worker_name());
+  }
   dispatcher_->Detach(session);
   session->Close(/*cancel_rpc=*/false);
   writer.join();
+  event_writer_->Forget(*session);
   return EndSession(reg, worker_id, protocol_error);
 }
 
@@ -158,6 +163,7 @@ xv::v1::DaemonMessage WorkersService::RegisteredMessage(int64_t worker_id) const
   msg.mutable_registered()->set_worker_id(worker_id);
   msg.mutable_registered()->set_heartbeat_interval_ms(dispatcher_->options().heartbeat_interval_ms);
   msg.mutable_registered()->set_lease_ms(dispatcher_->options().lease_ms);
+  msg.mutable_registered()->set_accepts_event_batches(true);
   return msg;
 }
 
@@ -214,15 +220,10 @@ grpc::Status WorkersService::ReconcileReportedAttempts(
   return grpc::Status::OK;
 }
 
-void WorkersService::WriteOutbox(Stream* stream, ConnectedWorker* session, EventBatcher* batcher) {
-  auto next_flush = std::chrono::steady_clock::now() + kFlushInterval;
+void WorkersService::WriteOutbox(Stream* stream, ConnectedWorker* session) {
   while (true) {
     xv::v1::DaemonMessage msg;
-    auto now = std::chrono::steady_clock::now();
-    auto wait = next_flush > now
-                    ? std::chrono::duration_cast<std::chrono::milliseconds>(next_flush - now)
-                    : std::chrono::milliseconds(0);
-    if (session->Pop(&msg, wait)) {
+    if (session->Pop(&msg, kOutboxPollInterval)) {
       if (!stream->Write(msg)) {
         session->Close();
         break;
@@ -230,17 +231,11 @@ void WorkersService::WriteOutbox(Stream* stream, ConnectedWorker* session, Event
       continue;
     }
     if (session->closed()) break;
-    if (std::chrono::steady_clock::now() >= next_flush) {
-      // A failed flush drops the batch unacknowledged; the worker replays it from its spool.
-      (void)batcher->Flush();
-      next_flush = std::chrono::steady_clock::now() + kFlushInterval;
-    }
   }
 }
 
 std::string WorkersService::ServeMessages(Stream* stream, const xv::v1::Register& reg,
-                                          const std::shared_ptr<ConnectedWorker>& session,
-                                          EventBatcher* batcher) {
+                                          const std::shared_ptr<ConnectedWorker>& session) {
   xv::v1::WorkerMessage msg;
   UnreadableWorkerMessage unreadable;
   Status read_error;
@@ -267,10 +262,15 @@ std::string WorkersService::ServeMessages(Stream* stream, const xv::v1::Register
           spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(),
                        msg.event().experiment_id(), msg.event().attempt(), note);
         }
-        batcher->Add(msg.event());
+        if (!event_writer_->Enqueue(session, {std::move(*msg.mutable_event())})) {
+          protocol_error = "the daemon is stopping";
+        }
+        break;
+      case xv::v1::WorkerMessage::kEventBatch:
+        protocol_error = QueueEventBatch(reg, session, msg.mutable_event_batch());
         break;
       case xv::v1::WorkerMessage::kFinished:
-        HandleFinished(reg, session, batcher, msg.mutable_finished());
+        HandleFinished(reg, session, msg.mutable_finished());
         break;
       case xv::v1::WorkerMessage::kRegister:
         spdlog::warn("worker {}: Register in the middle of a session ignored", reg.worker_name());
@@ -280,6 +280,26 @@ std::string WorkersService::ServeMessages(Stream* stream, const xv::v1::Register
     }
   }
   return protocol_error;
+}
+
+std::string WorkersService::QueueEventBatch(const xv::v1::Register& reg,
+                                            const std::shared_ptr<ConnectedWorker>& session,
+                                            xv::v1::EventBatch* batch) {
+  if (batch->events_size() > kMaxEventsPerBatch) {
+    return "event_batch.events: " + std::to_string(batch->events_size()) +
+           " events, over the limit of " + std::to_string(kMaxEventsPerBatch);
+  }
+  std::vector<xv::v1::TrainerEvent> events;
+  events.reserve(batch->events_size());
+  for (xv::v1::TrainerEvent& ev : *batch->mutable_events()) {
+    for (const std::string& note : RepairTrainerEvent(&ev)) {
+      spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(), ev.experiment_id(),
+                   ev.attempt(), note);
+    }
+    events.push_back(std::move(ev));
+  }
+  if (!event_writer_->Enqueue(session, std::move(events))) return "the daemon is stopping";
+  return "";
 }
 
 std::string WorkersService::HandleHeartbeat(const xv::v1::Register& reg, int64_t worker_id,
@@ -296,12 +316,14 @@ std::string WorkersService::HandleHeartbeat(const xv::v1::Register& reg, int64_t
 
 void WorkersService::HandleFinished(const xv::v1::Register& reg,
                                     const std::shared_ptr<ConnectedWorker>& session,
-                                    EventBatcher* batcher, xv::v1::Finished* finished) {
+                                    xv::v1::Finished* finished) {
   for (const std::string& note : RepairFinished(finished)) {
     spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(),
                  finished->experiment_id(), finished->attempt(), note);
   }
-  if (!batcher->Flush()) return;  // unacknowledged: the worker sends it again
+  // The attempt's events first; when some failed to store, the Finished stays unacknowledged
+  // too and the worker sends it again after them.
+  if (!event_writer_->Flush(*session)) return;
   if (finished->state() == kInterruptedFinishedState) {
     HandleInterrupted(reg, session, *finished);
     return;

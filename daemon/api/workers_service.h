@@ -3,9 +3,10 @@
 //   Register -> Registered (+ EventAck/Cancel for attempts the worker reports as running), then the
 //   daemon pushes Assign/Cancel/EventAck while the worker sends Heartbeat, TrainerEvent and
 //   Finished.
-// Trainer events are batched (up to kMaxBatch events or kFlushInterval) and stored in one
-// transaction; the EventAck then carries the highest contiguous seq stored. Finished flushes the
-// batch first, so an attempt's events are always stored before its terminal state. Thread-safety:
+// Trainer events go to the daemon's one EventWriter (daemon/engine/event_writer.h), which stores
+// the events of all sessions together, one transaction per batch; the EventAck then carries the
+// highest contiguous seq stored. Finished waits for the session's events first, so an attempt's
+// events are always stored before its terminal state. Thread-safety:
 // gRPC runs each Session on its own thread; the handler starts one writer thread per session (gRPC
 // allows one concurrent reader and one concurrent writer per stream).
 #pragma once
@@ -20,7 +21,7 @@
 #include "daemon/api/authorizer.h"
 #include "daemon/engine/connected_worker.h"
 #include "daemon/engine/dispatcher.h"
-#include "daemon/engine/event_batcher.h"
+#include "daemon/engine/event_writer.h"
 #include "daemon/store/store.h"
 #include "xv/v1/workers.grpc.pb.h"
 
@@ -35,8 +36,8 @@ namespace xv::daemon {
 // stored as a `refused` event under its seq; anything else ends the session with INVALID_ARGUMENT.
 class WorkersService final : public grpc::Service {
  public:
-  // `store` and `dispatcher` must outlive the service.
-  WorkersService(store::Store* store, Dispatcher* dispatcher);
+  // `store`, `dispatcher` and `event_writer` must outlive the service.
+  WorkersService(store::Store* store, Dispatcher* dispatcher, EventWriter* event_writer);
 
   using Stream = grpc::ServerReaderWriter<xv::v1::DaemonMessage, grpc::ByteBuffer>;
 
@@ -63,19 +64,25 @@ class WorkersService final : public grpc::Service {
   // the store gives it that it does not report.
   grpc::Status ReconcileReportedAttempts(const xv::v1::Register& reg,
                                          const std::shared_ptr<ConnectedWorker>& session);
-  // The writer thread: writes the outbox and flushes the event batch every kFlushInterval, until
-  // the session closes.
-  static void WriteOutbox(Stream* stream, ConnectedWorker* session, EventBatcher* batcher);
+  // The writer thread: writes the outbox until the session closes.
+  static void WriteOutbox(Stream* stream, ConnectedWorker* session);
   // Reads the worker's messages until it closes the stream, the session closes or a protocol
   // error (returned; "" otherwise).
   std::string ServeMessages(Stream* stream, const xv::v1::Register& reg,
-                            const std::shared_ptr<ConnectedWorker>& session, EventBatcher* batcher);
+                            const std::shared_ptr<ConnectedWorker>& session);
+  // Repairs and queues the events of an EventBatch; a protocol error ("" when none) when it holds
+  // over kMaxEventsPerBatch events or the daemon is stopping.
+  std::string QueueEventBatch(const xv::v1::Register& reg,
+                              const std::shared_ptr<ConnectedWorker>& session,
+                              xv::v1::EventBatch* batch);
+  static constexpr int kMaxEventsPerBatch = 1024;
   // A protocol error ("" when none).
   std::string HandleHeartbeat(const xv::v1::Register& reg, int64_t worker_id,
                               const xv::v1::Heartbeat& heartbeat);
-  // Stores the batch, then the attempt's end, and acks it (unless the store failed).
+  // Waits for the session's events to be stored, then stores the attempt's end and acks it
+  // (unless the store failed).
   void HandleFinished(const xv::v1::Register& reg, const std::shared_ptr<ConnectedWorker>& session,
-                      EventBatcher* batcher, xv::v1::Finished* finished);
+                      xv::v1::Finished* finished);
   // A Finished the worker sent as interrupted (it was stopped while the trainer ran;
   // common/interrupted_attempt.h): the worker is stopping, so it is drained first (given no new
   // work); when it is still this worker's active attempt, the attempt is lost with its worker
@@ -89,6 +96,7 @@ class WorkersService final : public grpc::Service {
 
   store::Store* const store_;
   Dispatcher* const dispatcher_;
+  EventWriter* const event_writer_;
   const Authorizer* authorizer_ = nullptr;
 };
 

@@ -42,13 +42,15 @@ Status MarkAttemptImplausible(SqliteConnection* c, const xv::v1::TrainerEvent& e
   return st.Run();
 }
 
-// One stored trainer event being interpreted: its attempt, the event as sent and its JSON.
+// One stored trainer event being interpreted: its attempt, the event as sent and its JSON, and
+// where a step event leaves its experiment-row update (written by WritePendingStepUpdatesLocked).
 struct TrainerEventContext {
   SqliteConnection* c;
   const xv::v1::TrainerEvent& ev;
   const json& j;
   int64_t exp;
   int attempt;
+  PendingStepUpdate* step_update;
 };
 
 // Only the active attempt moves the experiment's live fields.
@@ -77,7 +79,8 @@ Status ApplyStartEvent(const TrainerEventContext& e) {
   return at.Run();
 }
 
-// step: a metrics row, and the experiment's progress and last loss (when plausible).
+// step: a metrics row, and the experiment's progress and last loss (when plausible), the latter
+// deferred to the end of the attempt's run of step events (*e.step_update).
 Status ApplyStepEvent(const TrainerEventContext& e) {
   sched::StepFigures fig;
   Status plausible = sched::ReadStepFigures(e.j, &fig);
@@ -97,14 +100,23 @@ Status ApplyStepEvent(const TrainerEventContext& e) {
       .Bind(8, fig.mfu_percent)
       .Bind(9, fig.progress);
   XV_RETURN_IF_ERROR(m.Run());
+  if (fig.progress) e.step_update->progress = fig.progress;
+  if (fig.loss) e.step_update->loss = fig.loss;
+  return Status::Ok();
+}
+
+// The experiment-row update of an attempt's step events (ApplyStepEvent): running, its progress
+// and last loss, started_at when not yet set.
+Status WriteStepUpdate(SqliteConnection* c, int64_t exp, int attempt,
+                       const PendingStepUpdate& update) {
   SqliteStatement up;
-  XV_RETURN_IF_ERROR(e.c->Prepare(
+  XV_RETURN_IF_ERROR(c->Prepare(
       std::string("UPDATE experiments SET state = 'running', progress = COALESCE(?, progress), "
                   "last_loss = COALESCE(?, last_loss), started_at = COALESCE(started_at, " XV_NOW
                   ")") +
           kActiveAttemptOnly,
       &up));
-  up.Bind(1, fig.progress).Bind(2, fig.loss).Bind(3, e.exp).Bind(4, e.attempt);
+  up.Bind(1, update.progress).Bind(2, update.loss).Bind(3, exp).Bind(4, attempt);
   return up.Run();
 }
 
@@ -211,7 +223,8 @@ Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev, bo
 
 }  // namespace
 
-Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool* duplicate) {
+Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev,
+                                          PendingStepUpdates* pending, bool* duplicate) {
   SqliteConnection* c = db_->conn();
   XV_RETURN_IF_ERROR(StoreTrainerEvent(c, ev, duplicate));
   if (*duplicate) return Status::Ok();
@@ -221,60 +234,102 @@ Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool* 
       j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : ev.type();
   const TrainerEventApplier apply = ApplierFor(type);
   if (apply == nullptr) return Status::Ok();
-  return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt()});
+  const std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
+  if (apply != &ApplyStepEvent) {
+    // Any other event of the attempt sees (and may change) its row as the steps before left it.
+    XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(pending, &key));
+    PendingStepUpdate unused;
+    return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt(), &unused});
+  }
+  return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt(), &(*pending)[key]});
+}
+
+Status AttemptLedger::WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
+                                                    const std::pair<int64_t, int>* key) {
+  if (key != nullptr) {
+    auto it = pending->find(*key);
+    if (it == pending->end()) return Status::Ok();
+    XV_RETURN_IF_ERROR(WriteStepUpdate(db_->conn(), key->first, key->second, it->second));
+    pending->erase(it);
+    return Status::Ok();
+  }
+  for (const auto& [k, update] : *pending) {
+    XV_RETURN_IF_ERROR(WriteStepUpdate(db_->conn(), k.first, k.second, update));
+  }
+  pending->clear();
+  return Status::Ok();
+}
+
+Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch,
+                                              PendingStepUpdates* pending, AppliedEvents* out) {
+  SqliteConnection* c = db_->conn();
+  std::vector<std::pair<int64_t, int>> touched;
+  std::map<std::pair<int64_t, int>, bool> owned;  // per attempt of the batch, looked up once
+  for (const xv::v1::TrainerEvent& ev : *batch.events) {
+    // The worker must hold (or have held) this attempt.
+    std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
+    auto own_it = owned.find(key);
+    if (own_it == owned.end()) {
+      SqliteStatement own;
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "SELECT 1 FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
+          &own));
+      own.Bind(1, ev.experiment_id()).Bind(2, ev.attempt()).Bind(3, batch.worker_id);
+      bool found = false;
+      XV_RETURN_IF_ERROR(own.Step(&found));
+      own_it = owned.emplace(key, found).first;
+    }
+    if (!own_it->second || ev.seq() <= 0) {
+      ++out->rejected;
+      continue;
+    }
+    bool duplicate = false;
+    XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, pending, &duplicate));
+    if (duplicate) ++out->duplicates;
+    if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
+  }
+  XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(pending, nullptr));
+  for (const auto& [exp, attempt] : touched) {
+    xv::v1::EventAck ack;
+    ack.set_experiment_id(exp);
+    ack.set_attempt(attempt);
+    int64_t seq = 0;
+    XV_RETURN_IF_ERROR(HighestContiguousSeqLocked(exp, attempt, &seq));
+    ack.set_seq(seq);
+    out->acks.push_back(ack);
+  }
+  return Status::Ok();
 }
 
 Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
                                          const std::vector<xv::v1::TrainerEvent>& events,
                                          AppliedEvents* applied) {
+  std::vector<AppliedEvents> results;
+  XV_RETURN_IF_ERROR(ApplyTrainerEventBatches({WorkerEvents{worker_id, &events}}, &results));
+  *applied = std::move(results.front());
+  return Status::Ok();
+}
+
+Status AttemptLedger::ApplyTrainerEventBatches(const std::vector<WorkerEvents>& batches,
+                                               std::vector<AppliedEvents>* applied) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock lock(db_->mu());
-  SqliteConnection* c = db_->conn();
-  AppliedEvents result;
-  XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
+  std::vector<AppliedEvents> results(batches.size());
+  XV_RETURN_IF_ERROR(InWriteTransaction(db_->conn(), [&]() -> Status {
     db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
-    std::vector<std::pair<int64_t, int>> touched;
-    std::map<std::pair<int64_t, int>, bool> owned;  // per attempt of the batch, looked up once
-    for (const xv::v1::TrainerEvent& ev : events) {
-      // The worker must hold (or have held) this attempt.
-      std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
-      auto own_it = owned.find(key);
-      if (own_it == owned.end()) {
-        SqliteStatement own;
-        XV_RETURN_IF_ERROR(c->Prepare(
-            "SELECT 1 FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
-            &own));
-        own.Bind(1, ev.experiment_id()).Bind(2, ev.attempt()).Bind(3, worker_id);
-        bool found = false;
-        XV_RETURN_IF_ERROR(own.Step(&found));
-        own_it = owned.emplace(key, found).first;
-      }
-      const bool row = own_it->second;
-      if (!row || ev.seq() <= 0) {
-        ++result.rejected;
-        continue;
-      }
-      bool duplicate = false;
-      XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, &duplicate));
-      if (duplicate) ++result.duplicates;
-      if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
-    }
-    for (const auto& [exp, attempt] : touched) {
-      xv::v1::EventAck ack;
-      ack.set_experiment_id(exp);
-      ack.set_attempt(attempt);
-      int64_t seq = 0;
-      XV_RETURN_IF_ERROR(HighestContiguousSeqLocked(exp, attempt, &seq));
-      ack.set_seq(seq);
-      result.acks.push_back(ack);
+    PendingStepUpdates pending;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      XV_RETURN_IF_ERROR(ApplyWorkerEventsLocked(batches[i], &pending, &results[i]));
     }
     return Status::Ok();
   }));
   // Committed: the acknowledged seqs are where the next batch's search starts.
-  for (const xv::v1::EventAck& ack : result.acks) {
-    NoteContiguousSeqLocked(ack.experiment_id(), ack.attempt(), ack.seq());
+  for (const AppliedEvents& result : results) {
+    for (const xv::v1::EventAck& ack : result.acks) {
+      NoteContiguousSeqLocked(ack.experiment_id(), ack.attempt(), ack.seq());
+    }
   }
-  *applied = std::move(result);
+  *applied = std::move(results);
   return Status::Ok();
 }
 

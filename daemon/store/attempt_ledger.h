@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,19 @@
 #include "xv/v1/workers.pb.h"
 
 namespace xv::store {
+
+// One worker's trainer events, in the order it sent them, for ApplyTrainerEventBatches.
+struct WorkerEvents {
+  int64_t worker_id = 0;
+  const std::vector<xv::v1::TrainerEvent>* events = nullptr;  // not owned
+};
+
+// What an attempt's step events of one transaction leave in its experiment row (progress and
+// last loss: the last figure given of each), written once per attempt instead of once per event.
+struct PendingStepUpdate {
+  std::optional<double> progress;
+  std::optional<double> loss;
+};
 
 class AttemptLedger {
  public:
@@ -45,6 +59,13 @@ class AttemptLedger {
   // its attempt (failure kind implausible_result, the field in the detail) for FinishAttempt.
   Status ApplyTrainerEvents(int64_t worker_id, const std::vector<xv::v1::TrainerEvent>& events,
                             AppliedEvents* applied);
+  // Group commit: the events of several workers in ONE transaction (one fsync), each batch
+  // applied as ApplyTrainerEvents would; (*applied)[i] answers batches[i]. An error rolls back
+  // all of them (the caller may then retry the batches one by one to find the one at fault).
+  // Consecutive step events of an attempt update its experiment row once, with their last
+  // figures, as applying them one by one would leave it.
+  Status ApplyTrainerEventBatches(const std::vector<WorkerEvents>& batches,
+                                  std::vector<AppliedEvents>* applied);
   // The trainer of an attempt exited: stores the attempt's outcome and moves the experiment to its
   // terminal state (when the attempt is still the active one). *ack acknowledges it. Only an
   // attempt still live (assigned, running, or lost) changes: a Finished for one that already
@@ -75,7 +96,15 @@ class AttemptLedger {
  private:
   Status HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq)
       EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
-  Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, bool* duplicate)
+  using PendingStepUpdates = std::map<std::pair<int64_t, int>, PendingStepUpdate>;
+  // One worker's batch inside the transaction of ApplyTrainerEventBatches.
+  Status ApplyWorkerEventsLocked(const WorkerEvents& batch, PendingStepUpdates* pending,
+                                 AppliedEvents* out) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, PendingStepUpdates* pending,
+                             bool* duplicate) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // Writes the pending step update of (experiment, attempt), or of every attempt when key is null.
+  Status WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
+                                       const std::pair<int64_t, int>* key)
       EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   // Ends the worker's resending of a Finished: the worker goes idle, *ack carries the attempt's
   // contiguous seq with finished set.

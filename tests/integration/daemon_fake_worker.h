@@ -123,6 +123,23 @@ class FakeWorker {
     Send(m);
   }
 
+  // Sends events seq first_seq, first_seq + 1, ... of one attempt in one EventBatch message, as
+  // xv-worker's outbox does with the events it holds ready (worker/event_outbox.h).
+  void SendEventBatch(int64_t exp, int attempt, int64_t first_seq,
+                      const std::vector<std::string>& jsons) {
+    xv::v1::WorkerMessage m;
+    for (size_t i = 0; i < jsons.size(); ++i) {
+      auto* ev = m.mutable_event_batch()->add_events();
+      ev->set_experiment_id(exp);
+      ev->set_attempt(attempt);
+      ev->set_seq(first_seq + static_cast<int64_t>(i));
+      ev->set_type(nlohmann_type(jsons[i]));
+      ev->set_json(jsons[i]);
+      ev->set_unix_ms(1);
+    }
+    Send(m);
+  }
+
   grpc::Status Close() {
     StopHeartbeats();
     stream_->WritesDone();

@@ -50,6 +50,39 @@ TEST(EventOutbox, ResendsOnlyWhatWasNotAcknowledged) {
   EXPECT_EQ(box.held(), 0u);
 }
 
+TEST(EventOutbox, FreshEventsGoInBatchesAndResendsGoAlone) {
+  EventOutbox box;
+  for (int s = 1; s <= 5; ++s) box.Push(StepEvent(7, 1, s));
+  box.Push(SucceededFinished(7, 1, 5));
+  v1::WorkerMessage m;
+  // At most 3 per batch: 1-3, then 4-5 (the Finished never joins a batch).
+  ASSERT_TRUE(box.NextToSend(&m, milliseconds(1), 3));
+  ASSERT_TRUE(m.has_event_batch());
+  ASSERT_EQ(m.event_batch().events_size(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(m.event_batch().events(i).seq(), i + 1);
+  ASSERT_TRUE(box.NextToSend(&m, milliseconds(1), 3));
+  ASSERT_EQ(m.event_batch().events_size(), 2);
+  EXPECT_EQ(m.event_batch().events(1).seq(), 5);
+  ASSERT_TRUE(box.NextToSend(&m, milliseconds(1), 3));
+  EXPECT_TRUE(m.has_finished());
+  // Each event is still acknowledged on its own; what was not is resent one per message.
+  box.Ack(7, 1, 2, false);
+  EXPECT_EQ(box.held(), 4u);
+  box.ResendUnacked();
+  for (int s = 3; s <= 5; ++s) {
+    ASSERT_TRUE(box.NextToSend(&m, milliseconds(1), 3));
+    ASSERT_TRUE(m.has_event()) << "seq " << s;
+    EXPECT_EQ(m.event().seq(), s);
+  }
+  // A single ready event goes as a plain event, not a batch of one.
+  box.Push(StepEvent(8, 1, 1));
+  ASSERT_TRUE(box.NextToSend(&m, milliseconds(1), 3));
+  ASSERT_TRUE(m.has_finished());  // the resent Finished first, in order
+  ASSERT_TRUE(box.NextToSend(&m, milliseconds(1), 3));
+  ASSERT_TRUE(m.has_event());
+  EXPECT_EQ(m.event().experiment_id(), 8);
+}
+
 TEST(EventOutbox, AcksOfAnotherAttemptDoNotDropMessages) {
   EventOutbox box;
   box.Push(StepEvent(7, 1, 1));

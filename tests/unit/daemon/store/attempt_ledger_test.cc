@@ -90,6 +90,62 @@ TEST_F(StoreWithWorker, AckIsHighestContiguousSeq) {
   EXPECT_EQ(applied.acks[0].seq(), 4);
 }
 
+// Group commit (the daemon's EventWriter): two workers' events in one transaction, each batch
+// answered on its own, and the experiment rows as event-by-event application leaves them.
+TEST_F(StoreWithWorker, BatchesOfSeveralWorkersAreAppliedTogether) {
+  int64_t other = 0;
+  ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("other"), &other).ok());
+  xv::v1::ExperimentSpec spec2;
+  ASSERT_TRUE(store_->attempts().AssignExperiment(ids_.experiment_ids[1], other, &spec2).ok());
+  const int64_t a = ids_.experiment_ids[0], b = ids_.experiment_ids[1];
+  auto step = [](int64_t exp, int64_t seq, int step, const char* loss, const char* progress) {
+    return MakeEvent(exp, 1, seq, "step",
+                     std::string(R"({"type":"step","step":)") + std::to_string(step) +
+                         R"(,"loss":)" + loss + R"(,"progress":)" + progress + "}");
+  };
+  // Worker 1: steps, then an error (it must see the steps' row), then a step without a loss.
+  const std::vector<xv::v1::TrainerEvent> first = {
+      step(a, 1, 0, "9.0", "0.1"), step(a, 2, 1, "8.0", "0.2"),
+      MakeEvent(a, 1, 3, "error", R"({"type":"error","kind":"oom","message":"out of memory"})"),
+      step(a, 4, 2, "null", "0.3")};
+  // Worker 2: a step, and one event of an attempt it does not hold (refused, not an error).
+  const std::vector<xv::v1::TrainerEvent> second = {step(b, 1, 0, "7.5", "0.5"),
+                                                    MakeEvent(a, 1, 5, "log", R"({"type":"log"})")};
+  std::vector<AppliedEvents> applied;
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEventBatches(
+                      {WorkerEvents{worker_, &first}, WorkerEvents{other, &second}}, &applied)
+                  .ok());
+  ASSERT_EQ(applied.size(), 2u);
+  ASSERT_EQ(applied[0].acks.size(), 1u);
+  EXPECT_EQ(applied[0].acks[0].experiment_id(), a);
+  EXPECT_EQ(applied[0].acks[0].seq(), 4);
+  EXPECT_EQ(applied[0].rejected, 0);
+  ASSERT_EQ(applied[1].acks.size(), 1u);
+  EXPECT_EQ(applied[1].acks[0].experiment_id(), b);
+  EXPECT_EQ(applied[1].acks[0].seq(), 1);
+  EXPECT_EQ(applied[1].rejected, 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 4);
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->experiments().GetExperiment(a, &e).ok());
+  EXPECT_EQ(e.state(), "running");
+  EXPECT_DOUBLE_EQ(e.progress(), 0.3);
+  EXPECT_DOUBLE_EQ(e.last_loss(), 8.0);  // the last step without a loss keeps the one before
+  EXPECT_EQ(e.failure_kind(), "oom");
+  ASSERT_TRUE(store_->experiments().GetExperiment(b, &e).ok());
+  EXPECT_EQ(e.state(), "running");
+  EXPECT_DOUBLE_EQ(e.progress(), 0.5);
+  EXPECT_DOUBLE_EQ(e.last_loss(), 7.5);
+  // Replayed together, everything is a duplicate.
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEventBatches(
+                      {WorkerEvents{worker_, &first}, WorkerEvents{other, &second}}, &applied)
+                  .ok());
+  EXPECT_EQ(applied[0].duplicates, 4);
+  EXPECT_EQ(applied[1].duplicates, 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 4);
+}
+
 TEST_F(StoreWithWorker, EventsOfAnotherWorkersAttemptAreRefused) {
   int64_t other = 0;
   ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("other"), &other).ok());

@@ -1,0 +1,103 @@
+// EventWriter: the one writer of trainer events for every worker session (group commit). A
+// session's reader thread queues the events it reads (Enqueue); one thread takes everything queued,
+// from all sessions at once, stores it in ONE transaction (AttemptLedger::ApplyTrainerEventBatches:
+// one fsync for the events of many workers) and pushes each session the EventAcks of its events.
+// While a transaction commits, the next one's events gather in the queue, so the batch grows with
+// the load and an event waits at most about two transactions, never a timer.
+//
+// Durability: an event is acknowledged only after the transaction that stored it committed. When
+// a transaction fails, each session's part is tried again alone, so that one worker's bad event
+// cannot keep the others' from being stored; a part that fails alone is dropped unacknowledged
+// (the worker sends it again from its outbox) and the session's next Flush returns false.
+//
+// Backpressure: Enqueue waits while kMaxQueuedEvents events are queued, which stops that session's
+// reads (gRPC flow control then holds the worker).
+//
+// Thread-safety: every method is safe to call concurrently. Lock order: mu_ before the store's.
+// The store must outlive the writer; sessions are kept alive by the queue until their events are
+// stored.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
+#include "daemon/engine/connected_worker.h"
+#include "daemon/store/store.h"
+
+namespace xv::daemon {
+
+class EventWriter {
+ public:
+  // At most this many events go into one transaction (the rest wait for the next one).
+  static constexpr size_t kMaxEventsPerTransaction = 8192;
+  // Enqueue waits while this many events are queued.
+  static constexpr size_t kMaxQueuedEvents = 65536;
+
+  // Starts the writer thread.
+  explicit EventWriter(store::Store* store);
+  ~EventWriter();  // Stop()
+  EventWriter(const EventWriter&) = delete;
+  EventWriter& operator=(const EventWriter&) = delete;
+
+  // Stores everything queued, then ends the writer thread. Later Enqueue calls drop their events
+  // (unacknowledged) and return false. Idempotent.
+  void Stop();
+
+  // Queues `events` of `session` (in the order the worker sent them). Waits while the queue is
+  // full. False when the writer is stopped.
+  bool Enqueue(const std::shared_ptr<ConnectedWorker>& session,
+               std::vector<xv::v1::TrainerEvent> events);
+  // Waits until every event `session` queued before this call has been stored or dropped. False
+  // when any of this session's events was dropped since its previous Flush (store error, or the
+  // writer stopped).
+  bool Flush(const ConnectedWorker& session);
+  // Ends the bookkeeping of a session whose reads ended (call after its last Flush).
+  void Forget(const ConnectedWorker& session);
+
+ private:
+  struct Queued {
+    uint64_t ticket = 0;
+    std::shared_ptr<ConnectedWorker> session;
+    std::vector<xv::v1::TrainerEvent> events;
+  };
+  struct SessionProgress {
+    uint64_t last_ticket = 0;  // of its newest queued events
+    bool dropped = false;      // some of its events were dropped since its last Flush
+  };
+  // One session's events of a transaction, merged from its queued entries.
+  struct SessionBatch {
+    std::shared_ptr<ConnectedWorker> session;
+    std::vector<xv::v1::TrainerEvent> events;
+  };
+
+  void Run();
+  // Takes what is queued (up to kMaxEventsPerTransaction events), grouped by session; waits while
+  // nothing is. False when stopping with nothing queued. *last_ticket: the newest ticket taken.
+  bool TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_ticket) LOCKS_EXCLUDED(mu_);
+  // Stores the batches in one transaction (or one by one after it failed) and pushes the acks;
+  // returns the sessions whose events were dropped.
+  std::vector<const ConnectedWorker*> StoreBatches(const std::vector<SessionBatch>& batches)
+      LOCKS_EXCLUDED(mu_);
+  // Pushes one session its acknowledgements.
+  static void PushAcks(const SessionBatch& batch, store::AppliedEvents* applied);
+
+  store::Store* const store_;
+  Mutex mu_;
+  std::condition_variable_any cv_;  // queue changed, tickets done, or stopping
+  std::deque<Queued> queue_ GUARDED_BY(mu_);
+  size_t queued_events_ GUARDED_BY(mu_) = 0;
+  uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
+  uint64_t done_ticket_ GUARDED_BY(mu_) = 0;  // every ticket <= this is stored or dropped
+  std::map<const ConnectedWorker*, SessionProgress> sessions_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace xv::daemon
