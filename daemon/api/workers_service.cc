@@ -140,9 +140,10 @@ grpc::Status WorkersService::RegisterWorker(grpc::ServerContext* ctx, const Call
       return owned;  // the audit interceptor records the refusal
     }
   }
+  // Before the worker shows as registered: a patch submitted once it does finds its base.
+  RecordTrainerSources(*reg);
   s = store_->workers().UpsertWorker(*reg, worker_id);
   if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
-  RecordTrainerSources(*reg);
   store::AuditRow row;
   row.token_id = caller.token_id;
   row.caller = caller.Label();
