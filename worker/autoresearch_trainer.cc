@@ -68,8 +68,8 @@ Status ReadAttemptSource(const TrainerConfig& trainer, const v1::ExperimentSpec&
                                    spec.source_sha256().substr(0, 64));
   }
   a->candidate_sha256 = spec.source_sha256();
-  *name = "code candidate " + spec.source_sha256().substr(0, 12) + " (" +
-          FileName(trainer.source) + ")";
+  *name = "code candidate " + spec.source_sha256().substr(0, 12) + " (" + FileName(trainer.source) +
+          ")";
   *source = spec.source_text();
   return Status::Ok();
 }
@@ -111,8 +111,7 @@ Status PrepareAutoresearchTrainer(const TrainerConfig& trainer, const v1::Experi
   // 2. Its constants from the resolved recipe; a knob it cannot take is refused here.
   const json recipe = ParseBoundedJsonOrDiscarded(spec.recipe_json());
   if (!recipe.is_object()) {
-    return Status::InvalidArgument("recipe_json: not a JSON object; cannot rewrite " +
-                                   source_name);
+    return Status::InvalidArgument("recipe_json: not a JSON object; cannot rewrite " + source_name);
   }
   XV_RETURN_IF_ERROR(
       RewriteSourceConstants(source, source_name, recipe, RecipeToJson(Recipe{}), &a.rewritten));

@@ -27,9 +27,9 @@ constexpr int64_t kMaxCodeFileBytes = 512 * 1024;
 // the daemon names them "source:<sha256 prefix>".
 Status AddCodeCandidates(const SubmitArgs& a, const std::vector<v1::Override>& base,
                          v1::SubmitRequest* req) {
-  for (const auto& [flag, paths] : {std::pair<const char*, const std::vector<std::string>*>{
-                                        "--source", &a.sources},
-                                    {"--patch", &a.patches}}) {
+  for (const auto& [flag, paths] :
+       {std::pair<const char*, const std::vector<std::string>*>{"--source", &a.sources},
+        {"--patch", &a.patches}}) {
     for (const std::string& path : *paths) {
       std::string text;
       XV_RETURN_IF_ERROR(ReadRegularFile(path, kMaxCodeFileBytes, &text)
@@ -108,8 +108,8 @@ Status BuildSubmitRequest(const SubmitArgs& a, v1::SubmitRequest* req) {
     for (const auto& o : base) *cand->add_overrides() = o;
     for (const auto& o : own) *cand->add_overrides() = o;
   }
-  const bool code = !a.sources.empty() || !a.patches.empty() || !a.source_texts.empty() ||
-                    !a.patch_texts.empty();
+  const bool code =
+      !a.sources.empty() || !a.patches.empty() || !a.source_texts.empty() || !a.patch_texts.empty();
   if (owns.empty() && !base.empty() && !code) {
     v1::Candidate* cand = req->add_candidates();
     for (const auto& o : base) *cand->add_overrides() = o;

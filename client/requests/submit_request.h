@@ -36,8 +36,9 @@ struct SubmitArgs {
 // round of kind "sweep" unless --round-kind says otherwise. Without a recipe file, --campaign is
 // required (the daemon builds from its head). Code candidates (issue 16) come last: one per
 // --source FILE (Candidate.source, the file's text) and per --patch FILE (Candidate.patch), then
-// per source_texts and patch_texts entry, each with the --set overrides; with them, --set alone makes no extra candidate. InvalidArgument
-// naming the flag on bad input (a file that is not a readable regular file of <= 512 KiB).
+// per source_texts and patch_texts entry, each with the --set overrides; with them, --set alone
+// makes no extra candidate. InvalidArgument naming the flag on bad input (a file that is not a
+// readable regular file of <= 512 KiB).
 Status BuildSubmitRequest(const SubmitArgs& args, v1::SubmitRequest* req);
 
 // `submit --json`: {"campaign_id", "round_id", "experiment_ids"}.

@@ -173,16 +173,16 @@ Status CheckRegister(xv::v1::Register* reg, std::vector<std::string>* notes) {
   XV_RETURN_IF_ERROR(CheckListSize("register.capabilities.code_candidate_trainers",
                                    caps->code_candidate_trainers_size(), kMaxRegisterListEntries));
   for (int i = 0; i < caps->code_candidate_trainers_size(); ++i) {
-    XV_RETURN_IF_ERROR(CheckTextField(
-        "register.capabilities.code_candidate_trainers[" + std::to_string(i) + "]",
-        caps->code_candidate_trainers(i), kMaxKindBytes, /*is_name=*/true));
+    XV_RETURN_IF_ERROR(
+        CheckTextField("register.capabilities.code_candidate_trainers[" + std::to_string(i) + "]",
+                       caps->code_candidate_trainers(i), kMaxKindBytes, /*is_name=*/true));
   }
   XV_RETURN_IF_ERROR(CheckListSize("register.trainer_sources", reg->trainer_sources_size(),
                                    kMaxRegisterListEntries));
   for (int i = 0; i < reg->trainer_sources_size(); ++i) {
-    XV_RETURN_IF_ERROR(
-        CheckTextField("register.trainer_sources[" + std::to_string(i) + "].trainer",
-                       reg->trainer_sources(i).trainer(), kMaxKindBytes, /*is_name=*/true));
+    XV_RETURN_IF_ERROR(CheckTextField("register.trainer_sources[" + std::to_string(i) + "].trainer",
+                                      reg->trainer_sources(i).trainer(), kMaxKindBytes,
+                                      /*is_name=*/true));
   }
   const int asked = caps->max_concurrent();
   const int granted = std::clamp(asked, 1, kMaxWorkerConcurrency);

@@ -156,9 +156,8 @@ Status ApplyCandidatePatch(const xv::v1::Candidate& cand, const std::string& lab
   Status s = ApplyUnifiedDiff(sources.patch_base_text, cand.patch(), "the base source",
                               store::kMaxSourceBytes, text);
   if (!s.ok()) {
-    return Status::InvalidArgument(label + s.message() + " (the base: " +
-                                   sources.patch_base_label + ", sha256 " +
-                                   sources.patch_base_sha256.substr(0, 12) + ")");
+    return Status::InvalidArgument(label + s.message() + " (the base: " + sources.patch_base_label +
+                                   ", sha256 " + sources.patch_base_sha256.substr(0, 12) + ")");
   }
   return Status::Ok();
 }
@@ -210,10 +209,10 @@ Status AddCandidateRuns(const xv::v1::Candidate& cand, size_t ci, CandidateRunCo
   const std::string shown = joined.size() <= kMaxQuoteBytes
                                 ? joined
                                 : std::string(Utf8Prefix(joined, kMaxQuoteBytes)) + "…";
-  const std::string code = !cand.source().empty() ? "source" : (!cand.patch().empty() ? "patch" : "");
-  const std::string described =
-      joined.empty() ? (code.empty() ? std::string("base") : code)
-                     : (code.empty() ? shown : shown + "," + code);
+  const std::string code =
+      !cand.source().empty() ? "source" : (!cand.patch().empty() ? "patch" : "");
+  const std::string described = joined.empty() ? (code.empty() ? std::string("base") : code)
+                                               : (code.empty() ? shown : shown + "," + code);
   const std::string label = "candidate " + std::to_string(ci + 1) + " (" + described + "): ";
   if (cand.overrides_size() > context->limits.max_overrides) {
     return Status::InvalidArgument(label + "more than " +
@@ -594,8 +593,8 @@ Status BuildCampaignRound(store::Store* store, const xv::v1::SubmitRequest& req,
   Recipe base;
   XV_RETURN_IF_ERROR(LoadRoundBase(req, limits, name, found, head, daemon_built, &base));
   XV_RETURN_IF_ERROR(LoadRoundSources(
-      store, req, effective.trainer().empty() ? std::string("libtorch") : effective.trainer(), found,
-      head, &plan.sources));
+      store, req, effective.trainer().empty() ? std::string("libtorch") : effective.trainer(),
+      found, head, &plan.sources));
   if (known_kind && kind == RoundKind::kAblation) {
     XV_RETURN_IF_ERROR(AddAblationCandidates(req, name, head, base, &effective));
     if (!policy.set) plan.head_controls = std::max(1, req.replicates());

@@ -37,9 +37,9 @@ struct WorkerSlot {
   std::vector<std::string> trainers;  // configured trainer plugin names
   // Trainers that run code candidates (Capabilities.code_candidate_trainers; issue 16).
   std::vector<std::string> code_candidate_trainers;
-  bool has_gpu = false;               // backend cuda or rocm
-  std::string device_text;            // "backend vendor name", lower case
-  int free_slots = 1;                 // max_concurrent minus the attempts it holds
+  bool has_gpu = false;     // backend cuda or rocm
+  std::string device_text;  // "backend vendor name", lower case
+  int free_slots = 1;       // max_concurrent minus the attempts it holds
 };
 
 struct Placement {

@@ -9,8 +9,8 @@ namespace xv::store {
 Status CheckSourceText(const std::string& field, const std::string& text) {
   if (text.empty()) return Status::InvalidArgument(field + ": empty (send the file's text)");
   if (text.size() > kMaxSourceBytes) {
-    return Status::InvalidArgument(field + ": " + std::to_string(text.size()) +
-                                   " bytes, at most " + std::to_string(kMaxSourceBytes));
+    return Status::InvalidArgument(field + ": " + std::to_string(text.size()) + " bytes, at most " +
+                                   std::to_string(kMaxSourceBytes));
   }
   if (!IsValidUtf8(text)) return Status::InvalidArgument(field + ": not valid UTF-8 text");
   if (text.find('\0') != std::string::npos) {
@@ -22,8 +22,8 @@ Status CheckSourceText(const std::string& field, const std::string& text) {
 Status InsertSourceRow(SqliteConnection* conn, const std::string& sha256, const std::string& text,
                        int64_t* id, bool* inserted) {
   SqliteStatement ins;
-  XV_RETURN_IF_ERROR(conn->Prepare(
-      "INSERT OR IGNORE INTO sources(sha256, text, bytes) VALUES (?, ?, ?)", &ins));
+  XV_RETURN_IF_ERROR(
+      conn->Prepare("INSERT OR IGNORE INTO sources(sha256, text, bytes) VALUES (?, ?, ?)", &ins));
   ins.Bind(1, sha256).Bind(2, text).Bind(3, static_cast<int64_t>(text.size()));
   XV_RETURN_IF_ERROR(ins.Run());
   *inserted = conn->Changes() > 0;
@@ -52,12 +52,12 @@ Status SourceTable::RecordTrainerSource(const std::string& trainer, const std::s
     bool inserted = false;
     XV_RETURN_IF_ERROR(InsertSourceRow(c, sha256, text, &id, &inserted));
     SqliteStatement st;
-    XV_RETURN_IF_ERROR(c->Prepare(
-        "INSERT INTO trainer_sources(trainer, source_id, worker_name) VALUES (?, ?, ?) "
-        "ON CONFLICT(trainer) DO UPDATE SET source_id = excluded.source_id, "
-        "worker_name = excluded.worker_name, registered_at = "
-        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-        &st));
+    XV_RETURN_IF_ERROR(
+        c->Prepare("INSERT INTO trainer_sources(trainer, source_id, worker_name) VALUES (?, ?, ?) "
+                   "ON CONFLICT(trainer) DO UPDATE SET source_id = excluded.source_id, "
+                   "worker_name = excluded.worker_name, registered_at = "
+                   "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+                   &st));
     st.Bind(1, trainer).Bind(2, id).Bind(3, worker_name);
     return st.Run();
   });

@@ -64,7 +64,7 @@ struct NewSubmission {
   std::string submitter;
   RoundKind kind = RoundKind::kCandidates;
   std::string base_hash, base_recipe_json, base_resolved_json;
-  std::string base_config_hash;  // the head the round compares with, seed 0
+  std::string base_config_hash;    // the head the round compares with, seed 0
   std::string base_source_sha256;  // the base recipe's source ("" = the configured file)
   std::map<std::string, std::string> sources;  // sha256 -> text of every source named above
   std::vector<NewExperiment> experiments;
@@ -116,7 +116,7 @@ struct CampaignHead {
   std::string head_recipe_json;
   std::string base_recipe_json;  // the recipe the campaign was created with (ablations)
   std::string name;
-  std::string budget_json;  // campaigns.budget_json (daemon/api/budget_contract.h)
+  std::string budget_json;         // campaigns.budget_json (daemon/api/budget_contract.h)
   std::string head_source_sha256;  // the head's code candidate source ("" = none; issue 16)
 };
 

@@ -350,10 +350,9 @@ Status SubmissionTable::InsertRecipesInChunks(const NewSubmission& sub, int64_t*
           source_ids[sha256] = id;
           if (inserted) added_rows->sources.push_back(id);
         }
-        XV_RETURN_IF_ERROR(InsertRecipe(c, sub.base_hash, sub.base_recipe_json,
-                                        sub.base_resolved_json, sub.recipe_name,
-                                        source_of(sub.base_source_sha256), base_recipe_id,
-                                        &inserted));
+        XV_RETURN_IF_ERROR(InsertRecipe(
+            c, sub.base_hash, sub.base_recipe_json, sub.base_resolved_json, sub.recipe_name,
+            source_of(sub.base_source_sha256), base_recipe_id, &inserted));
         if (inserted) added.push_back(*base_recipe_id);
       }
       for (size_t i = first; i < end; ++i) {
@@ -363,8 +362,7 @@ Status SubmissionTable::InsertRecipesInChunks(const NewSubmission& sub, int64_t*
                                   " is not among the submission's sources");
         }
         XV_RETURN_IF_ERROR(InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name,
-                                        source_of(e.source_sha256), &(*recipe_ids)[i],
-                                        &inserted));
+                                        source_of(e.source_sha256), &(*recipe_ids)[i], &inserted));
         if (inserted) added.push_back((*recipe_ids)[i]);
       }
       // Listed before the commit: should it fail, deleting these ids again is a no-op.

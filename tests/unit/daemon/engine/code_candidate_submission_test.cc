@@ -28,9 +28,7 @@ constexpr const char* kPatch =
 
 class CodeCandidateSubmissionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(store::Store::Open(dir_.file("xv.db"), &store_).ok());
-  }
+  void SetUp() override { ASSERT_TRUE(store::Store::Open(dir_.file("xv.db"), &store_).ok()); }
 
   xv::v1::SubmitRequest Request(const std::string& trainer = "fork") {
     xv::v1::SubmitRequest req;
@@ -175,8 +173,7 @@ TEST_F(CodeCandidateSubmissionTest, PatchesApplyToTheRegisteredSourceOrAreRefuse
   EXPECT_NE(s.message().find("candidate 1 (patch): patch: hunk 1 (@@ -3 +3 @@) does not apply"),
             std::string::npos)
       << s.message();
-  EXPECT_NE(s.message().find("trainer fork's registered source"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("trainer fork's registered source"), std::string::npos) << s.message();
 
   // A bad registered source is refused by the table.
   EXPECT_FALSE(store_->sources().RecordTrainerSource("fork", "w", "0", kBase).ok());
