@@ -134,6 +134,12 @@ Status SandboxChild(const TrainerInvocation& inv, const PreparedAttempt& prepare
 Status BuildChildSpec(const TrainerInvocation& inv, const v1::ExperimentSpec& spec,
                       PreparedAttempt* prepared_out, ChildSpec* cs) {
   const PreparedAttempt& prepared = *prepared_out;
+  // A code candidate (issue 16) is a train.py: only an autoresearch trainer runs one.
+  if (!spec.source_text().empty() && prepared.trainer.kind != TrainerKind::kAutoresearch) {
+    return Status::InvalidArgument("trainer '" + prepared.trainer.name + "' is of kind " +
+                                   TrainerKindName(prepared.trainer.kind) +
+                                   " and runs no code candidate (an autoresearch trainer does)");
+  }
   if (prepared.is_command) {
     const CommandTrainerContext context{inv.data_dir, inv.device_flag, inv.visible_devices};
     if (prepared.trainer.kind == TrainerKind::kAutoresearch) {
@@ -345,7 +351,7 @@ v1::Finished AttemptRunner::Run(const v1::ExperimentSpec& spec,
   ChildSpec child_spec;
   st = BuildChildSpec(inv_, spec, &prepared, &child_spec);
   if (!st.ok() && st.code() == Status::Code::kInvalidArgument &&
-      prepared.trainer.kind == TrainerKind::kAutoresearch) {
+      (prepared.trainer.kind == TrainerKind::kAutoresearch || !spec.source_text().empty())) {
     return RefusedBeforeStart(spec, st.message(), started_at);
   }
   if (!st.ok()) return FailedBeforeStart(spec, st.message(), started_at);

@@ -7,6 +7,7 @@
 
 #include "common/bounded_json_or_discarded.h"
 #include "common/recipe.h"
+#include "common/sha256.h"
 #include "common/text_file.h"
 
 namespace xv::worker {
@@ -46,6 +47,33 @@ Status ReadSource(const std::string& path, std::string* text) {
   return Status::Ok();
 }
 
+// Step 1: the code candidate's source when the spec carries one (issue 16), else the configured
+// file. *name is how errors name it.
+Status ReadAttemptSource(const TrainerConfig& trainer, const v1::ExperimentSpec& spec,
+                         AutoresearchAttempt* a, std::string* source, std::string* name) {
+  if (spec.source_text().empty()) {
+    *name = trainer.source;
+    return ReadSource(trainer.source, source);
+  }
+  // The daemon assigns code candidates only to workers that offer them; refuse one that reached
+  // a worker whose config does not allow it (an older daemon) before anything runs.
+  if (!trainer.allow_code_candidates || !trainer.sandbox) {
+    return Status::InvalidArgument(
+        "trainer '" + trainer.name +
+        "' does not run code candidates on this worker (its config needs "
+        "allow_code_candidates: true and sandbox: bubblewrap)");
+  }
+  if (Sha256Hex(spec.source_text()) != spec.source_sha256()) {
+    return Status::InvalidArgument("source_sha256: the code candidate's text does not hash to " +
+                                   spec.source_sha256().substr(0, 64));
+  }
+  a->candidate_sha256 = spec.source_sha256();
+  *name = "code candidate " + spec.source_sha256().substr(0, 12) + " (" + FileName(trainer.source) +
+          ")";
+  *source = spec.source_text();
+  return Status::Ok();
+}
+
 // The environment an autoresearch trainer gets on top of the command contract's.
 void AddAutoresearchEnvironment(const AutoresearchAttempt& a, const json& recipe, ChildSpec* cs) {
   std::string configured_path;
@@ -77,17 +105,16 @@ Status PrepareAutoresearchTrainer(const TrainerConfig& trainer, const v1::Experi
                                   ChildSpec* child, AutoresearchAttempt* attempt) {
   AutoresearchAttempt a;
   a.source_path = trainer.source;
-  // 1. The configured source.
-  std::string source;
-  XV_RETURN_IF_ERROR(ReadSource(trainer.source, &source));
+  // 1. The configured source, or the code candidate's.
+  std::string source, source_name;
+  XV_RETURN_IF_ERROR(ReadAttemptSource(trainer, spec, &a, &source, &source_name));
   // 2. Its constants from the resolved recipe; a knob it cannot take is refused here.
   const json recipe = ParseBoundedJsonOrDiscarded(spec.recipe_json());
   if (!recipe.is_object()) {
-    return Status::InvalidArgument("recipe_json: not a JSON object; cannot rewrite " +
-                                   trainer.source);
+    return Status::InvalidArgument("recipe_json: not a JSON object; cannot rewrite " + source_name);
   }
   XV_RETURN_IF_ERROR(
-      RewriteSourceConstants(source, trainer.source, recipe, RecipeToJson(Recipe{}), &a.rewritten));
+      RewriteSourceConstants(source, source_name, recipe, RecipeToJson(Recipe{}), &a.rewritten));
   // 3. The prepare module.
   a.prepare_dir = AutoresearchPrepareDir(trainer);
   if (a.prepare_dir.empty() || !Readable(a.prepare_dir + "/prepare.py")) {
@@ -115,6 +142,7 @@ json SourceEvent(const AutoresearchAttempt& attempt, const std::string& trainer_
           {"t", now_s},
           {"trainer", trainer_name},
           {"file", attempt.source_path},
+          {"candidate_sha256", attempt.candidate_sha256},
           {"copy", attempt.copy_path},
           {"sha256", attempt.rewritten.sha256},
           {"constants", constants},

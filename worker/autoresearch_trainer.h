@@ -2,7 +2,10 @@
 // unmodified, run on xv's data with the experiment's knobs in its constants.
 //
 // For one attempt, in order:
-//  1. read the configured source (an error names the file: the attempt fails, crashed);
+//  1. read the configured source (an error names the file: the attempt fails, crashed), or take
+//     the code candidate's text from the spec (ExperimentSpec.source_text; issue 16): only for a
+//     trainer with allow_code_candidates and the sandbox, its sha256 checked (INVALID_ARGUMENT:
+//     the attempt ends invalid before anything runs);
 //  2. rewrite its top-level constants from the resolved recipe (worker/autoresearch_source.h); a
 //     knob the file cannot take is refused here, before the trainer starts (INVALID_ARGUMENT
 //     naming the knob, its constant and the file: the attempt ends invalid, invalid_config);
@@ -34,6 +37,9 @@ namespace xv::worker {
 
 struct AutoresearchAttempt {
   std::string source_path;  // the configured file
+  // A code candidate (issue 16): the sha256 of the submitted source run instead of the configured
+  // file's text ("" = the configured file).
+  std::string candidate_sha256;
   std::string copy_path;    // SPEC_DIR/<file name>, the program's first argument
   std::string prepare_dir;  // first on PYTHONPATH
   RewrittenSource rewritten;
@@ -49,7 +55,8 @@ Status PrepareAutoresearchTrainer(const TrainerConfig& trainer, const v1::Experi
                                   const CommandTrainerContext& context, const std::string& spec_dir,
                                   ChildSpec* child, AutoresearchAttempt* attempt);
 
-// {"type": "source", "t": unix seconds, "trainer", "file" (the configured source), "copy",
+// {"type": "source", "t": unix seconds, "trainer", "file" (the configured source),
+//  "candidate_sha256" (the code candidate's submitted source, "" for the configured file), "copy",
 //  "sha256" (of the rewritten copy), "constants" ({CONSTANT: literal} as written),
 //  "prepare_dir", "metric_version" (kPrepareModuleMetricVersion)}.
 nlohmann::json SourceEvent(const AutoresearchAttempt& attempt, const std::string& trainer_name,

@@ -251,6 +251,7 @@ xv::v1::Capabilities BuildCapabilities(const WorkerSetup& setup) {
   xv::v1::Capabilities caps;
   for (const auto& t : setup.config.trainers) {
     caps.add_trainers(t.name);
+    if (t.allow_code_candidates) caps.add_code_candidate_trainers(t.name);
     const bool command = xv::worker::IsCommandLike(t.kind);
     spdlog::info("trainer '{}': {}{}{}{}{}", t.name, xv::worker::TrainerKindName(t.kind),
                  command ? " " : "", command ? t.program : "", t.source.empty() ? "" : " ",

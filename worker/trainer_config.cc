@@ -137,10 +137,17 @@ Status ReadTrainerFields(const YAML::Node& node, const std::string& path, Traine
         return Invalid(field, "must be none or bubblewrap, got '" + mode + "'", value);
       }
       f->trainer.sandbox = mode == "bubblewrap";
+    } else if (key == "allow_code_candidates") {
+      std::string flag;
+      XV_RETURN_IF_ERROR(ReadScalar(value, field, &flag));
+      if (flag != "true" && flag != "false") {
+        return Invalid(field, "must be true or false, got '" + flag + "'", value);
+      }
+      f->trainer.allow_code_candidates = flag == "true";
     } else {
       return Invalid(field,
                      "unknown field (a trainer has name, kind, program, args, env, output, "
-                     "sandbox, and for autoresearch source and prepare)",
+                     "sandbox, and for autoresearch source, prepare and allow_code_candidates)",
                      entry.first);
     }
   }
@@ -161,6 +168,11 @@ Status CheckAutoresearchFields(const std::string& path, const YAML::Node& node, 
                    node);
   }
   if (t->program.empty()) t->program = "/usr/bin/python3";
+  // A code candidate is code from the API: it runs only inside the sandbox (issue 16).
+  if (t->allow_code_candidates && !t->sandbox) {
+    return Invalid(path + ".allow_code_candidates",
+                   "code candidates run only sandboxed: add `sandbox: bubblewrap`", node);
+  }
   return Status::Ok();
 }
 
@@ -179,6 +191,10 @@ Status ApplyTrainerKind(const TrainerFields& f, const std::string& path, const Y
       return Invalid(path + (t->source.empty() ? ".prepare" : ".source"),
                      "only autoresearch trainers take source and prepare", node);
     }
+    if (t->allow_code_candidates) {
+      return Invalid(path + ".allow_code_candidates",
+                     "only autoresearch trainers run code candidates", node);
+    }
     if (f.has_output && f.output != "xv-events") {
       return Invalid(path + ".output",
                      "a libtorch trainer writes xv-events, got '" + f.output + "'", node);
@@ -191,6 +207,9 @@ Status ApplyTrainerKind(const TrainerFields& f, const std::string& path, const Y
     t->kind = autoresearch ? TrainerKind::kAutoresearch : TrainerKind::kCommand;
     if (autoresearch) {
       XV_RETURN_IF_ERROR(CheckAutoresearchFields(path, node, t));
+    } else if (t->allow_code_candidates) {
+      return Invalid(path + ".allow_code_candidates",
+                     "only autoresearch trainers run code candidates", node);
     } else if (!t->source.empty() || !t->prepare_dir.empty()) {
       return Invalid(path + (t->source.empty() ? ".prepare" : ".source"),
                      "only autoresearch trainers take source and prepare", node);

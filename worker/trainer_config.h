@@ -25,6 +25,8 @@
 //                                                 # prepare.py (default: the installed one)
 //       args, env, output: as for command (output default auto)
 //       sandbox: bubblewrap       # command and autoresearch: none (default) | bubblewrap
+//       allow_code_candidates: true   # autoresearch under bubblewrap only (default false): run
+//                                 # submitted train.py sources (code candidates, issue 16)
 //
 // An autoresearch trainer runs `program SPEC_DIR/<source's file name> args...`: the worker copies
 // the source into the attempt directory with its constants rewritten from the resolved recipe
@@ -67,6 +69,9 @@ struct TrainerConfig {
   std::string source;       // autoresearch only: the fork's train.py (absolute)
   std::string prepare_dir;  // autoresearch only: folder of prepare.py ("" = the installed one)
   bool sandbox = false;     // command-like only: run under bubblewrap (worker/trainer_sandbox.h)
+  // autoresearch with sandbox only: runs code candidates (a submitted train.py instead of
+  // `source`); the worker offers them in Capabilities.code_candidate_trainers.
+  bool allow_code_candidates = false;
 };
 
 // True for the kinds that run a configured program with the command contract (command_trainer.h).

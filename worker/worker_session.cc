@@ -6,7 +6,10 @@
 #include <chrono>
 
 #include "common/interrupted_attempt.h"
+#include "common/sha256.h"
 #include "common/steady_clock_time.h"
+#include "common/text_file.h"
+#include "common/untrusted_text.h"
 #include "worker/message_text_repair.h"
 #include "worker/orphan_trainer.h"
 #include "worker/reconnect_backoff.h"
@@ -233,6 +236,34 @@ void WorkerSession::ConnectionLoop() {
   }
 }
 
+namespace {
+
+// xvd stores a source of at most this many bytes (daemon/store/source_table.h kMaxSourceBytes).
+constexpr int64_t kMaxRegisteredSourceBytes = 512 * 1024;
+
+// The configured source of every trainer that runs code candidates: the base of the patches
+// submitted for it (issue 16). Read at each Register, so an edited file is the new base after a
+// reconnect; a file that cannot be sent is left out with a warning.
+void AddTrainerSources(const std::vector<TrainerConfig>& trainers, v1::Register* reg) {
+  for (const TrainerConfig& t : trainers) {
+    if (!t.allow_code_candidates) continue;
+    std::string text;
+    Status s = ReadRegularFile(t.source, kMaxRegisteredSourceBytes, &text);
+    if (s.ok() && !IsValidUtf8(text)) s = Status::InvalidArgument("not valid UTF-8");
+    if (!s.ok()) {
+      spdlog::warn("trainer '{}': source {} not registered (patches cannot be applied to it): {}",
+                   t.name, t.source, s.message());
+      continue;
+    }
+    v1::TrainerSource* source = reg->add_trainer_sources();
+    source->set_trainer(t.name);
+    source->set_sha256(Sha256Hex(text));
+    source->set_text(std::move(text));
+  }
+}
+
+}  // namespace
+
 v1::WorkerMessage WorkerSession::BuildRegister() const {
   v1::WorkerMessage reg_msg;
   v1::Register* reg = reg_msg.mutable_register_();
@@ -248,6 +279,7 @@ v1::WorkerMessage WorkerSession::BuildRegister() const {
                  options_.probe_json.size(), kMaxProbeJsonBytes);
   }
   for (const auto& ra : CurrentAttempts()) *reg->add_running() = ra;
+  AddTrainerSources(options_.trainer.trainers, reg);
   // Device names, knobs and probe text come from the trainer and the machine: valid UTF-8 only.
   for (const std::string& field : RepairMessageText(&reg_msg)) {
     spdlog::warn("register: invalid UTF-8 in {} replaced by U+FFFD", field);

@@ -1,5 +1,6 @@
 // xvctl submit [RECIPE.yaml] [--set k=v ...] [--candidate "k=v,k2=v2" ...] [--sweep k=v1,v2 ...]
-//              [--replicates N] [--campaign NAME] [--round-kind KIND] [--trainer NAME] [--json]
+//              [--source FILE ...] [--patch FILE ...] [--replicates N] [--campaign NAME]
+//              [--round-kind KIND] [--trainer NAME] [--json]
 // Without a recipe file the daemon builds the candidates from the campaign's head.
 #include <unistd.h>
 
@@ -71,6 +72,13 @@ void AddSubmitCommand(CLI::App* app, const ClientOptions* options) {
   sub->add_option("--round-kind", args->kind,
                   "candidates | sweep | ablation | confirm (default: sweep with --sweep, else "
                   "candidates)");
+  sub->add_option("--source", args->sources,
+                  "a code candidate: this whole train.py instead of the trainer's (repeatable; "
+                  "an autoresearch trainer whose workers allow code candidates)");
+  sub->add_option(
+      "--patch", args->patches,
+      "a code candidate: this unified diff (diff -u, git diff) applied to the trainer's "
+      "registered train.py, or to the campaign head's (repeatable)");
   sub->add_option("--replicates", args->replicates, "runs per candidate (seeds seed, seed+1, ...)")
       ->capture_default_str();
   sub->add_option("--campaign", args->campaign, "campaign name (default: default)");

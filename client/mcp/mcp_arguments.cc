@@ -192,6 +192,21 @@ Status SubmitArgsFromJson(const nlohmann::json& a, SubmitArgs* out) {
   if (a.contains("round_kind")) args.kind = a["round_kind"].get<std::string>();
   if (a.contains("trainer")) args.trainer = a["trainer"].get<std::string>();
   if (a.contains("priority")) args.priority = static_cast<int>(a["priority"].get<double>());
+  // Code candidates (issue 16): files on this machine, or the texts themselves.
+  for (const auto& [key, list] :
+       {std::pair<const char*, std::vector<std::string>*>{"source_paths", &args.sources},
+        {"patch_paths", &args.patches},
+        {"sources", &args.source_texts},
+        {"patches", &args.patch_texts}}) {
+    if (!a.contains(key)) continue;
+    for (size_t i = 0; i < a[key].size(); ++i) {
+      if (!a[key][i].is_string()) {
+        return Status::InvalidArgument(std::string("arguments.") + key + "[" + std::to_string(i) +
+                                       "]: must be a string");
+      }
+      list->push_back(a[key][i].get<std::string>());
+    }
+  }
   *out = std::move(args);
   return Status::Ok();
 }

@@ -27,7 +27,9 @@ Status OverrideMapText(const nlohmann::json& overrides, const std::string& field
 // tool's schema): recipe_path, campaign, set, candidates, sweep, replicates, round_kind, trainer,
 // priority -> SubmitArgs. `set` is an object of overrides or a list of "k=v"; each candidate an
 // object of overrides or a "k=v,k2=v2" string; `sweep` an object {knob: [values]} or a list of
-// "k=v1,v2". Neither recipe_path nor campaign: InvalidArgument naming recipe_path.
+// "k=v1,v2". Code candidates: source_paths and patch_paths (files on this machine) and sources
+// and patches (the texts), lists of strings. Neither recipe_path nor campaign: InvalidArgument
+// naming recipe_path.
 Status SubmitArgsFromJson(const nlohmann::json& arguments, SubmitArgs* out);
 
 }  // namespace xv::client

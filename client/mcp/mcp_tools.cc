@@ -157,7 +157,12 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
       "knob, a wrong type, an invalid combination or a no-op override (equal to the head) comes "
       "back as an error naming the field. A candidate identical to one already run reuses its "
       "result. With a campaign policy, head controls are added and the daemon decides the round "
-      "once all runs end (wait, then campaign_show or the rounds in wait's answer).";
+      "once all runs end (wait, then campaign_show or the rounds in wait's answer). Code "
+      "candidates (an autoresearch trainer whose workers allow them): your edited train.py as "
+      "`sources` (its text) or `source_paths`, or a unified diff against the trainer's train.py "
+      "(the campaign head's when it is a kept code candidate) as `patches` or `patch_paths`; one "
+      "candidate each, stored by its sha256 (the same text is the same config). A patch that "
+      "does not apply is refused naming the hunk.";
   t.input_schema = Schema(
       {{"recipe_path",
         {{"type", "string"},
@@ -201,7 +206,27 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
         {{"type", "integer"},
          {"minimum", -1000000},
          {"maximum", 1000000},
-         {"description", "higher runs first (default 0)"}}}});
+         {"description", "higher runs first (default 0)"}}},
+       {"sources",
+        {{"type", "array"},
+         {"items", {{"type", "string"}}},
+         {"description",
+          "code candidates: each a whole train.py (its text, at most 512 KiB), run instead of "
+          "the trainer's with `set` applied"}}},
+       {"patches",
+        {{"type", "array"},
+         {"items", {{"type", "string"}}},
+         {"description",
+          "code candidates: each a unified diff (diff -u / git diff) of the trainer's train.py "
+          "(the head's when the head is a code candidate); exact context, no fuzz"}}},
+       {"source_paths",
+        {{"type", "array"},
+         {"items", {{"type", "string"}}},
+         {"description", "as sources, read from these files on this machine"}}},
+       {"patch_paths",
+        {{"type", "array"},
+         {"items", {{"type", "string"}}},
+         {"description", "as patches, read from these files on this machine"}}}});
   t.output_schema = Output({{"campaign_id", {{"type", "integer"}}},
                             {"round_id", {{"type", "integer"}}},
                             {"experiment_ids", {{"type", "array"}}},
@@ -237,7 +262,10 @@ McpTool SubmitTool(std::shared_ptr<DaemonClient> client) {
     if (!st.ok()) return McpToolResult::Error(st);
     json j = SubmitResponseJson(resp);
     json names = json::array();
-    for (const auto& c : req.candidates()) names.push_back(c.name().empty() ? "base" : c.name());
+    for (const auto& c : req.candidates()) {
+      const bool code = !c.source().empty() || !c.patch().empty();
+      names.push_back(!c.name().empty() ? c.name() : (code ? "source" : "base"));
+    }
     j["candidates"] = names;
     j.update(SubmissionCost(client.get(), resp));
     return McpToolResult::Json(j);
@@ -518,7 +546,23 @@ McpTool CampaignCreateTool(std::shared_ptr<DaemonClient> client) {
         {{"type", "object"},
          {"description",
           "budget contract: time_budget_s, startup_allowance_s, eval_allowance_s, "
-          "max_concurrent"}}},
+          "max_concurrent, and the metric contract sequence_len and eval_tokens (what val_bpb "
+          "means; pinned to the base recipe's values when not given, a candidate changing them "
+          "is refused)"},
+         {"properties",
+          {{"time_budget_s",
+            {{"type", "number"}, {"description", "seconds every run trains (1..86400)"}}},
+           {"startup_allowance_s", {{"type", "number"}}},
+           {"eval_allowance_s", {{"type", "number"}}},
+           {"max_concurrent", {{"type", "integer"}, {"minimum", 1}}},
+           {"sequence_len",
+            {{"type", "integer"},
+             {"minimum", 1},
+             {"description", "evaluation context length, pinned beside time_budget_s"}}},
+           {"eval_tokens",
+            {{"type", "integer"},
+             {"minimum", 1},
+             {"description", "tokens val_bpb is measured on, pinned beside time_budget_s"}}}}}}},
        {"device_filter", {{"type", "string"}, {"description", "which devices run it"}}},
        {"trainer", {{"type", "string"}, {"description", "trainer name (default: libtorch)"}}},
        {"max_attempts",

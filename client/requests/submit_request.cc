@@ -8,6 +8,7 @@
 
 #include "client/requests/candidate_spec.h"
 #include "client/requests/sweep_expansion.h"
+#include "common/text_file.h"
 
 namespace xv::client {
 namespace {
@@ -17,6 +18,42 @@ std::string CandidateName(const std::vector<v1::Override>& own) {
   std::string name;
   for (const auto& o : own) name += (name.empty() ? "" : ",") + o.key() + "=" + o.value();
   return name;
+}
+
+// xvd's bound on a source and on a patch (daemon/store/source_table.h kMaxSourceBytes).
+constexpr int64_t kMaxCodeFileBytes = 512 * 1024;
+
+// One code candidate per --source and per --patch file (issue 16), each with the --set overrides;
+// the daemon names them "source:<sha256 prefix>".
+Status AddCodeCandidates(const SubmitArgs& a, const std::vector<v1::Override>& base,
+                         v1::SubmitRequest* req) {
+  for (const auto& [flag, paths] :
+       {std::pair<const char*, const std::vector<std::string>*>{"--source", &a.sources},
+        {"--patch", &a.patches}}) {
+    for (const std::string& path : *paths) {
+      std::string text;
+      XV_RETURN_IF_ERROR(ReadRegularFile(path, kMaxCodeFileBytes, &text)
+                             .WithContext(std::string(flag) + " " + path + ": "));
+      v1::Candidate* cand = req->add_candidates();
+      for (const auto& o : base) *cand->add_overrides() = o;
+      if (std::string(flag) == "--source") {
+        cand->set_source(std::move(text));
+      } else {
+        cand->set_patch(std::move(text));
+      }
+    }
+  }
+  for (const std::string& text : a.source_texts) {
+    v1::Candidate* cand = req->add_candidates();
+    for (const auto& o : base) *cand->add_overrides() = o;
+    cand->set_source(text);
+  }
+  for (const std::string& text : a.patch_texts) {
+    v1::Candidate* cand = req->add_candidates();
+    for (const auto& o : base) *cand->add_overrides() = o;
+    cand->set_patch(text);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -71,11 +108,13 @@ Status BuildSubmitRequest(const SubmitArgs& a, v1::SubmitRequest* req) {
     for (const auto& o : base) *cand->add_overrides() = o;
     for (const auto& o : own) *cand->add_overrides() = o;
   }
-  if (owns.empty() && !base.empty()) {
+  const bool code =
+      !a.sources.empty() || !a.patches.empty() || !a.source_texts.empty() || !a.patch_texts.empty();
+  if (owns.empty() && !base.empty() && !code) {
     v1::Candidate* cand = req->add_candidates();
     for (const auto& o : base) *cand->add_overrides() = o;
   }
-  return Status::Ok();
+  return AddCodeCandidates(a, base, req);
 }
 
 nlohmann::json SubmitResponseJson(const v1::SubmitResponse& resp) {

@@ -87,6 +87,10 @@ std::string RenderExperimentDetail(const v1::Experiment& e, const v1::Campaign& 
       << (e.worker().empty() ? "-" : e.worker()) << ", trainer " << e.trainer() << ")\n";
   out << "recipe:    " << e.recipe_hash() << " (config " << e.config_hash() << "); head "
       << campaign.head_recipe_hash() << "\n";
+  if (!e.source_sha256().empty()) {
+    out << "code:      " << e.source_sha256() << " (" << e.source_bytes()
+        << " bytes: a code candidate's train.py, stored by this hash)\n";
+  }
   const nlohmann::json diff = RecipeDiffJson(e, campaign.head_recipe_json());
   if (diff.empty()) {
     out << "changes:   none (the head's recipe as it was when the round was built)\n";
@@ -133,6 +137,9 @@ nlohmann::json ExperimentDetailJson(const v1::Experiment& e, const v1::Campaign&
       {"counts", events.counts}, {"states", events.states}, {"complete", events.complete}};
   if (!events.source_sha256.empty()) {
     j["source"] = {{"sha256", events.source_sha256}, {"file", events.source_file}};
+  }
+  if (!e.source_sha256().empty()) {
+    j["code"] = {{"sha256", e.source_sha256()}, {"bytes", e.source_bytes()}};
   }
   j["stderr_tail"] = e.stderr_tail();
   return j;

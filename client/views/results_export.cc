@@ -13,6 +13,8 @@ namespace {
 constexpr size_t kCommitChars = 7;
 
 std::string CommitStandIn(const v1::Experiment& e) {
+  // A code candidate's train.py is what upstream's commit names: its short sha256 (issue 16).
+  if (!e.source_sha256().empty()) return e.source_sha256().substr(0, kCommitChars);
   const std::string& hash = !e.config_hash().empty() ? e.config_hash() : e.recipe_hash();
   return hash.empty() ? std::string(kCommitChars, '0') : hash.substr(0, kCommitChars);
 }

@@ -1,7 +1,9 @@
 // results.tsv as upstream autoresearch writes it, from xv's experiments (docs/xvctl.md § results
 // --format): one row per finished run, header `commit\tval_bpb\tmemory_gb\tstatus\tdescription`.
-//   commit       the first 7 characters of the run's config hash (the resolved config without the
-//                seed: replicates share it), else of its recipe hash, else "0000000";
+//   commit       a code candidate's: the first 7 characters of its train.py's sha256 (issue 16:
+//                the source is what upstream's git commit names); else of the run's config hash
+//                (the resolved config without the seed: replicates share it), else of its recipe
+//                hash, else "0000000";
 //   val_bpb      six decimals; 0.000000 for a crash;
 //   memory_gb    peak allocated memory / 1024 MB, one decimal; 0.0 for a crash or when unmeasured;
 //   status       keep (a kept candidate, or a control: a run of the kept head), crash (diverged,

@@ -1,6 +1,7 @@
 #include "daemon/api/request_limits.h"
 
 #include "common/run_states.h"
+#include "daemon/store/source_table.h"
 
 #include <map>
 #include <utility>
@@ -108,6 +109,9 @@ const std::vector<RequestFieldLimit>& RequestFieldLimits() {
       {"SubmitRequest", "candidates[].name", kMaxNameBytes, kName, {}},
       {"SubmitRequest", "candidates[].overrides[].key", kMaxKindBytes, kName, {}},
       {"SubmitRequest", "candidates[].overrides[].value", kMaxOverrideValueBytes, kText, {}},
+      // Code candidates (issue 16): a train.py or a diff, bounded as a stored source.
+      {"SubmitRequest", "candidates[].source", store::kMaxSourceBytes, kText, {}},
+      {"SubmitRequest", "candidates[].patch", store::kMaxSourceBytes, kText, {}},
       {"SubmitRequest", "campaign", kMaxNameBytes, kName, {}},
       {"SubmitRequest", "trainer", kMaxKindBytes, kName, {}},
       {"SubmitRequest", "submitter", kMaxNameBytes, kName, {}},

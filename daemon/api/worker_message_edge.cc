@@ -168,6 +168,22 @@ Status CheckRegister(xv::v1::Register* reg, std::vector<std::string>* notes) {
   for (std::string& t : *caps->mutable_dtypes()) {
     RepairText("register.capabilities.dtypes", &t, kMaxKindBytes, false, notes);
   }
+  // Code candidates (issue 16): the trainers that run them, and their sources (a patch's base;
+  // each text is checked when stored, SourceTable::RecordTrainerSource).
+  XV_RETURN_IF_ERROR(CheckListSize("register.capabilities.code_candidate_trainers",
+                                   caps->code_candidate_trainers_size(), kMaxRegisterListEntries));
+  for (int i = 0; i < caps->code_candidate_trainers_size(); ++i) {
+    XV_RETURN_IF_ERROR(
+        CheckTextField("register.capabilities.code_candidate_trainers[" + std::to_string(i) + "]",
+                       caps->code_candidate_trainers(i), kMaxKindBytes, /*is_name=*/true));
+  }
+  XV_RETURN_IF_ERROR(CheckListSize("register.trainer_sources", reg->trainer_sources_size(),
+                                   kMaxRegisterListEntries));
+  for (int i = 0; i < reg->trainer_sources_size(); ++i) {
+    XV_RETURN_IF_ERROR(CheckTextField("register.trainer_sources[" + std::to_string(i) + "].trainer",
+                                      reg->trainer_sources(i).trainer(), kMaxKindBytes,
+                                      /*is_name=*/true));
+  }
   const int asked = caps->max_concurrent();
   const int granted = std::clamp(asked, 1, kMaxWorkerConcurrency);
   if (asked > kMaxWorkerConcurrency) {

@@ -145,6 +145,8 @@ grpc::Status WorkersService::RegisterWorker(grpc::ServerContext* ctx, const Call
       return owned;  // the audit interceptor records the refusal
     }
   }
+  // Before the worker shows as registered: a patch submitted once it does finds its base.
+  RecordTrainerSources(*reg);
   s = store_->workers().UpsertWorker(*reg, worker_id);
   if (!s.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, s.ToString());
   store::AuditRow row;
@@ -156,6 +158,18 @@ grpc::Status WorkersService::RegisterWorker(grpc::ServerContext* ctx, const Call
   row.outcome = "ok";
   if (Status as = store_->audit().Append(row); !as.ok()) spdlog::warn("audit: {}", as.ToString());
   return grpc::Status::OK;
+}
+
+void WorkersService::RecordTrainerSources(const xv::v1::Register& reg) {
+  for (const xv::v1::TrainerSource& source : reg.trainer_sources()) {
+    Status s = store_->sources().RecordTrainerSource(source.trainer(), reg.worker_name(),
+                                                     source.sha256(), source.text());
+    if (!s.ok()) {
+      // The worker runs as before; only patches against this trainer's source cannot be built.
+      spdlog::warn("worker {}: trainer {}'s source not recorded: {}",
+                   QuoteExcerpt(reg.worker_name()), QuoteExcerpt(source.trainer()), s.message());
+    }
+  }
 }
 
 xv::v1::DaemonMessage WorkersService::RegisteredMessage(int64_t worker_id) const {

@@ -54,6 +54,9 @@ class WorkersService final : public grpc::Service {
   // worker closed the stream before registering.
   grpc::Status RegisterWorker(grpc::ServerContext* ctx, const Caller& caller, Stream* stream,
                               xv::v1::Register* reg, int64_t* worker_id);
+  // Stores the sources the worker registered for its code-candidate trainers (a patch's base;
+  // issue 16). A source that cannot be stored is logged; the session goes on.
+  void RecordTrainerSources(const xv::v1::Register& reg);
   xv::v1::DaemonMessage RegisteredMessage(int64_t worker_id) const;
   // Attaches the session to the dispatcher after reconciling what the worker reports it runs;
   // UNAVAILABLE (the session is closed) when the store cannot say.

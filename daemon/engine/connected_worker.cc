@@ -9,6 +9,8 @@ ConnectedWorker::ConnectedWorker(int64_t worker_id, const xv::v1::Register& reg,
                                  std::function<void()> cancel_stream)
     : worker_id_(worker_id), name_(reg.worker_name()), cancel_stream_(std::move(cancel_stream)) {
   trainers_.assign(reg.capabilities().trainers().begin(), reg.capabilities().trainers().end());
+  code_candidate_trainers_.assign(reg.capabilities().code_candidate_trainers().begin(),
+                                  reg.capabilities().code_candidate_trainers().end());
   const std::string& backend = reg.device().backend();
   has_gpu_ = backend == "cuda" || backend == "rocm";
   device_text_ = reg.device().backend() + " " + reg.device().vendor() + " " + reg.device().name();

@@ -31,6 +31,10 @@ class ConnectedWorker {
   int64_t worker_id() const { return worker_id_; }
   const std::string& name() const { return name_; }
   const std::vector<std::string>& trainers() const { return trainers_; }
+  // Trainers that run code candidates (Capabilities.code_candidate_trainers; issue 16).
+  const std::vector<std::string>& code_candidate_trainers() const {
+    return code_candidate_trainers_;
+  }
   bool has_gpu() const { return has_gpu_; }
   // "backend vendor device-name", lower case: what campaign device filters match.
   const std::string& device_text() const { return device_text_; }
@@ -49,6 +53,7 @@ class ConnectedWorker {
   const int64_t worker_id_;
   const std::string name_;
   std::vector<std::string> trainers_;
+  std::vector<std::string> code_candidate_trainers_;
   bool has_gpu_ = false;
   std::string device_text_;
   int max_concurrent_ = 1;

@@ -221,6 +221,7 @@ void Dispatcher::Schedule() {
     sched::WorkerSlot slot;
     slot.worker_id = session->worker_id();
     slot.trainers = session->trainers();
+    slot.code_candidate_trainers = session->code_candidate_trainers();
     slot.has_gpu = session->has_gpu();
     slot.device_text = session->device_text();
     slot.free_slots = session->max_concurrent() - busy[session->worker_id()];

@@ -12,9 +12,12 @@
 #include "common/recipe.h"
 #include "common/recipe_knobs.h"
 #include "common/run_states.h"
+#include "common/sha256.h"
+#include "common/unified_diff.h"
 #include "common/untrusted_text.h"
 #include "daemon/engine/campaign_policy.h"
 #include "daemon/sched/run_order.h"
+#include "daemon/store/source_table.h"
 
 namespace xv::daemon {
 namespace {
@@ -28,15 +31,17 @@ std::string JoinOverrides(const xv::v1::Candidate& c) {
   return s;
 }
 
-// The fields of one run that follow from its seeded recipe: identity hashes, recipe JSON, device
-// requirement, time budget and the budget contract's hard deadline. `label` prefixes errors.
+// The fields of one run that follow from its seeded recipe and its source (`source_sha256`, ""
+// for the configured file): identity hashes, recipe JSON, device requirement, time budget and
+// the budget contract's hard deadline. `label` prefixes errors.
 Status FillExperimentRun(const Recipe& rr, const BudgetContract& budget, const std::string& label,
-                         store::NewExperiment* e) {
+                         const std::string& source_sha256, store::NewExperiment* e) {
   ResolvedSizes rs;
   XV_RETURN_IF_ERROR(ResolveSizes(rr, &rs).WithContext(label));
   e->seed = rr.seed;
-  e->recipe_hash = CanonicalHash(rr);
-  e->config_hash = ConfigHashWithoutSeed(rr);
+  e->recipe_hash = CodeIdentityHash(CanonicalHash(rr), source_sha256);
+  e->config_hash = CodeIdentityHash(ConfigHashWithoutSeed(rr), source_sha256);
+  e->source_sha256 = source_sha256;
   e->recipe_json = RecipeToJson(rr).dump();
   e->resolved_json = ResolvedConfigJson(rr, rs).dump();
   e->device_requirement = rr.device == "cuda" ? "gpu" : "any";
@@ -99,9 +104,10 @@ Status CheckRunCount(const xv::v1::SubmitRequest& req, const RoundPlan& plan, in
       std::to_string(limits.max_runs) + " (split it into several submissions)");
 }
 
-// The submission's own fields (no experiments yet).
+// The submission's own fields (no experiments yet); `sources` names the base's source.
 store::NewSubmission SubmissionOf(const xv::v1::SubmitRequest& req, const Recipe& base,
-                                  const ResolvedSizes& base_sizes, RoundKind kind) {
+                                  const ResolvedSizes& base_sizes, RoundKind kind,
+                                  const RoundSources& sources) {
   store::NewSubmission sub;
   sub.campaign = req.campaign().empty() ? "default" : req.campaign();
   sub.recipe_name = req.recipe_name();
@@ -109,10 +115,12 @@ store::NewSubmission SubmissionOf(const xv::v1::SubmitRequest& req, const Recipe
   sub.trainer = req.trainer().empty() ? "libtorch" : req.trainer();
   sub.priority = req.priority();
   sub.submitter = req.submitter();
-  sub.base_hash = CanonicalHash(base);
+  sub.base_hash = CodeIdentityHash(CanonicalHash(base), sources.base_sha256);
   sub.base_recipe_json = RecipeToJson(base).dump();
   sub.base_resolved_json = ResolvedConfigJson(base, base_sizes).dump();
-  sub.base_config_hash = ConfigHashWithoutSeed(base);
+  sub.base_config_hash = CodeIdentityHash(ConfigHashWithoutSeed(base), sources.base_sha256);
+  sub.base_source_sha256 = sources.base_sha256;
+  if (!sources.base_sha256.empty()) sub.sources[sources.base_sha256] = sources.base_text;
   sub.kind = kind;
   return sub;
 }
@@ -126,7 +134,70 @@ struct CandidateRunContext {
   std::string base_hash;
   bool base_is_candidate = false;   // a candidate without overrides: the base runs as one
   std::map<std::string, int> seen;  // candidate hash -> 1-based candidate index
+  size_t source_bytes = 0;          // of the candidates' own sources so far
 };
+
+bool HasOwnCode(const xv::v1::Candidate& c) { return !c.source().empty() || !c.patch().empty(); }
+
+// The text of a patch candidate: its diff applied to the round's patch base.
+Status ApplyCandidatePatch(const xv::v1::Candidate& cand, const std::string& label,
+                           const std::string& trainer, const RoundSources& sources,
+                           std::string* text) {
+  if (cand.patch().size() > store::kMaxSourceBytes) {
+    return Status::InvalidArgument(label + "patch: " + std::to_string(cand.patch().size()) +
+                                   " bytes, at most " + std::to_string(store::kMaxSourceBytes));
+  }
+  if (sources.patch_base_sha256.empty()) {
+    return Status::FailedPrecondition(
+        label + "patch: nothing to apply it to: no worker of trainer '" + trainer +
+        "' that allows code candidates has registered its source (start one with "
+        "allow_code_candidates: true, or send the whole file as the candidate's source)");
+  }
+  Status s = ApplyUnifiedDiff(sources.patch_base_text, cand.patch(), "the base source",
+                              store::kMaxSourceBytes, text);
+  if (!s.ok()) {
+    return Status::InvalidArgument(label + s.message() + " (the base: " + sources.patch_base_label +
+                                   ", sha256 " + sources.patch_base_sha256.substr(0, 12) + ")");
+  }
+  return Status::Ok();
+}
+
+// The candidate's source: its own (`source`, or `patch` applied), else the base's. *sha256 is ""
+// when it runs the trainer's configured file. Its own text goes into sub->sources.
+Status ResolveCandidateSource(const xv::v1::Candidate& cand, const std::string& label,
+                              CandidateRunContext* context, store::NewSubmission* sub,
+                              std::string* sha256) {
+  const RoundSources& sources = context->plan.sources;
+  if (!HasOwnCode(cand)) {
+    *sha256 = sources.base_sha256;
+    return Status::Ok();
+  }
+  if (!cand.source().empty() && !cand.patch().empty()) {
+    return Status::InvalidArgument(label + "source and patch: give one of them, not both");
+  }
+  if (sub->trainer == "libtorch") {
+    return Status::InvalidArgument(
+        label + (cand.source().empty() ? "patch" : "source") +
+        ": trainer libtorch runs xv-train, not a train.py; a code candidate needs an "
+        "autoresearch trainer whose workers allow code candidates (docs/autoresearch.md)");
+  }
+  std::string text;
+  if (!cand.patch().empty()) {
+    XV_RETURN_IF_ERROR(ApplyCandidatePatch(cand, label, sub->trainer, sources, &text));
+  } else {
+    text = cand.source();
+  }
+  XV_RETURN_IF_ERROR(store::CheckSourceText(label + "source", text));
+  context->source_bytes += text.size();
+  if (context->source_bytes > kMaxSubmissionSourceBytes) {
+    return Status::InvalidArgument(label + "source: the submission's sources exceed " +
+                                   std::to_string(kMaxSubmissionSourceBytes) +
+                                   " bytes in all (split it into several submissions)");
+  }
+  *sha256 = Sha256Hex(text);
+  sub->sources.emplace(*sha256, std::move(text));
+  return Status::Ok();
+}
 
 // The replicate runs of candidate `ci` (0-based): its overrides applied to the base, validated,
 // resolved and checked against the base and the earlier candidates.
@@ -138,8 +209,11 @@ Status AddCandidateRuns(const xv::v1::Candidate& cand, size_t ci, CandidateRunCo
   const std::string shown = joined.size() <= kMaxQuoteBytes
                                 ? joined
                                 : std::string(Utf8Prefix(joined, kMaxQuoteBytes)) + "…";
-  const std::string label = "candidate " + std::to_string(ci + 1) + " (" +
-                            (joined.empty() ? std::string("base") : shown) + "): ";
+  const std::string code =
+      !cand.source().empty() ? "source" : (!cand.patch().empty() ? "patch" : "");
+  const std::string described = joined.empty() ? (code.empty() ? std::string("base") : code)
+                                               : (code.empty() ? shown : shown + "," + code);
+  const std::string label = "candidate " + std::to_string(ci + 1) + " (" + described + "): ";
   if (cand.overrides_size() > context->limits.max_overrides) {
     return Status::InvalidArgument(label + "more than " +
                                    std::to_string(context->limits.max_overrides) + " overrides");
@@ -159,21 +233,32 @@ Status AddCandidateRuns(const xv::v1::Candidate& cand, size_t ci, CandidateRunCo
       CheckContractMetric(plan.budget, r.sequence_len, r.eval_tokens).WithContext(label));
   ResolvedSizes sizes;
   XV_RETURN_IF_ERROR(ResolveSizes(r, &sizes).WithContext(label));
+  std::string source_sha256;
+  XV_RETURN_IF_ERROR(ResolveCandidateSource(cand, label, context, sub, &source_sha256));
   const nlohmann::json knobs = RecipeToJson(r);
   for (const auto& o : cand.overrides()) {
     if (knobs.contains(o.key())) overrides[o.key()] = knobs[o.key()];
   }
-  const std::string hash = CanonicalHash(r);
-  if (hash == context->base_hash && cand.overrides_size() > 0 && !context->base_is_candidate) {
-    return Status::InvalidArgument(label + "no-op override: " + shown + " equals the base");
+  const std::string hash = CodeIdentityHash(CanonicalHash(r), source_sha256);
+  if (hash == context->base_hash && (cand.overrides_size() > 0 || HasOwnCode(cand)) &&
+      !context->base_is_candidate) {
+    return Status::InvalidArgument(label + "no-op " + (joined.empty() ? "source" : "override") +
+                                   ": " + described + " equals the base" +
+                                   (code.empty() ? "" : " (the same source text)"));
   }
   auto [it, inserted] = context->seen.emplace(hash, static_cast<int>(ci + 1));
   if (!inserted) {
     return Status::InvalidArgument(label + "same resolved config as candidate " +
                                    std::to_string(it->second));
   }
+  // A code candidate's default name carries its source's short hash ("source:3f2a9c1b7d4e").
+  const std::string own_code =
+      HasOwnCode(cand) ? "source:" + source_sha256.substr(0, 12) : std::string();
   const std::string name =
-      !cand.name().empty() ? cand.name() : (joined.empty() ? std::string("base") : joined);
+      !cand.name().empty()
+          ? cand.name()
+          : (joined.empty() ? (own_code.empty() ? std::string("base") : own_code)
+                            : (own_code.empty() ? joined : joined + "," + own_code));
   if (plan.head_controls > 0 && name == "head") {
     return Status::InvalidArgument(label + "name: 'head' is reserved for the head controls");
   }
@@ -182,7 +267,7 @@ Status AddCandidateRuns(const xv::v1::Candidate& cand, size_t ci, CandidateRunCo
     Recipe rr = r;
     rr.seed = seed0 + rep;
     store::NewExperiment e;
-    XV_RETURN_IF_ERROR(FillExperimentRun(rr, plan.budget, label, &e));
+    XV_RETURN_IF_ERROR(FillExperimentRun(rr, plan.budget, label, source_sha256, &e));
     e.name = name;
     e.candidate_index = static_cast<int>(ci);
     e.replicate = rep;
@@ -198,7 +283,8 @@ Status AddHeadControls(const Recipe& base, const RoundPlan& plan, store::NewSubm
     Recipe rr = base;
     rr.seed = base.seed + plan.seed_offset + rep;
     store::NewExperiment e;
-    XV_RETURN_IF_ERROR(FillExperimentRun(rr, plan.budget, "head control: ", &e));
+    XV_RETURN_IF_ERROR(
+        FillExperimentRun(rr, plan.budget, "head control: ", plan.sources.base_sha256, &e));
     e.name = "head";
     e.candidate_index = -1;
     e.replicate = rep;
@@ -234,6 +320,11 @@ void AssignRunOrder(uint64_t seed, store::NewSubmission* sub) {
 
 double HardDeadlineSeconds(double time_budget_s) {
   return ContractHardDeadlineSeconds(BudgetContract{}, time_budget_s);
+}
+
+std::string CodeIdentityHash(const std::string& recipe_hash, const std::string& source_sha256) {
+  if (source_sha256.empty()) return recipe_hash;
+  return Sha256Hex(recipe_hash + "+source:" + source_sha256);
 }
 
 std::string ConfigHashWithoutSeed(const Recipe& r) {
@@ -274,12 +365,14 @@ Status BuildSubmissionFromBase(const xv::v1::SubmitRequest& req, const Recipe& b
                          .WithContext("recipe: "));
   ResolvedSizes base_sizes;
   XV_RETURN_IF_ERROR(ResolveSizes(base, &base_sizes).WithContext("recipe: "));
-  store::NewSubmission sub = SubmissionOf(req, base, base_sizes, kind);
+  store::NewSubmission sub = SubmissionOf(req, base, base_sizes, kind, plan.sources);
 
   std::vector<xv::v1::Candidate> candidates(req.candidates().begin(), req.candidates().end());
   if (candidates.empty() && !plan.controls_only) candidates.emplace_back();
   CandidateRunContext context{base, plan, limits, replicates, sub.base_hash};
-  for (const auto& c : candidates) context.base_is_candidate |= c.overrides_size() == 0;
+  for (const auto& c : candidates) {
+    context.base_is_candidate |= c.overrides_size() == 0 && !HasOwnCode(c);
+  }
   for (size_t ci = 0; ci < candidates.size(); ++ci) {
     XV_RETURN_IF_ERROR(AddCandidateRuns(candidates[ci], ci, &context, &sub));
   }
@@ -414,6 +507,43 @@ Status PlanConfirmRound(store::Store* store, const xv::v1::SubmitRequest& req,
   return Status::Ok();
 }
 
+// The round's sources (issue 16): the head's source when the round is built from a head that is a
+// kept code candidate, and what a patch applies to (that source, else the trainer's registered
+// one; looked up only when a candidate carries a patch).
+Status LoadRoundSources(store::Store* store, const xv::v1::SubmitRequest& req,
+                        const std::string& trainer, bool found, const store::CampaignHead& head,
+                        RoundSources* out) {
+  if (found && req.recipe_yaml().empty() && !head.head_source_sha256.empty()) {
+    store::StoredSource source;
+    bool stored = false;
+    XV_RETURN_IF_ERROR(store->sources().FindSource(head.head_source_sha256, &stored, &source));
+    if (!stored) {
+      return Status::Internal("campaign '" + head.name + "' head source " +
+                              head.head_source_sha256 + " is not stored");
+    }
+    out->base_sha256 = source.sha256;
+    out->base_text = std::move(source.text);
+  }
+  bool any_patch = false;
+  for (const auto& c : req.candidates()) any_patch |= !c.patch().empty();
+  if (!any_patch) return Status::Ok();
+  if (!out->base_sha256.empty()) {
+    out->patch_base_sha256 = out->base_sha256;
+    out->patch_base_text = out->base_text;
+    out->patch_base_label = "campaign '" + head.name + "''s head source";
+    return Status::Ok();
+  }
+  store::StoredSource registered;
+  bool known = false;
+  XV_RETURN_IF_ERROR(store->sources().FindTrainerSource(trainer, &known, &registered));
+  if (known) {
+    out->patch_base_sha256 = registered.sha256;
+    out->patch_base_text = std::move(registered.text);
+    out->patch_base_label = "trainer " + trainer + "'s registered source";
+  }
+  return Status::Ok();
+}
+
 // Issue 14: which rows may reuse an earlier result, and the run order of a round with controls.
 void SetReuseAndOrder(const CampaignPolicy& policy, const CampaignRoundOptions& options,
                       store::NewSubmission* sub) {
@@ -462,6 +592,9 @@ Status BuildCampaignRound(store::Store* store, const xv::v1::SubmitRequest& req,
   }
   Recipe base;
   XV_RETURN_IF_ERROR(LoadRoundBase(req, limits, name, found, head, daemon_built, &base));
+  XV_RETURN_IF_ERROR(LoadRoundSources(
+      store, req, effective.trainer().empty() ? std::string("libtorch") : effective.trainer(),
+      found, head, &plan.sources));
   if (known_kind && kind == RoundKind::kAblation) {
     XV_RETURN_IF_ERROR(AddAblationCandidates(req, name, head, base, &effective));
     if (!policy.set) plan.head_controls = std::max(1, req.replicates());

@@ -38,6 +38,30 @@ struct SubmissionLimits {
   int max_runs = 4096;
 };
 
+// The candidates' own sources of one submission, in all (issue 16): each is at most
+// store::kMaxSourceBytes; a submission of many distinct files is split by the caller.
+inline constexpr size_t kMaxSubmissionSourceBytes = 8 * 1024 * 1024;
+
+// The train.py sources of a round (code candidates, issue 16; docs/autoresearch.md § Code
+// candidates). A candidate's `source` (the whole file) or `patch` (a unified diff applied to
+// patch_base_text, common/unified_diff.h) becomes its source; a candidate with neither runs the
+// base's. A run with a source is another config than the same recipe without one: its
+// recipe_hash and config_hash are CodeIdentityHash of the recipe's hashes and the source's
+// sha256, so two identical sources are one config (replicates, duplicates, no-ops and reuse work
+// as for knobs). Only trainers other than libtorch take a source.
+struct RoundSources {
+  std::string base_sha256, base_text;  // the round's base recipe's source ("": configured file)
+  // What a patch applies to: the base's source when it has one (a kept code candidate is the
+  // head), else the trainer's registered source (SourceTable::FindTrainerSource). "" sha256:
+  // none is known, and a patch is refused with FAILED_PRECONDITION.
+  std::string patch_base_sha256, patch_base_text;
+  std::string patch_base_label;  // for errors: "trainer my-fork's registered source"
+};
+
+// The identity of a recipe hash combined with a source: `recipe_hash` itself when
+// `source_sha256` is empty, else the hex SHA-256 of "<recipe_hash>+source:<source_sha256>".
+std::string CodeIdentityHash(const std::string& recipe_hash, const std::string& source_sha256);
+
 // What the campaign's acceptance policy adds to a round (0 = nothing).
 struct RoundPlan {
   int replicates = 0;          // > 0 overrides req.replicates
@@ -45,6 +69,7 @@ struct RoundPlan {
   int64_t seed_offset = 0;     // added to every seed (confirm rounds: fresh seeds)
   bool controls_only = false;  // no candidates in the request: only the head controls run
   BudgetContract budget;       // the campaign's budget contract (deadlines, fixed time budget)
+  RoundSources sources;        // code candidates: the base's source and a patch's base
 };
 
 // What a round built from a campaign needs beyond the request.

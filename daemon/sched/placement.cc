@@ -33,6 +33,12 @@ bool WorkerCanRun(const WorkerSlot& worker, const QueuedExperiment& experiment) 
                         : std::find(worker.trainers.begin(), worker.trainers.end(), trainer) !=
                               worker.trainers.end();
   if (!trainer_ok) return false;
+  // A code candidate runs only where its trainer's config allows code candidates (sandboxed).
+  if (experiment.code_candidate &&
+      std::find(worker.code_candidate_trainers.begin(), worker.code_candidate_trainers.end(),
+                trainer) == worker.code_candidate_trainers.end()) {
+    return false;
+  }
   if (experiment.device_requirement == "gpu" && !worker.has_gpu) return false;
   if (!DeviceFilterAccepts(experiment.device_filter, worker.device_text)) return false;
   return true;

@@ -9,7 +9,8 @@
 //    {"libtorch"}), the campaign's device filter (comma-separated terms; the worker matches when
 //    one term is a case-insensitive substring of its device_text; "" matches all) accepts the
 //    worker, and an experiment that requires a GPU (recipe device "cuda") goes only to a GPU
-//    worker; cpu/auto recipes run anywhere;
+//    worker; cpu/auto recipes run anywhere; a code candidate (issue 16) goes only to a worker
+//    whose code_candidate_trainers lists its trainer;
 //  - spreading: among eligible workers, the one that has run the fewest attempts of the same
 //  candidate
 //    (round + candidate name, so replicates land on different devices), then the one with the most
@@ -34,9 +35,11 @@ namespace xv::sched {
 struct WorkerSlot {
   int64_t worker_id = 0;
   std::vector<std::string> trainers;  // configured trainer plugin names
-  bool has_gpu = false;               // backend cuda or rocm
-  std::string device_text;            // "backend vendor name", lower case
-  int free_slots = 1;                 // max_concurrent minus the attempts it holds
+  // Trainers that run code candidates (Capabilities.code_candidate_trainers; issue 16).
+  std::vector<std::string> code_candidate_trainers;
+  bool has_gpu = false;     // backend cuda or rocm
+  std::string device_text;  // "backend vendor name", lower case
+  int free_slots = 1;       // max_concurrent minus the attempts it holds
 };
 
 struct Placement {

@@ -20,6 +20,7 @@ struct QueuedExperiment {
   std::string device_filter;  // the campaign's ("" = any device)
   int64_t campaign_id = 0;
   std::string campaign_budget_json;  // campaigns.budget_json (max_concurrent: placement limit)
+  bool code_candidate = false;       // runs a submitted source: only workers allowing it (issue 16)
 };
 
 // Attempts of one candidate (round + name) per worker, for spreading replicates.

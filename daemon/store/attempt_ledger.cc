@@ -28,8 +28,9 @@ Status AttemptLedger::AssignExperiment(int64_t experiment_id, int64_t worker_id,
     SqliteStatement sel;
     XV_RETURN_IF_ERROR(c->Prepare(
         "SELECT e.state, e.attempt, e.trainer, r.recipe_json, r.hash, e.seed, e.time_budget_s, "
-        "e.hard_deadline_s, e.campaign_id, e.round_id FROM experiments e "
-        "JOIN recipes r ON r.id = e.recipe_id WHERE e.id = ?",
+        "e.hard_deadline_s, e.campaign_id, e.round_id, COALESCE(s.sha256, ''), "
+        "COALESCE(s.text, '') FROM experiments e JOIN recipes r ON r.id = e.recipe_id "
+        "LEFT JOIN sources s ON s.id = r.source_id WHERE e.id = ?",
         &sel));
     sel.Bind(1, experiment_id);
     bool row = false;
@@ -52,6 +53,9 @@ Status AttemptLedger::AssignExperiment(int64_t experiment_id, int64_t worker_id,
     spec->set_hard_deadline_s(sel.ColumnDouble(7));
     spec->set_campaign_id(sel.ColumnInt(8));
     spec->set_round_id(sel.ColumnInt(9));
+    // A code candidate (issue 16): the worker runs this text instead of its configured file.
+    spec->set_source_sha256(sel.ColumnText(10));
+    spec->set_source_text(sel.ColumnText(11));
     SqliteStatement up;
     XV_RETURN_IF_ERROR(c->Prepare(
         "UPDATE experiments SET state = 'assigned', attempt = ?, worker_id = ?, progress = 0, "

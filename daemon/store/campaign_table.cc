@@ -252,8 +252,9 @@ Status CampaignTable::FindCampaignHead(const std::string& name, bool* found, Cam
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
       "SELECT c.id, c.state, c.policy_json, c.trainer, COALESCE(h.recipe_json, ''), "
-      "COALESCE(b.recipe_json, ''), c.name, c.budget_json FROM campaigns c "
-      "LEFT JOIN recipes h ON h.id = c.head_recipe_id "
+      "COALESCE(b.recipe_json, ''), c.name, c.budget_json, COALESCE(hs.sha256, '') "
+      "FROM campaigns c LEFT JOIN recipes h ON h.id = c.head_recipe_id "
+      "LEFT JOIN sources hs ON hs.id = h.source_id "
       "LEFT JOIN recipes b ON b.id = c.base_recipe_id WHERE c.name = ?",
       &st));
   st.Bind(1, name);
@@ -269,6 +270,7 @@ Status CampaignTable::FindCampaignHead(const std::string& name, bool* found, Cam
   out->base_recipe_json = st.ColumnText(5);
   out->name = st.ColumnText(6);
   out->budget_json = st.ColumnText(7);
+  out->head_source_sha256 = st.ColumnText(8);
   return Status::Ok();
 }
 

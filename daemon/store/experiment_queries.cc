@@ -72,6 +72,8 @@ struct ExperimentColumn {
     kRoundDecision,
     kHealthJson,
     kMeasuredPeakFlops,
+    kSourceSha256,
+    kSourceBytes,
     kCount
   };
 };
@@ -123,6 +125,8 @@ constexpr SelectColumn kExperimentSelect[] = {
     {ExperimentColumn::kRoundDecision, "COALESCE(rd.decision_summary, '')"},
     {ExperimentColumn::kHealthJson, "res.health_json"},
     {ExperimentColumn::kMeasuredPeakFlops, "res.measured_peak_flops"},
+    {ExperimentColumn::kSourceSha256, "COALESCE(src.sha256, '')"},
+    {ExperimentColumn::kSourceBytes, "COALESCE(src.bytes, 0)"},
 };
 static_assert(ColumnsInOrder(kExperimentSelect, ExperimentColumn::kCount),
               "kExperimentSelect lists ExperimentColumn in order");
@@ -132,6 +136,7 @@ const std::string& ExperimentSelectSql() {
   static const std::string kSql =
       SelectList(kExperimentSelect) +
       "FROM experiments e JOIN recipes r ON r.id = e.recipe_id "
+      "LEFT JOIN sources src ON src.id = r.source_id "
       "LEFT JOIN rounds rd ON rd.id = e.round_id "
       "LEFT JOIN workers w ON w.id = e.worker_id "
       "LEFT JOIN results res ON res.experiment_id = e.id AND res.attempt = e.attempt ";
@@ -198,6 +203,8 @@ void RowToExperiment(const SqliteStatement& st, xv::v1::Experiment* e) {
   e->set_last_loss(st.IsNull(C::kLastLoss) ? 0.0 : st.ColumnDouble(C::kLastLoss));
   if (!st.IsNull(C::kResultId)) RowToResult(st, e->mutable_result());
   e->set_stderr_tail(st.ColumnText(C::kStderrTail));
+  e->set_source_sha256(st.ColumnText(C::kSourceSha256));
+  e->set_source_bytes(st.ColumnInt(C::kSourceBytes));
   e->set_role(st.ColumnText(C::kRole));
   e->set_reused_from_id(st.ColumnInt(C::kReusedFromId));
   e->set_config_hash(st.ColumnText(C::kConfigHash));
@@ -271,6 +278,7 @@ struct QueuedColumn {
     kDeviceFilter,
     kCampaignId,
     kBudgetJson,
+    kCodeCandidate,
     kCount
   };
 };
@@ -285,6 +293,9 @@ constexpr SelectColumn kQueuedSelect[] = {
     {QueuedColumn::kDeviceFilter, "c.device_filter"},
     {QueuedColumn::kCampaignId, "c.id"},
     {QueuedColumn::kBudgetJson, "c.budget_json"},
+    // A code candidate (issue 16): its recipe row names a source.
+    {QueuedColumn::kCodeCandidate,
+     "EXISTS (SELECT 1 FROM recipes qr WHERE qr.id = e.recipe_id AND qr.source_id IS NOT NULL)"},
 };
 static_assert(ColumnsInOrder(kQueuedSelect, QueuedColumn::kCount),
               "kQueuedSelect lists QueuedColumn in order");
@@ -429,6 +440,7 @@ Status ExperimentQueries::ListQueued(std::vector<QueuedExperiment>* out, size_t 
     q.device_filter = st.ColumnText(QueuedColumn::kDeviceFilter);
     q.campaign_id = st.ColumnInt(QueuedColumn::kCampaignId);
     q.campaign_budget_json = st.ColumnText(QueuedColumn::kBudgetJson);
+    q.code_candidate = st.ColumnInt(QueuedColumn::kCodeCandidate) != 0;
     out->push_back(std::move(q));
   }
   return Status::Ok();

@@ -16,7 +16,8 @@ Store::Store(std::unique_ptr<Database> db)
       plans_(db_.get()),
       events_(db_.get()),
       tokens_(db_.get()),
-      audit_(db_.get()) {}
+      audit_(db_.get()),
+      sources_(db_.get()) {}
 
 Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
   std::unique_ptr<Database> db;

@@ -10,6 +10,7 @@
 //   events()       EventLog           the event log Watch reads, audit events
 //   tokens()       TokenTable         bearer tokens (hashed) and the worker names they own
 //   audit()        AuditLog           state-changing and refused calls
+//   sources()      SourceTable        code candidates' sources, content-addressed (issue 16)
 //   database()     Database           the connection, write faults, WAL upkeep, integrity check
 // Threading contract: every table may be used from any thread (Database serialises them). A
 // read-only Store (OpenReadOnly) answers reads and fails every write with FailedPrecondition.
@@ -27,6 +28,7 @@
 #include "daemon/store/experiment_queries.h"
 #include "daemon/store/plan_table.h"
 #include "daemon/store/round_table.h"
+#include "daemon/store/source_table.h"
 #include "daemon/store/store_rows.h"
 #include "daemon/store/submission_table.h"
 #include "daemon/store/token_table.h"
@@ -53,6 +55,7 @@ class Store {
   EventLog& events() { return events_; }
   TokenTable& tokens() { return tokens_; }
   AuditLog& audit() { return audit_; }
+  SourceTable& sources() { return sources_; }
 
  private:
   explicit Store(std::unique_ptr<Database> db);
@@ -68,6 +71,7 @@ class Store {
   EventLog events_;
   TokenTable tokens_;
   AuditLog audit_;
+  SourceTable sources_;
 };
 
 }  // namespace xv::store

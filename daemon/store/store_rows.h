@@ -39,6 +39,9 @@ struct NewExperiment {
   std::string config_hash;             // CanonicalHash of the resolved config with seed 0
   int run_order = -1;  // place in the round's randomised order (-1: the round has none)
   int run_block = -1;  // its block (-1: none)
+  // A code candidate's source (issue 16): a key of NewSubmission::sources; "" runs the trainer's
+  // configured file. recipe_hash and config_hash cover it.
+  std::string source_sha256;
 };
 
 // Whether a submission's rows may take an earlier run's result instead of running (issue 14).
@@ -61,7 +64,9 @@ struct NewSubmission {
   std::string submitter;
   RoundKind kind = RoundKind::kCandidates;
   std::string base_hash, base_recipe_json, base_resolved_json;
-  std::string base_config_hash;  // the head the round compares with, seed 0
+  std::string base_config_hash;    // the head the round compares with, seed 0
+  std::string base_source_sha256;  // the base recipe's source ("" = the configured file)
+  std::map<std::string, std::string> sources;  // sha256 -> text of every source named above
   std::vector<NewExperiment> experiments;
   // Plans (migrations/0003_plans.sql): the plan phase this round is built for (0: none). At most
   // one round per (plan_id, plan_phase): a second insert fails with AlreadyExists.
@@ -111,7 +116,8 @@ struct CampaignHead {
   std::string head_recipe_json;
   std::string base_recipe_json;  // the recipe the campaign was created with (ablations)
   std::string name;
-  std::string budget_json;  // campaigns.budget_json (daemon/api/budget_contract.h)
+  std::string budget_json;         // campaigns.budget_json (daemon/api/budget_contract.h)
+  std::string head_source_sha256;  // the head's code candidate source ("" = none; issue 16)
 };
 
 // A round every experiment of which is terminal, still open, in a campaign with a policy.

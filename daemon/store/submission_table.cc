@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "common/run_states.h"
 #include "daemon/sched/attempt_outcome.h"
 #include "daemon/store/event_log.h"
+#include "daemon/store/source_table.h"
 #include "daemon/store/statement_rows.h"
 
 namespace xv::store {
@@ -30,14 +32,16 @@ constexpr std::chrono::microseconds kSubmissionChunkPause(1000);
 
 // Inserts the recipe unless its hash exists; *id receives the row id either way, *inserted (when
 // given) whether this call added the row.
+// `source_id` is the row's code candidate source (migration 10; none: the configured file).
 Status InsertRecipe(SqliteConnection* conn, const std::string& hash, const std::string& recipe_json,
-                    const std::string& resolved_json, const std::string& name, int64_t* id,
-                    bool* inserted = nullptr) {
+                    const std::string& resolved_json, const std::string& name,
+                    std::optional<int64_t> source_id, int64_t* id, bool* inserted = nullptr) {
   SqliteStatement ins;
-  XV_RETURN_IF_ERROR(conn->Prepare(
-      "INSERT OR IGNORE INTO recipes(hash, recipe_json, resolved_json, name) VALUES (?, ?, ?, ?)",
-      &ins));
-  ins.Bind(1, hash).Bind(2, recipe_json).Bind(3, resolved_json).Bind(4, name);
+  XV_RETURN_IF_ERROR(
+      conn->Prepare("INSERT OR IGNORE INTO recipes(hash, recipe_json, resolved_json, name, "
+                    "source_id) VALUES (?, ?, ?, ?, ?)",
+                    &ins));
+  ins.Bind(1, hash).Bind(2, recipe_json).Bind(3, resolved_json).Bind(4, name).Bind(5, source_id);
   XV_RETURN_IF_ERROR(ins.Run());
   if (inserted != nullptr) *inserted = conn->Changes() > 0;
   SqliteStatement sel;
@@ -277,9 +281,10 @@ Status InsertSubmissionEvents(SqliteConnection* c, const NewSubmission& sub,
 Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds* ids) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock one_submission(db_->submissions_mu());
-  std::vector<int64_t> added_recipes;  // rows this submission added (deleted again on failure)
-  Status s = InsertSubmissionSteps(sub, ids, &added_recipes);
-  if (s.ok() || added_recipes.empty()) return s;
+  AddedRows added;  // rows this submission added (deleted again on failure)
+  Status s = InsertSubmissionSteps(sub, ids, &added);
+  if (s.ok() || (added.recipes.empty() && added.sources.empty())) return s;
+  const std::vector<int64_t>& added_recipes = added.recipes;
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();
   Status cleanup = InWriteTransaction(c, [&]() -> Status {
@@ -295,21 +300,39 @@ Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds
       del.Bind(1, id);
       XV_RETURN_IF_ERROR(del.Run());  // a row an experiment uses fails the foreign key: kept
     }
+    SqliteStatement del_source;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "DELETE FROM sources WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM recipes WHERE "
+        "source_id = ?1) AND NOT EXISTS (SELECT 1 FROM trainer_sources WHERE source_id = ?1)",
+        &del_source));
+    for (int64_t id : added.sources) {
+      // Reset re-reports the previous Run's error, which was already returned.
+      (void)del_source.Reset();
+      del_source.Bind(1, id);
+      XV_RETURN_IF_ERROR(del_source.Run());
+    }
     return Status::Ok();
   });
   if (!cleanup.ok()) {
     // Unreferenced recipe rows are harmless (content-addressed; a later identical config reuses
     // them): keep the submission's own error.
-    spdlog::warn("submission refused; {} recipe row(s) it added stay: {}", added_recipes.size(),
-                 cleanup.ToString());
+    spdlog::warn("submission refused; {} recipe and {} source row(s) it added stay: {}",
+                 added_recipes.size(), added.sources.size(), cleanup.ToString());
   }
   return s;
 }
 
 Status SubmissionTable::InsertRecipesInChunks(const NewSubmission& sub, int64_t* base_recipe_id,
                                               std::vector<int64_t>* recipe_ids,
-                                              std::vector<int64_t>* added_recipes) {
+                                              AddedRows* added_rows) {
+  std::vector<int64_t>* added_recipes = &added_rows->recipes;
   recipe_ids->assign(sub.experiments.size(), 0);
+  std::map<std::string, int64_t> source_ids;  // sha256 -> sources.id
+  auto source_of = [&](const std::string& sha256) -> std::optional<int64_t> {
+    if (sha256.empty()) return std::nullopt;
+    auto it = source_ids.find(sha256);
+    return it == source_ids.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  };
   for (size_t first = 0; first == 0 || first < sub.experiments.size();
        first += kSubmissionChunkRows) {
     const size_t end = std::min(sub.experiments.size(), first + kSubmissionChunkRows);
@@ -320,15 +343,26 @@ Status SubmissionTable::InsertRecipesInChunks(const NewSubmission& sub, int64_t*
       std::vector<int64_t> added;
       bool inserted = false;
       if (first == 0) {
-        XV_RETURN_IF_ERROR(InsertRecipe(c, sub.base_hash, sub.base_recipe_json,
-                                        sub.base_resolved_json, sub.recipe_name, base_recipe_id,
-                                        &inserted));
+        // The sources first (a few rows): the recipe rows name them.
+        for (const auto& [sha256, text] : sub.sources) {
+          int64_t id = 0;
+          XV_RETURN_IF_ERROR(InsertSourceRow(c, sha256, text, &id, &inserted));
+          source_ids[sha256] = id;
+          if (inserted) added_rows->sources.push_back(id);
+        }
+        XV_RETURN_IF_ERROR(InsertRecipe(
+            c, sub.base_hash, sub.base_recipe_json, sub.base_resolved_json, sub.recipe_name,
+            source_of(sub.base_source_sha256), base_recipe_id, &inserted));
         if (inserted) added.push_back(*base_recipe_id);
       }
       for (size_t i = first; i < end; ++i) {
         const NewExperiment& e = sub.experiments[i];
+        if (!e.source_sha256.empty() && !source_of(e.source_sha256)) {
+          return Status::Internal("experiment " + e.name + ": source " + e.source_sha256 +
+                                  " is not among the submission's sources");
+        }
         XV_RETURN_IF_ERROR(InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name,
-                                        &(*recipe_ids)[i], &inserted));
+                                        source_of(e.source_sha256), &(*recipe_ids)[i], &inserted));
         if (inserted) added.push_back((*recipe_ids)[i]);
       }
       // Listed before the commit: should it fail, deleting these ids again is a no-op.
@@ -342,7 +376,7 @@ Status SubmissionTable::InsertRecipesInChunks(const NewSubmission& sub, int64_t*
 }
 
 Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids,
-                                              std::vector<int64_t>* added_recipes) {
+                                              AddedRows* added_rows) {
   // Step 1: the recipes (the bulky part: two JSON documents per row), kSubmissionChunkRows per
   // transaction, the mutex released in between so that readers, worker events and assignments go
   // first. Recipe rows are content-addressed (by hash) and nothing refers to them yet: a
@@ -350,7 +384,7 @@ Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, Submissi
   // identical config reuses them.
   int64_t base_recipe_id = 0;
   std::vector<int64_t> recipe_ids;
-  XV_RETURN_IF_ERROR(InsertRecipesInChunks(sub, &base_recipe_id, &recipe_ids, added_recipes));
+  XV_RETURN_IF_ERROR(InsertRecipesInChunks(sub, &base_recipe_id, &recipe_ids, added_rows));
   // Step 2: everything that makes the submission visible, in one transaction of small rows: the
   // campaign (created on first use), the round, the experiments and their 'queued' state events,
   // and the audit event. Readers and the dispatcher see all of it or nothing.

@@ -1,5 +1,6 @@
 // SubmissionTable: what one Submit stores (recipes, the campaign on first use, the round, the
-// experiments and their first state events, the audit event).
+// experiments and their first state events, the audit event), and the sources of its code
+// candidates (content-addressed, SourceTable).
 // Threading contract: as Database; one submission at a time (Database::submissions_mu()).
 #pragma once
 
@@ -25,15 +26,19 @@ class SubmissionTable {
   Status InsertSubmission(const NewSubmission& sub, SubmissionIds* ids);
 
  private:
-  // Step 1 of InsertSubmission: the recipe rows in transactions of kSubmissionChunkRows, the
-  // mutex released in between. *recipe_ids[i] is experiment i's row; *added_recipes receives the
-  // rows this call added.
+  // The content-addressed rows a submission added (recipes, and sources of code candidates),
+  // deleted again when it fails.
+  struct AddedRows {
+    std::vector<int64_t> recipes;
+    std::vector<int64_t> sources;
+  };
+  // Step 1 of InsertSubmission: the sources (sub.sources, with the first chunk), then the recipe
+  // rows in transactions of kSubmissionChunkRows, the mutex released in between. *recipe_ids[i]
+  // is experiment i's row; *added receives the rows this call added.
   Status InsertRecipesInChunks(const NewSubmission& sub, int64_t* base_recipe_id,
-                               std::vector<int64_t>* recipe_ids,
-                               std::vector<int64_t>* added_recipes);
-  // InsertSubmission's two steps; *added_recipes receives the recipe rows committed by step 1.
-  Status InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids,
-                               std::vector<int64_t>* added_recipes);
+                               std::vector<int64_t>* recipe_ids, AddedRows* added);
+  // InsertSubmission's two steps; *added receives the rows committed by step 1.
+  Status InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids, AddedRows* added);
   Database* db_;
 };
 

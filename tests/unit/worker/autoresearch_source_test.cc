@@ -340,5 +340,92 @@ TEST(TrainerSandbox, ConfigTakesSandboxForCommandLikeTrainersOnly) {
       << s.message();
 }
 
+// Code candidates (issue 16): allow_code_candidates only for a sandboxed autoresearch trainer.
+TEST(CodeCandidates, ConfigAllowsThemForSandboxedAutoresearchTrainersOnly) {
+  WorkerConfig c;
+  ASSERT_TRUE(ParseWorkerConfigYaml("trainers:\n  - name: f\n    kind: autoresearch\n"
+                                    "    source: /a.py\n    sandbox: bubblewrap\n"
+                                    "    allow_code_candidates: true\n",
+                                    &c)
+                  .ok());
+  EXPECT_TRUE(c.trainers[0].allow_code_candidates);
+  ASSERT_TRUE(ParseWorkerConfigYaml(
+                  "trainers:\n  - name: f\n    kind: autoresearch\n    source: /a.py\n", &c)
+                  .ok());
+  EXPECT_FALSE(c.trainers[0].allow_code_candidates);  // the default
+  Status s = ParseWorkerConfigYaml(
+      "trainers:\n  - name: f\n    kind: autoresearch\n    source: /a.py\n"
+      "    allow_code_candidates: true\n",
+      &c);
+  EXPECT_NE(s.message().find("trainers[0].allow_code_candidates: code candidates run only "
+                             "sandboxed"),
+            std::string::npos)
+      << s.message();
+  s = ParseWorkerConfigYaml(
+      "trainers:\n  - name: f\n    kind: command\n    program: /bin/true\n"
+      "    sandbox: bubblewrap\n    allow_code_candidates: true\n",
+      &c);
+  EXPECT_NE(s.message().find("only autoresearch trainers run code candidates"), std::string::npos)
+      << s.message();
+  s = ParseWorkerConfigYaml(
+      "trainers:\n  - name: f\n    kind: autoresearch\n    source: /a.py\n"
+      "    sandbox: bubblewrap\n    allow_code_candidates: yes please\n",
+      &c);
+  EXPECT_NE(s.message().find("must be true or false"), std::string::npos) << s.message();
+}
+
+// A code candidate's text replaces the configured file (its constants rewritten the same way);
+// its hash is checked, and a trainer that does not allow code candidates refuses it.
+TEST(CodeCandidates, TheSpecsTextRunsInsteadOfTheConfiguredFile) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("xv_ar_code_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "attempt");
+  fs::create_directories(dir / "prepare");
+  std::ofstream(dir / "prepare" / "prepare.py") << "MAX_SEQ_LEN = 1\n";
+  std::ofstream(dir / "train.py") << "MATRIX_LR = 0.04\nDEPTH = 8\n";
+  TrainerConfig t;
+  t.name = "fork";
+  t.kind = TrainerKind::kAutoresearch;
+  t.program = "/usr/bin/python3";
+  t.source = (dir / "train.py").string();
+  t.prepare_dir = (dir / "prepare").string();
+  t.sandbox = true;
+  t.allow_code_candidates = true;
+  Recipe r;
+  r.matrix_lr = 0.02;
+  v1::ExperimentSpec spec;
+  spec.set_experiment_id(8);
+  spec.set_attempt(1);
+  spec.set_recipe_json(RecipeToJson(r).dump());
+  const std::string candidate = "MATRIX_LR = 0.04\nDEPTH = 8\nEXTRA = 1  # the agent's edit\n";
+  spec.set_source_text(candidate);
+  spec.set_source_sha256(Sha256Hex(candidate));
+  ChildSpec child;
+  AutoresearchAttempt a;
+  Status st = PrepareAutoresearchTrainer(t, spec, {"/data", "cpu", ""}, (dir / "attempt").string(),
+                                         &child, &a);
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::ifstream copy(dir / "attempt" / "train.py");
+  std::stringstream text;
+  text << copy.rdbuf();
+  EXPECT_EQ(text.str(), "MATRIX_LR = 0.02\nDEPTH = 8\nEXTRA = 1  # the agent's edit\n");
+  EXPECT_EQ(a.candidate_sha256, Sha256Hex(candidate));
+  EXPECT_EQ(SourceEvent(a, "fork", 1.0)["candidate_sha256"], Sha256Hex(candidate));
+  // A text that is not the one hashed, and a trainer that does not allow code candidates.
+  spec.set_source_sha256(Sha256Hex("other"));
+  st = PrepareAutoresearchTrainer(t, spec, {"/data", "cpu", ""}, (dir / "attempt").string(), &child,
+                                  &a);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("source_sha256"), std::string::npos) << st.message();
+  spec.set_source_sha256(Sha256Hex(candidate));
+  t.allow_code_candidates = false;
+  st = PrepareAutoresearchTrainer(t, spec, {"/data", "cpu", ""}, (dir / "attempt").string(), &child,
+                                  &a);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("does not run code candidates"), std::string::npos) << st.message();
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace xv::worker

@@ -1,6 +1,12 @@
 // The submit tool's JSON arguments into `xvctl submit`'s flags and on into a SubmitRequest.
 #include "client/mcp/mcp_arguments.h"
 
+#include <fstream>
+#include <memory>
+
+#include "client/daemon_client.h"
+#include "client/mcp/mcp_tools.h"
+
 #include <gtest/gtest.h>
 
 namespace xv::client {
@@ -116,6 +122,70 @@ TEST(SubmitArgsFromJson, BadInputNamesTheArgument) {
     EXPECT_NE(st.message().find(c.expect), std::string::npos)
         << c.args.dump() << " -> " << st.message();
   }
+}
+
+}  // namespace
+}  // namespace xv::client
+
+namespace xv::client {
+namespace {
+
+// Code candidates (issue 16): texts and files become Candidate.source / Candidate.patch, each
+// with the `set` overrides, and `set` alone adds no candidate beside them.
+TEST(SubmitArgsFromJson, CodeCandidatesCarryTheTextWithTheSetOverrides) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/xv_mcp_code_candidate_train.py";
+  {
+    std::ofstream f(path);
+    f << "DEPTH = 2\n";
+  }
+  v1::SubmitRequest req;
+  const std::vector<std::string> overrides =
+      CandidatesOf({{"campaign", "fork"},
+                    {"set", {{"matrix_lr", 0.03}}},
+                    {"sources", {"DEPTH = 4\n"}},
+                    {"patches", {"--- a\n+++ b\n@@ -1 +1 @@\n-DEPTH = 2\n+DEPTH = 3\n"}},
+                    {"source_paths", {path}}},
+                   &req);
+  ASSERT_EQ(req.candidates_size(), 3);
+  EXPECT_EQ(overrides, std::vector<std::string>(3, "matrix_lr=0.03"));
+  EXPECT_EQ(req.candidates(0).source(), "DEPTH = 2\n");  // the files first, then the texts
+  EXPECT_EQ(req.candidates(1).source(), "DEPTH = 4\n");
+  EXPECT_TRUE(req.candidates(2).source().empty());
+  EXPECT_NE(req.candidates(2).patch().find("+DEPTH = 3"), std::string::npos);
+
+  SubmitArgs args;
+  Status st = SubmitArgsFromJson({{"campaign", "fork"}, {"sources", {1}}}, &args);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("arguments.sources[0]"), std::string::npos) << st.message();
+  ASSERT_TRUE(
+      SubmitArgsFromJson({{"campaign", "fork"}, {"patch_paths", {dir + "/no-such.diff"}}}, &args)
+          .ok());
+  st = BuildSubmitRequest(args, &req);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--patch"), std::string::npos) << st.message();
+}
+
+// The campaign_create tool's budget lists the metric contract beside time_budget_s.
+TEST(McpToolSchemas, CampaignCreateBudgetListsTheMetricContract) {
+  ClientOptions options;
+  const std::vector<McpTool> tools = XvMcpTools(std::make_shared<DaemonClient>(options), options);
+  bool found = false;
+  for (const McpTool& t : tools) {
+    if (t.name == "submit") {
+      for (const char* key : {"sources", "patches", "source_paths", "patch_paths"}) {
+        EXPECT_TRUE(t.input_schema["properties"].contains(key)) << key;
+      }
+    }
+    if (t.name != "campaign_create") continue;
+    found = true;
+    const json& budget = t.input_schema["properties"]["budget"];
+    for (const char* key : {"time_budget_s", "sequence_len", "eval_tokens"}) {
+      EXPECT_TRUE(budget["properties"].contains(key)) << key << " in " << budget.dump();
+    }
+    EXPECT_EQ(budget["properties"]["sequence_len"]["type"], "integer");
+  }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace
