@@ -82,7 +82,8 @@ std::string RealPath(const std::string& path) {
 std::vector<std::string> ProgramReadOnlyFolders(const std::string& program) {
   std::vector<std::string> folders;
   auto add = [&folders](const std::string& folder) {
-    if (folder.empty() || folder[0] != '/' || IsSystemPath(folder)) return;
+    // Never the root itself (the whole host), nor a relative path.
+    if (folder.size() < 2 || folder[0] != '/' || IsSystemPath(folder)) return;
     if (std::find(folders.begin(), folders.end(), folder) == folders.end()) {
       folders.push_back(folder);
     }

@@ -378,6 +378,7 @@ TEST(TrainerSandbox, ProgramInAVenvBindsTheVenvAndItsBaseInterpreter) {
   EXPECT_EQ(ProgramReadOnlyFolders((dir / "tools" / "run.sh").string()),
             (std::vector<std::string>{(dir / "tools").string()}));
   EXPECT_TRUE(ProgramReadOnlyFolders("/usr/bin/python3").empty());
+  EXPECT_TRUE(ProgramReadOnlyFolders("/python3").empty());  // never the whole root
   // A venv whose base interpreter is the system's: only the venv.
   std::ofstream(dir / "venv" / "pyvenv.cfg") << "home = /usr/bin\n";
   fs::remove(dir / "venv" / "bin" / "python3");
