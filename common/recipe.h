@@ -55,7 +55,9 @@ struct Recipe {
   // Batch and sequence.
   int64_t total_batch_size = 1 << 19;  // tokens per optimizer step
   int device_batch_size = 128;         // rows per micro-step
-  int sequence_len = 2048;
+  int sequence_len = 2048;             // context of the evaluation rows (and of training when
+                                       // train_sequence_len is 0); a campaign pins it
+  int train_sequence_len = 0;          // context of the training rows; 0: sequence_len
   // Optimizer.
   double embedding_lr = 0.6;
   double unembedding_lr = 0.004;
@@ -87,7 +89,7 @@ struct ResolvedSizes {
   int n_head = 0;
   int n_kv_head = 0;
   std::vector<std::array<int, 2>> window_sizes;  // per layer (left, right), flash convention
-  int short_window = 0;    // floor(sequence_len * short_window_fraction); >= 1 or invalid
+  int short_window = 0;    // floor(TrainingSequenceLen * short_window_fraction); >= 1 or invalid
   int mlp_hidden_dim = 0;  // round(mlp_ratio * model_dim)
   int grad_accum_steps = 0;
   int64_t tokens_per_micro_step = 0;
@@ -96,6 +98,13 @@ struct ResolvedSizes {
           params_transformer_matrices = 0, params_scalars = 0, params_total = 0;
   int64_t flops_per_token = 0;
 };
+
+// The context length of the training rows: train_sequence_len, or sequence_len when that is 0.
+// The model's windows derive from it (upstream's GPT derives them from the length it trains at);
+// the evaluation rows always have sequence_len tokens.
+inline int TrainingSequenceLen(const Recipe& r) {
+  return r.train_sequence_len > 0 ? r.train_sequence_len : r.sequence_len;
+}
 
 // Parses a recipe from YAML text. Missing keys take their defaults (the struct above).
 Status ParseRecipeYaml(const std::string& yaml_text, Recipe* out);

@@ -58,7 +58,8 @@ std::vector<RecipeKnob> BuildTable() {
                    "Attention window per layer, cycled: S = short, L = full sequence; the last "
                    "layer is always L (WINDOW_PATTERN). Letters S and L only (case-insensitive)."));
   t.push_back(Knob("short_window_fraction", &Recipe::short_window_fraction, "", "model",
-                   "S window = floor(sequence_len * short_window_fraction) tokens (upstream: 1/2).",
+                   "S window = floor(training sequence length * short_window_fraction) tokens "
+                   "(upstream: 1/2).",
                    0, 1, true, false));
   t.push_back(Knob("mlp_ratio", &Recipe::mlp_ratio, "", "model",
                    "MLP hidden width = round(mlp_ratio * model_dim) (upstream: 4).", 0, 64, true,
@@ -88,14 +89,24 @@ std::vector<RecipeKnob> BuildTable() {
   // Batch and sequence.
   t.push_back(Knob("total_batch_size", &Recipe::total_batch_size, "tokens", "batch",
                    "Tokens per optimizer step (TOTAL_BATCH_SIZE); a multiple of device_batch_size "
-                   "* sequence_len.",
+                   "* the training sequence length.",
                    1, 1099511627776.0));
   t.push_back(Knob("device_batch_size", &Recipe::device_batch_size, "rows", "batch",
                    "Rows per forward/backward micro-step (DEVICE_BATCH_SIZE); also the eval "
                    "batch.",
                    1, 65536));
   t.push_back(Knob("sequence_len", &Recipe::sequence_len, "tokens", "batch",
-                   "Tokens per row, the context length (MAX_SEQ_LEN).", 1, 1048576));
+                   "Tokens per row, the context length (MAX_SEQ_LEN): of the evaluation rows "
+                   "always, of the training rows unless train_sequence_len sets them. A "
+                   "campaign pins it with eval_tokens.",
+                   1, 1048576));
+  t.push_back(Knob("train_sequence_len", &Recipe::train_sequence_len, "tokens", "batch",
+                   "Tokens per training row when training at another context than the "
+                   "evaluation's (0: sequence_len). The windows derive from it (an L layer "
+                   "sees train_sequence_len tokens back, also in evaluation); total_batch_size "
+                   "is a multiple of device_batch_size * train_sequence_len. A fork gets it as "
+                   "prepare's MAX_SEQ_LEN.",
+                   0, 1048576));
   // Optimizer.
   t.push_back(Knob("embedding_lr", &Recipe::embedding_lr, "", "optimizer",
                    "AdamW lr of the token and value embeddings, times (model_dim/768)^-0.5 "

@@ -63,16 +63,19 @@ Status ResolveSizes(const Recipe& r, ResolvedSizes* out) {
   if (r.window_pattern.empty()) {
     return Status::InvalidArgument("window_pattern: must be a non-empty string of S and L letters");
   }
-  const int long_window = r.sequence_len;
+  // Windows derive from the training length, as upstream's GPT derives them from the length it
+  // trains at; evaluation rows of sequence_len tokens see the same windows.
+  const int train_len = TrainingSequenceLen(r);
+  const std::string train_len_name =
+      r.train_sequence_len > 0 ? "train_sequence_len" : "sequence_len";
+  const int long_window = train_len;
   // Plain floor, as the trainer's window computation does (no rounding tolerance).
-  const double short_exact =
-      std::floor(static_cast<double>(r.sequence_len) * r.short_window_fraction);
+  const double short_exact = std::floor(static_cast<double>(train_len) * r.short_window_fraction);
   if (short_exact < 1) {
     return Status::InvalidArgument(
-        "short_window_fraction: the short window floor(sequence_len * short_window_fraction) must "
-        "be "
-        ">= 1 token, got floor(" +
-        std::to_string(r.sequence_len) + " * " + std::to_string(r.short_window_fraction) + ") = 0");
+        "short_window_fraction: the short window floor(" + train_len_name +
+        " * short_window_fraction) must be >= 1 token, got floor(" + std::to_string(train_len) +
+        " * " + std::to_string(r.short_window_fraction) + ") = 0");
   }
   s.short_window = std::min(static_cast<int>(short_exact), long_window);
   s.window_sizes.clear();
@@ -86,18 +89,17 @@ Status ResolveSizes(const Recipe& r, ResolvedSizes* out) {
   }
   s.window_sizes.back() = {long_window, 0};
   // Batch.
-  s.tokens_per_micro_step = static_cast<int64_t>(r.device_batch_size) * r.sequence_len;
+  s.tokens_per_micro_step = static_cast<int64_t>(r.device_batch_size) * train_len;
   if (r.total_batch_size % s.tokens_per_micro_step != 0) {
     return Status::InvalidArgument(
-        "total_batch_size: must be a multiple of device_batch_size * sequence_len = " +
-        std::to_string(r.device_batch_size) + " * " + std::to_string(r.sequence_len) + " = " +
+        "total_batch_size: must be a multiple of device_batch_size * " + train_len_name + " = " +
+        std::to_string(r.device_batch_size) + " * " + std::to_string(train_len) + " = " +
         std::to_string(s.tokens_per_micro_step) + ", got " + std::to_string(r.total_batch_size));
   }
   const int64_t accum = r.total_batch_size / s.tokens_per_micro_step;
   if (accum < 1) {
     return Status::InvalidArgument(
-        "total_batch_size: must be at least device_batch_size * "
-        "sequence_len = " +
+        "total_batch_size: must be at least device_batch_size * " + train_len_name + " = " +
         std::to_string(s.tokens_per_micro_step) + ", got " + std::to_string(r.total_batch_size));
   }
   if (accum > 1000000) {
@@ -137,10 +139,11 @@ Status ResolveSizes(const Recipe& r, ResolvedSizes* out) {
   s.params_scalars = 2 * L;
   s.params_total = s.params_wte + s.params_value_embeds + s.params_lm_head +
                    s.params_transformer_matrices + s.params_scalars;
-  // estimate_flops: 6 x (params without embeddings and scalars) + 12 * h * q * effective window.
+  // estimate_flops: 6 x (params without embeddings and scalars) + 12 * h * q * effective window,
+  // per training token (the window capped at the training row).
   int64_t attn_flops = 0;
   for (const auto& w : s.window_sizes) {
-    const int64_t effective = std::min<int64_t>(w[0] < 0 ? r.sequence_len : w[0], r.sequence_len);
+    const int64_t effective = std::min<int64_t>(w[0] < 0 ? train_len : w[0], train_len);
     attn_flops += 12 * static_cast<int64_t>(s.n_head) * r.head_dim * effective;
   }
   s.flops_per_token = 6 * (s.params_lm_head + s.params_transformer_matrices) + attn_flops;

@@ -117,15 +117,14 @@ v1::Finished RefusedBeforeStart(const v1::ExperimentSpec& spec, const std::strin
 }
 
 // A sandboxed command-like trainer: bwrap around it, the attempt dir writable, the data, the
-// prepare folder and a program outside the system folders readable.
+// prepare folder and a program outside the system folders (its venv included) readable.
 Status SandboxChild(const TrainerInvocation& inv, const PreparedAttempt& prepared, ChildSpec* cs) {
   SandboxMounts mounts;
   mounts.attempt_dir = prepared.spec_dir;
   mounts.data_dir = inv.data_dir;
   if (prepared.autoresearch) mounts.read_only.push_back(prepared.autoresearch->prepare_dir);
-  const std::string& program = prepared.trainer.program;
-  if (program.rfind("/usr/", 0) != 0 && program.rfind("/bin/", 0) != 0) {
-    mounts.read_only.push_back(program.substr(0, program.rfind('/')));
+  for (const std::string& folder : ProgramReadOnlyFolders(prepared.trainer.program)) {
+    mounts.read_only.push_back(folder);
   }
   return SandboxedChild(mounts, cs);
 }

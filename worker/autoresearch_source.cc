@@ -123,7 +123,8 @@ void ScanValue(const std::string& s, size_t start, SourceConstant* c) {
 
 KnobConstant Entry(const std::string& knob) {
   static const std::map<std::string, std::pair<std::string, KnobSupply>> kSpecial = {
-      {"sequence_len", {"MAX_SEQ_LEN", KnobSupply::kPrepare}},
+      {"sequence_len", {"EVAL_SEQ_LEN", KnobSupply::kPrepare}},
+      {"train_sequence_len", {"MAX_SEQ_LEN", KnobSupply::kPrepare}},
       {"time_budget_s", {"TIME_BUDGET", KnobSupply::kPrepare}},
       {"eval_tokens", {"EVAL_TOKENS", KnobSupply::kPrepare}},
       {"seed", {"SEED", KnobSupply::kPrepare}},
@@ -132,8 +133,11 @@ KnobConstant Entry(const std::string& knob) {
       {"threads", {"", KnobSupply::kWorker}},
   };
   auto it = kSpecial.find(knob);
-  if (it != kSpecial.end()) return {knob, it->second.first, it->second.second};
-  return {knob, UpperCase(knob), KnobSupply::kConstant};
+  if (it != kSpecial.end()) {
+    return {knob, it->second.first, it->second.second,
+            knob == "train_sequence_len" ? "sequence_len" : ""};
+  }
+  return {knob, UpperCase(knob), KnobSupply::kConstant, ""};
 }
 
 }  // namespace
@@ -201,8 +205,11 @@ Status RewriteSourceConstants(const std::string& source, const std::string& sour
   RewrittenSource result;
   for (const KnobConstant& k : AutoresearchKnobMap()) {
     if (k.supply == KnobSupply::kWorker || !recipe.contains(k.knob)) continue;
-    const json& value = recipe[k.knob];
+    json value = recipe[k.knob];
     if (value.is_object()) continue;
+    if (!k.zero_means.empty() && value == 0 && recipe.contains(k.zero_means)) {
+      value = recipe[k.zero_means];
+    }
     auto it = by_name.find(k.constant);
     if (it == by_name.end()) {
       const bool is_default = defaults.contains(k.knob) && defaults[k.knob] == value;

@@ -10,15 +10,20 @@
 // rewritten and is refused by name.
 //
 // The knob map: every recipe knob (common/recipe_knobs.h) has a constant, upstream's name where
-// upstream has one (sequence_len -> MAX_SEQ_LEN, time_budget_s -> TIME_BUDGET, and the other
-// names upper-cased: matrix_lr -> MATRIX_LR, adam_betas -> ADAM_BETAS, ...), and how it reaches
-// the fork:
+// upstream has one (train_sequence_len -> MAX_SEQ_LEN, time_budget_s -> TIME_BUDGET, and the
+// other names upper-cased: matrix_lr -> MATRIX_LR, adam_betas -> ADAM_BETAS, ...), and how it
+// reaches the fork:
 //  - kConstant: written into the constant. When the file has no such constant and the recipe's
 //    value differs from xv's default (upstream's value, which the fork then hard-codes), the
 //    attempt is refused before the trainer starts, naming the knob, the constant and the file;
-//  - kPrepare: the `prepare` module gives it (MAX_SEQ_LEN, TIME_BUDGET, EVAL_TOKENS from XV_*);
-//    a constant of that name in train.py is rewritten too, its absence is fine. seed (SEED) and
-//    vocab_size (VOCAB_SIZE; the data directory's tokenizer decides) work the same way;
+//  - kPrepare: the `prepare` module gives it (MAX_SEQ_LEN, EVAL_SEQ_LEN, TIME_BUDGET,
+//    EVAL_TOKENS from XV_*); a constant of that name in train.py is rewritten too, its absence is
+//    fine. seed (SEED) and vocab_size (VOCAB_SIZE; the data directory's tokenizer decides) work
+//    the same way. Upstream's train.py trains at and builds its model for MAX_SEQ_LEN while
+//    prepare's evaluate_bpb evaluates at its own length, so MAX_SEQ_LEN is the training length
+//    (train_sequence_len, or sequence_len when that is 0) and sequence_len, the campaign's
+//    evaluation length, is prepare's EVAL_SEQ_LEN: an unmodified fork trains at one context and
+//    is evaluated at the campaign's;
 //  - kWorker: the worker decides it (device: the visible GPU; threads: OMP_NUM_THREADS); never
 //    written into the file.
 // Values become Python literals: numbers as JSON writes them (shortest round trip), strings
@@ -47,6 +52,9 @@ struct KnobConstant {
   std::string knob;      // recipe knob name
   std::string constant;  // the fork's module constant ("" for kWorker)
   KnobSupply supply = KnobSupply::kConstant;
+  // When the knob's value is 0, the constant takes this knob's value instead ("" = none):
+  // train_sequence_len 0 means sequence_len.
+  std::string zero_means;
 };
 
 // The map for every recipe knob, in the knob table's order.

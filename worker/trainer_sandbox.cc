@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 namespace xv::worker {
@@ -26,7 +28,77 @@ std::string LinkTarget(const std::string& path) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
+std::string Parent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Inside a folder every sandbox binds anyway.
+bool IsSystemPath(const std::string& path) {
+  for (const char* top : {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc"}) {
+    const std::string t = top;
+    if (path == t || path.rfind(t + "/", 0) == 0) return true;
+  }
+  return false;
+}
+
+// The installation prefix of a program's folder: the folder above `bin`, else the folder itself.
+std::string PrefixOf(const std::string& folder) {
+  return BaseName(folder) == "bin" ? Parent(folder) : folder;
+}
+
+// pyvenv.cfg's `home = FOLDER` (the base interpreter's bin folder), or "".
+std::string VenvHome(const std::string& venv_root) {
+  std::ifstream cfg(venv_root + "/pyvenv.cfg");
+  std::string line;
+  while (std::getline(cfg, line)) {
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    value.erase(value.find_last_not_of(" \t\r") + 1);
+    if (key == "home") return value;
+  }
+  return "";
+}
+
+std::string RealPath(const std::string& path) {
+  char* resolved = ::realpath(path.c_str(), nullptr);
+  if (resolved == nullptr) return "";
+  std::string out = resolved;
+  std::free(resolved);
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> ProgramReadOnlyFolders(const std::string& program) {
+  std::vector<std::string> folders;
+  auto add = [&folders](const std::string& folder) {
+    // Never the root itself (the whole host), nor a relative path.
+    if (folder.size() < 2 || folder[0] != '/' || IsSystemPath(folder)) return;
+    if (std::find(folders.begin(), folders.end(), folder) == folders.end()) {
+      folders.push_back(folder);
+    }
+  };
+  const std::string folder = Parent(program);
+  const bool in_venv = BaseName(folder) == "bin" && Exists(Parent(folder) + "/pyvenv.cfg");
+  add(in_venv ? Parent(folder) : folder);
+  const std::string real = RealPath(program);
+  if (!real.empty() && Parent(real) != folder) add(PrefixOf(Parent(real)));
+  if (in_venv) {
+    const std::string home = VenvHome(Parent(folder));
+    if (!home.empty()) add(PrefixOf(home));
+  }
+  return folders;
+}
 
 std::vector<std::string> HostGpuDeviceNodes() {
   std::vector<std::string> nodes;
@@ -59,6 +131,7 @@ std::vector<std::string> BubblewrapArguments(const SandboxMounts& mounts,
   }
   a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
   for (const std::string& node : gpu_nodes) a.insert(a.end(), {"--dev-bind", node, node});
+  if (!gpu_nodes.empty() && Exists("/sys")) a.insert(a.end(), {"--ro-bind", "/sys", "/sys"});
   a.insert(a.end(), {"--ro-bind", mounts.data_dir, mounts.data_dir});
   for (const std::string& path : mounts.read_only) a.insert(a.end(), {"--ro-bind", path, path});
   a.insert(a.end(), {"--bind", mounts.attempt_dir, mounts.attempt_dir});

@@ -7,7 +7,11 @@
 //    autoresearch trainer's prepare folder; a command trainer's program when it lies elsewhere);
 //  - the attempt directory read-write, and nothing else writable but a private /tmp (tmpfs);
 //  - a private /proc and a minimal /dev, plus the GPU device nodes that exist on the host
-//    (/dev/nvidia*, /dev/nvidia-caps, /dev/dri, /dev/kfd) passed through;
+//    (/dev/nvidia*, /dev/nvidia-caps, /dev/dri, /dev/kfd) passed through, and then /sys
+//    read-only too (the GPU runtimes read the devices' PCI and NUMA topology there);
+//  - the trainer's program, when it lies outside the system folders: its folder, or the whole
+//    Python virtual environment it belongs to, and the base interpreter's prefix
+//    (ProgramReadOnlyFolders), read-only;
 //  - no network (a network namespace of its own: connecting anywhere fails);
 //  - nothing of the worker's work directory (other attempts), the daemon's state directory, home
 //    directories or /work: those paths do not exist there.
@@ -45,6 +49,16 @@ Status SandboxedChild(const SandboxMounts& mounts, ChildSpec* child);
 // The bwrap arguments (everything before the trainer's argv), for tests and logs.
 std::vector<std::string> BubblewrapArguments(const SandboxMounts& mounts,
                                              const std::vector<std::string>& gpu_nodes);
+
+// The folders a sandboxed `program` needs to run, read-only, beyond the system folders (/usr,
+// /bin, /sbin, /lib*, /etc, which are always there): none for a program inside them; else the
+// program's folder, or, when that folder is `bin` of a Python virtual environment (a pyvenv.cfg
+// beside it), the environment's root; plus, when they lie outside the system folders, the prefix
+// of the file the program links to and of the environment's base interpreter (pyvenv.cfg's
+// `home`): the folder above `bin`. A venv's site-packages live under its root, so a trainer
+// whose program is /opt/torch/.venv/bin/python3 imports torch inside the sandbox. Reads the file
+// system; the order is stable and without duplicates.
+std::vector<std::string> ProgramReadOnlyFolders(const std::string& program);
 
 // The GPU device nodes present on this host (absolute paths), in a stable order.
 std::vector<std::string> HostGpuDeviceNodes();

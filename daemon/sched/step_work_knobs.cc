@@ -20,6 +20,7 @@ const std::vector<std::string>& StepWorkKnobs() {
                                    "total_batch_size",
                                    "device_batch_size",
                                    "sequence_len",
+                                   "train_sequence_len",
                                    "muon_ns_steps",
                                    "dtype",
                                    "attention_backend",

@@ -14,8 +14,8 @@ namespace xv::sched {
 
 // The knobs, in recipe-table order: depth, aspect_ratio, head_dim, n_kv_head, kv_head_divisor,
 // window_pattern, short_window_fraction, mlp_ratio, activation, value_embeddings, vocab_size,
-// total_batch_size, device_batch_size, sequence_len, muon_ns_steps, dtype, attention_backend,
-// device, threads.
+// total_batch_size, device_batch_size, sequence_len, train_sequence_len, muon_ns_steps, dtype,
+// attention_backend, device, threads.
 const std::vector<std::string>& StepWorkKnobs();
 
 // True when `knob` is one of them.

@@ -10,11 +10,15 @@ and the experiment's budget, so that a fork runs under xv-worker unmodified: the
 file's folder first on PYTHONPATH and sets
 
     XV_DATA_DIR        the data directory (tokenizer/, shards/train-NNNNN.xvt, shards/val-00000.xvt)
-    XV_SEQUENCE_LEN    MAX_SEQ_LEN, the training context length (default 2048)
+    XV_SEQUENCE_LEN    EVAL_SEQ_LEN, the context length evaluate_bpb uses (default 2048); a
+                       campaign pins it with eval_tokens so val_bpb means one thing across its
+                       candidates
+    XV_TRAIN_SEQUENCE_LEN  MAX_SEQ_LEN, the training context length; unset or 0: XV_SEQUENCE_LEN.
+                       Upstream's train.py trains at and builds its model for MAX_SEQ_LEN, so a
+                       fork trains at the recipe's train_sequence_len and is evaluated at its
+                       sequence_len without an edit
     XV_TIME_BUDGET_S   TIME_BUDGET, the training budget in seconds (default 300)
     XV_EVAL_TOKENS     EVAL_TOKENS, validation tokens of the final val_bpb (default 40 * 524288)
-    XV_EVAL_SEQUENCE_LEN  the context length evaluate_bpb uses (default: MAX_SEQ_LEN); a campaign
-                       pins it with eval_tokens so val_bpb means one thing across its candidates
     XV_DEVICE          cuda | cpu: where make_dataloader puts its batches (default: cuda when
                        torch sees one)
 
@@ -56,14 +60,17 @@ import torch
 METRIC_VERSION = "bpb-raw-bytes-v2"
 
 
-def _env_int(name, default):
+def _env_int(name, default, zero_means=None):
+    """A positive integer from the environment; with `zero_means`, 0 (or unset) gives that."""
     text = os.environ.get(name, "")
     if text == "":
-        return default
+        return default if zero_means is None else zero_means
     try:
         value = float(text)
     except ValueError:
         raise ValueError(f"{name}: expected a number, got {text!r}") from None
+    if value == 0 and zero_means is not None:
+        return zero_means
     if value != int(value) or value < 1:
         raise ValueError(f"{name}: expected a positive integer, got {text!r}")
     return int(value)
@@ -82,10 +89,10 @@ def _env_seconds(name, default):
     return int(value) if value == int(value) else value
 
 
-MAX_SEQ_LEN = _env_int("XV_SEQUENCE_LEN", 2048)          # training context length
+EVAL_SEQ_LEN = _env_int("XV_SEQUENCE_LEN", 2048)         # context length of evaluate_bpb
+MAX_SEQ_LEN = _env_int("XV_TRAIN_SEQUENCE_LEN", 0, zero_means=EVAL_SEQ_LEN)  # training context
 TIME_BUDGET = _env_seconds("XV_TIME_BUDGET_S", 300)      # training time budget in seconds
 EVAL_TOKENS = _env_int("XV_EVAL_TOKENS", 40 * 524288)    # validation tokens of the final eval
-EVAL_SEQ_LEN = _env_int("XV_EVAL_SEQUENCE_LEN", MAX_SEQ_LEN)  # context length of evaluate_bpb
 
 DATA_DIR = os.environ.get("XV_DATA_DIR", "")
 TOKENIZER_DIR = os.path.join(DATA_DIR, "tokenizer") if DATA_DIR else ""

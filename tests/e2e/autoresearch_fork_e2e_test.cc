@@ -3,7 +3,8 @@
 // tests/fixtures/autoresearch_fork/train.py (upstream-style constants, `from prepare import ...`,
 // a tiny torch model on the CPU), with xv's prepare module (python/xv_autoresearch) on the data
 // directory `xvctl prepare` makes from /usr/share/common-licenses, and xvctl:
-//  - an override lands in its constant: the fixture prints its constants, the stored `source`
+//  - an override lands in its constant (train_sequence_len in prepare's MAX_SEQ_LEN, the
+//    evaluation staying at sequence_len): the fixture prints its constants, the stored `source`
 //    event carries the rewritten copy's sha256 (equal to the copy's own), and the result's metric
 //    version is xv's, bpb-raw-bytes-v2;
 //  - a knob with no constant in the file (softcap) is refused before anything runs: the experiment
@@ -177,7 +178,8 @@ class AutoresearchForkE2eTest : public ::testing::Test {
 
 TEST_F(AutoresearchForkE2eTest, OverrideLandsInItsConstantAndTheSourceHashIsStored) {
   const std::string before = ReadFileText(source_);
-  const int64_t id = Submit({"matrix_lr=0.02", "window_pattern=L", "adam_betas=[0.9,0.99]"});
+  const int64_t id = Submit(
+      {"matrix_lr=0.02", "window_pattern=L", "adam_betas=[0.9,0.99]", "train_sequence_len=32"});
   ASSERT_GT(id, 0);
   Wait(id);
   json row = Query(
@@ -201,8 +203,12 @@ TEST_F(AutoresearchForkE2eTest, OverrideLandsInItsConstantAndTheSourceHashIsStor
   EXPECT_EQ(constants["DEPTH"], 2);
   EXPECT_EQ(constants["ASPECT_RATIO"], 32);
   EXPECT_EQ(constants["TOTAL_BATCH_SIZE"], 512);
-  EXPECT_EQ(constants["MAX_SEQ_LEN"], 64);  // from prepare (XV_SEQUENCE_LEN)
-  EXPECT_EQ(constants["TIME_BUDGET"], 2);   // from prepare (XV_TIME_BUDGET_S)
+  // The fork trains at train_sequence_len (prepare's MAX_SEQ_LEN, from XV_TRAIN_SEQUENCE_LEN) and
+  // is evaluated at the recipe's sequence_len (prepare's EVAL_SEQ_LEN, from XV_SEQUENCE_LEN).
+  EXPECT_EQ(constants["MAX_SEQ_LEN"], 32);
+  EXPECT_EQ(constants["prepare.EVAL_SEQ_LEN"], 64);
+  EXPECT_EQ(constants["device"], "cpu");
+  EXPECT_EQ(constants["TIME_BUDGET"], 2);  // from prepare (XV_TIME_BUDGET_S)
 
   // The source event: the configured file, the rewritten copy's hash and constants.
   std::vector<json> source = Events(id, "source");

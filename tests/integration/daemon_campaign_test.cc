@@ -468,6 +468,18 @@ TEST_F(DaemonCampaign, BudgetContractFixesTheTimeBudgetAndTheHardDeadlineOfEvery
             std::string::npos)
       << gs.error_message();
   EXPECT_EQ(List(xv::v1::ListExperimentsRequest()).size(), runs);
+  // Training at another context is not a metric change: a train_sequence_len candidate is queued,
+  // evaluated at the pinned sequence_len (only train_sequence_len is overridden).
+  gs = SubmitRound("budget", {"train_sequence_len=128"}, &r);
+  ASSERT_TRUE(gs.ok()) << gs.error_message();
+  ASSERT_EQ(r.experiment_ids_size(), 6);  // 3 replicates + 3 head controls
+  int trained_shorter = 0;
+  for (const auto& e : RoundExperiments(r.round_id())) {
+    if (e.name() != "train_sequence_len=128") continue;
+    ++trained_shorter;
+    EXPECT_EQ(json::parse(e.overrides_json()), json::parse(R"({"train_sequence_len": 128})"));
+  }
+  EXPECT_EQ(trained_shorter, 3);
 
   // Bad contracts are refused naming the field, and no campaign is made.
   const std::pair<std::string, std::string> bad[] = {

@@ -211,6 +211,40 @@ TEST_F(TrainerRunTest, TinyRecipeTrainsEvaluatesAndSummarises) {
   EXPECT_NE(r.log.find("num_steps:"), std::string::npos);
 }
 
+// train_sequence_len: training rows of another length, evaluation rows of sequence_len (64) all
+// the same. eval_tokens 1000 makes the lengths distinguishable: 1000 // (4 x 64) = 3 batches of
+// 4 x 64 = 768 target tokens at the evaluation's 64, where rows of 4 would give 62 x 4 x 4 = 992
+// and rows of 128 would give 1 x 4 x 128 = 512. Training at 4 also needs the rotary table to
+// cover the evaluation's 64 positions (upstream sizes it 10 x the training length: 40).
+TEST_F(TrainerRunTest, TrainsAtTrainSequenceLenAndEvaluatesAtSequenceLen) {
+  struct Case {
+    int train_len;
+    int grad_accum;
+    nlohmann::json windows;  // SL: S = T / 2, L = T, from the training length
+  };
+  for (const Case& c : {Case{4, 32, {{2, 0}, {4, 0}}}, Case{128, 1, {{64, 0}, {128, 0}}}}) {
+    SCOPED_TRACE("train_sequence_len=" + std::to_string(c.train_len));
+    Run r = RunTrainer("--set time_budget_s=0.5 --set eval_tokens=1000 --set train_sequence_len=" +
+                       std::to_string(c.train_len));
+    ASSERT_EQ(r.exit_code, 0) << r.log;
+    const auto start = r.events.front();
+    ASSERT_EQ(start["type"], "start");
+    EXPECT_EQ(start["config"]["sequence_len"], 64);
+    EXPECT_EQ(start["config"]["train_sequence_len"], c.train_len);
+    const auto& derived = start["config"]["derived"];
+    EXPECT_EQ(derived["tokens_per_micro_step"], 4 * c.train_len);  // 4 rows of train_len
+    EXPECT_EQ(derived["grad_accum_steps"], c.grad_accum);
+    EXPECT_EQ(derived["window_sizes"], c.windows);
+    auto evals = OfType(r, "eval");
+    ASSERT_EQ(evals.size(), 1u) << r.log;
+    EXPECT_EQ(evals[0]["eval_tokens"], 3 * 4 * 64);  // the evaluation's rows, not train_len's
+    const auto& summary = r.events.back();
+    ASSERT_EQ(summary["type"], "summary") << summary;
+    EXPECT_TRUE(std::isfinite(summary["val_bpb"].get<double>())) << summary;
+    EXPECT_EQ(summary["total_tokens"], summary["num_steps"].get<int64_t>() * 512);
+  }
+}
+
 TEST_F(TrainerRunTest, HugeLearningRatesEndWithNanEventAndExit3) {
   Run r = RunTrainer(
       "--set time_budget_s=120 --set matrix_lr=1e6 --set embedding_lr=1e6 "

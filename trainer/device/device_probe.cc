@@ -50,7 +50,8 @@ nlohmann::json ProbeMatmul(const ComputeDevice& dev) {
 nlohmann::json ProbeAttention(const ComputeDevice& dev, const Recipe& r, const ResolvedSizes& sz) {
   const bool gpu = !dev.is_cpu();
   int64_t b = gpu ? r.device_batch_size : 1;
-  int64_t t = gpu ? r.sequence_len : std::min<int64_t>(r.sequence_len, 256);
+  const int64_t train_len = TrainingSequenceLen(r);  // the rows a training step attends over
+  int64_t t = gpu ? train_len : std::min<int64_t>(train_len, 256);
   int64_t h = sz.n_head, hkv = sz.n_kv_head, d = r.head_dim;
   nlohmann::json out;
   out["shape"] = {{"batch", b}, {"seq", t}, {"n_head", h}, {"n_kv_head", hkv}, {"head_dim", d}};

@@ -1,5 +1,6 @@
 #include "trainer/model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -67,8 +68,8 @@ void GPTImpl::CastEmbeddings(torch::ScalarType dtype) {
 
 void GPTImpl::BuildRotary() {
   const int64_t head_dim = cfg_.n_embd / cfg_.n_head;
-  auto tables =
-      PrecomputeRotary(cfg_.sequence_len * 10, head_dim, cfg_.rope_base, wte_->weight.device());
+  auto tables = PrecomputeRotary(std::max(cfg_.sequence_len * 10, cfg_.rotary_len), head_dim,
+                                 cfg_.rope_base, wte_->weight.device());
   cos_ = register_buffer("cos", tables.first);
   sin_ = register_buffer("sin", tables.second);
 }

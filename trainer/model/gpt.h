@@ -27,7 +27,10 @@
 namespace xv::trainer {
 
 struct GPTConfig {
-  int64_t sequence_len = 2048;
+  int64_t sequence_len = 2048;  // the length the model trains at; the windows derive from it
+  // Positions the rotary table covers: at least 10 x sequence_len (upstream's over-allocation),
+  // more when the model is evaluated on longer rows than it trains on (0: 10 x sequence_len).
+  int64_t rotary_len = 0;
   int64_t vocab_size = 8192;
   int64_t n_layer = 8;
   int64_t n_head = 4;
@@ -49,7 +52,9 @@ struct GPTConfig {
   double norm_eps = 0;
 };
 
-// Builds the model shape from a recipe and its resolved sizes (model_dim, n_head, n_kv_head).
+// Builds the model shape from a recipe and its resolved sizes (model_dim, n_head, n_kv_head):
+// sequence_len is the recipe's training length (TrainingSequenceLen), rotary_len covers 10 x the
+// longer of the training and evaluation lengths.
 GPTConfig GPTConfigFromRecipe(const xv::Recipe& recipe, const xv::ResolvedSizes& sizes);
 // Builds the model shape from a reference case's "config" object (manifest.json / CASE.json). Keys
 // that are absent keep the GPTConfig defaults. Throws nlohmann::json::exception on wrong types.
@@ -85,7 +90,8 @@ class GPTImpl : public torch::nn::Module {
   void set_chunked_cross_entropy(bool on) { chunked_cross_entropy_ = on; }
   bool chunked_cross_entropy() const { return chunked_cross_entropy_; }
 
-  // idx, targets: int64 [B, T] on the model's device, T <= sequence_len * 10; targets -1 = ignored.
+  // idx, targets: int64 [B, T] on the model's device, T <= max(sequence_len * 10, rotary_len);
+  // targets -1 = ignored.
   // With targets: the cross-entropy loss, reduction "mean" (a scalar) or "none" ([B*T], 0 where
   // ignored), through SoftcapCrossEntropy (chunked) or the plain path. Without: soft-capped fp32
   // logits [B, T, vocab_size]. Throws c10::Error for another reduction.

@@ -1,4 +1,5 @@
 // GPTConfig construction (from a recipe or a reference case), validation and window sizes.
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <string>
@@ -10,7 +11,8 @@ namespace xv::trainer {
 
 GPTConfig GPTConfigFromRecipe(const xv::Recipe& recipe, const xv::ResolvedSizes& sizes) {
   GPTConfig cfg;
-  cfg.sequence_len = recipe.sequence_len;
+  cfg.sequence_len = xv::TrainingSequenceLen(recipe);
+  cfg.rotary_len = 10 * std::max<int64_t>(cfg.sequence_len, recipe.sequence_len);
   cfg.vocab_size = recipe.vocab_size;
   cfg.n_layer = recipe.depth;
   cfg.n_head = sizes.n_head;

@@ -181,8 +181,8 @@ int RunTrainCommand(const TrainCommandOptions& o, EventWriter* events) {
 
   // Training.
   std::unique_ptr<BatchSource> train_batches;
-  if (Status s =
-          data->OpenBatches("train", recipe.device_batch_size, recipe.sequence_len, &train_batches);
+  if (Status s = data->OpenBatches("train", recipe.device_batch_size, TrainingSequenceLen(recipe),
+                                   &train_batches);
       !s.ok()) {
     return ReportFailure(events, DataExitCode(s), s.message());
   }
@@ -211,7 +211,8 @@ int RunTrainCommand(const TrainCommandOptions& o, EventWriter* events) {
   }
   const int64_t total_tokens = outcome.steps * recipe.total_batch_size;
 
-  // Final evaluation on the pinned validation split.
+  // Final evaluation on the pinned validation split, always in rows of sequence_len tokens (the
+  // campaign's), also when the model trained at train_sequence_len.
   std::unique_ptr<BatchSource> val_batches;
   if (Status s =
           data->OpenBatches("val", recipe.device_batch_size, recipe.sequence_len, &val_batches);

@@ -191,5 +191,56 @@ TEST(RecipeSizes, ResolvedConfigJsonCarriesKnobsAndDerivedSizes) {
   EXPECT_EQ(j.at("derived").at("grad_accum_steps"), 2);
 }
 
+// train_sequence_len: the training rows, the windows and the micro-step follow it; the
+// evaluation batch (eval_tokens' minimum) stays device_batch_size * sequence_len; the model's
+// parameters do not change; 0 means sequence_len.
+TEST(RecipeSizes, TrainSequenceLenSetsWindowsAndMicroStepButNotTheEvaluation) {
+  Recipe base;  // upstream: sequence_len 2048, device_batch_size 128, total 2^19, SSSL
+  ResolvedSizes at_eval;
+  ASSERT_TRUE(ResolveSizes(base, &at_eval).ok());
+  Recipe shorter = base;
+  shorter.train_sequence_len = 512;
+  ASSERT_TRUE(ValidateRecipe(shorter).ok());
+  EXPECT_EQ(TrainingSequenceLen(shorter), 512);
+  EXPECT_EQ(TrainingSequenceLen(base), 2048);
+  ResolvedSizes s;
+  ASSERT_TRUE(ResolveSizes(shorter, &s).ok());
+  EXPECT_EQ(s.tokens_per_micro_step, 128 * 512);
+  EXPECT_EQ(s.grad_accum_steps, 8);
+  EXPECT_EQ(s.short_window, 256);
+  EXPECT_EQ(s.window_sizes.front(), (std::array<int, 2>{256, 0}));
+  EXPECT_EQ(s.window_sizes.back(), (std::array<int, 2>{512, 0}));
+  EXPECT_EQ(s.params_total, at_eval.params_total);
+  EXPECT_LT(s.flops_per_token, at_eval.flops_per_token);  // attention over 512, not 2048
+  // Explicitly equal to sequence_len: the same sizes as 0.
+  Recipe explicit_len = base;
+  explicit_len.train_sequence_len = 2048;
+  ResolvedSizes e;
+  ASSERT_TRUE(ResolveSizes(explicit_len, &e).ok());
+  EXPECT_EQ(e.window_sizes, at_eval.window_sizes);
+  EXPECT_EQ(e.grad_accum_steps, at_eval.grad_accum_steps);
+  // The micro-step divisibility names the training length.
+  Recipe odd = base;
+  odd.train_sequence_len = 3000;
+  const Status st = ValidateRecipe(odd);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().rfind("total_batch_size: must be a multiple of device_batch_size * "
+                               "train_sequence_len = 128 * 3000",
+                               0),
+            0u)
+      << st.message();
+  // eval_tokens' minimum is the evaluation batch at sequence_len, whatever the training length.
+  Recipe small_eval = shorter;
+  small_eval.eval_tokens = 128 * 512;  // one batch of training rows, a quarter of an eval batch
+  const Status ev = ValidateRecipe(small_eval);
+  ASSERT_FALSE(ev.ok());
+  EXPECT_EQ(ev.message().rfind("eval_tokens: must be at least one eval batch", 0), 0u)
+      << ev.message();
+  Recipe overrides = base;
+  ASSERT_TRUE(ApplyOverride("train_sequence_len", "1024", &overrides).ok());
+  EXPECT_EQ(overrides.train_sequence_len, 1024);
+  EXPECT_FALSE(ApplyOverride("train_sequence_len", "-1", &overrides).ok());
+}
+
 }  // namespace
 }  // namespace xv

@@ -208,10 +208,11 @@ TEST_F(PrepareParityTest, EvaluateBpbEqualsXvTrainOnTheSameModelOutputs) {
   ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(xv.tokens, 7 * batch * seq);
 
-  // Python trains at MAX_SEQ_LEN 2048 (not the eval's) and evaluates at the pinned length.
+  // Python trains at MAX_SEQ_LEN 2048 (train_sequence_len, not the eval's) and evaluates at the
+  // pinned sequence_len.
   json py =
       RunPython("bpb " + table_path + " " + std::to_string(kVocab) + " " + std::to_string(batch),
-                "XV_SEQUENCE_LEN=2048 XV_EVAL_SEQUENCE_LEN=" + std::to_string(seq) +
+                "XV_TRAIN_SEQUENCE_LEN=2048 XV_SEQUENCE_LEN=" + std::to_string(seq) +
                     " XV_EVAL_TOKENS=" + std::to_string(eval_tokens));
   ASSERT_TRUE(py.is_object());
   const double fork = py["val_bpb"].get<double>();
@@ -221,7 +222,7 @@ TEST_F(PrepareParityTest, EvaluateBpbEqualsXvTrainOnTheSameModelOutputs) {
   // A different pinned eval length is a different quantity (the check can fail).
   json other =
       RunPython("bpb " + table_path + " " + std::to_string(kVocab) + " " + std::to_string(batch),
-                "XV_EVAL_SEQUENCE_LEN=40 XV_EVAL_TOKENS=" + std::to_string(eval_tokens));
+                "XV_SEQUENCE_LEN=40 XV_EVAL_TOKENS=" + std::to_string(eval_tokens));
   ASSERT_TRUE(other.is_object());
   EXPECT_NE(other["val_bpb"].get<double>(), xv.val_bpb);
 }
@@ -237,7 +238,16 @@ TEST_F(PrepareParityTest, ConstantsTokenizerAndMetricVersionFollowXv) {
   EXPECT_EQ(meta["max_seq_len"], 256);
   EXPECT_EQ(meta["time_budget"], 8);
   EXPECT_EQ(meta["eval_tokens"], 16384);
-  EXPECT_EQ(meta["eval_seq_len"], 256);  // defaults to MAX_SEQ_LEN
+  EXPECT_EQ(meta["eval_seq_len"], 256);  // sequence_len; training at it too (no train length)
+  // train_sequence_len: MAX_SEQ_LEN (the fork's training length), the evaluation's unchanged;
+  // 0 means sequence_len.
+  json train = RunPython("meta", "XV_SEQUENCE_LEN=256 XV_TRAIN_SEQUENCE_LEN=128");
+  ASSERT_TRUE(train.is_object());
+  EXPECT_EQ(train["max_seq_len"], 128);
+  EXPECT_EQ(train["eval_seq_len"], 256);
+  json zero = RunPython("meta", "XV_SEQUENCE_LEN=256 XV_TRAIN_SEQUENCE_LEN=0");
+  ASSERT_TRUE(zero.is_object());
+  EXPECT_EQ(zero["max_seq_len"], 256);
   int64_t sum = 0;
   for (int32_t b : token_bytes_) sum += b;
   EXPECT_EQ(meta["token_bytes_sum"], sum);

@@ -154,6 +154,26 @@ TEST(AutoresearchSource, RefusesAKnobWithoutItsConstantNamingKnobAndFile) {
   EXPECT_EQ(out.text, "DEPTH = 8\n");
 }
 
+// A fork's own MAX_SEQ_LEN is its training length: train_sequence_len, or sequence_len when that
+// is 0 (never the literal 0); its own EVAL_SEQ_LEN is the campaign's sequence_len.
+TEST(AutoresearchSource, MaxSeqLenIsTheTrainingLengthAndEvalSeqLenTheEvaluations) {
+  const std::string fork = "MAX_SEQ_LEN = 2048\nEVAL_SEQ_LEN = 2048\nDEPTH = 8\n";
+  Recipe r;
+  r.sequence_len = 256;  // (the rewrite does not validate the recipe's other sizes)
+  RewrittenSource same;
+  ASSERT_TRUE(RewriteSourceConstants(fork, "train.py", RecipeToJson(r), Defaults(), &same).ok());
+  EXPECT_EQ(same.text, "MAX_SEQ_LEN = 256\nEVAL_SEQ_LEN = 256\nDEPTH = 8\n");
+  r.train_sequence_len = 64;
+  RewrittenSource shorter;
+  ASSERT_TRUE(RewriteSourceConstants(fork, "train.py", RecipeToJson(r), Defaults(), &shorter).ok());
+  EXPECT_EQ(shorter.text, "MAX_SEQ_LEN = 64\nEVAL_SEQ_LEN = 256\nDEPTH = 8\n");
+  EXPECT_NE(shorter.sha256, same.sha256);
+  // A fork without either constant takes both from prepare: nothing to refuse.
+  RewrittenSource plain;
+  EXPECT_TRUE(
+      RewriteSourceConstants("DEPTH = 8\n", "train.py", RecipeToJson(r), Defaults(), &plain).ok());
+}
+
 TEST(AutoresearchSource, RefusesAMultiLineConstantItMustRewrite) {
   Recipe r;
   r.adam_betas = {0.9, 0.99};
@@ -169,7 +189,9 @@ TEST(AutoresearchSource, KnobMapCoversEveryKnobWithUpstreamNames) {
   std::set<std::string> knobs;
   for (const KnobConstant& k : AutoresearchKnobMap()) {
     knobs.insert(k.knob);
-    if (k.knob == "sequence_len") EXPECT_EQ(k.constant, "MAX_SEQ_LEN");
+    // Upstream trains at and builds its model for MAX_SEQ_LEN; prepare evaluates at EVAL_SEQ_LEN.
+    if (k.knob == "train_sequence_len") EXPECT_EQ(k.constant, "MAX_SEQ_LEN");
+    if (k.knob == "sequence_len") EXPECT_EQ(k.constant, "EVAL_SEQ_LEN");
     if (k.knob == "time_budget_s") EXPECT_EQ(k.constant, "TIME_BUDGET");
     if (k.knob == "matrix_lr") EXPECT_EQ(k.constant, "MATRIX_LR");
     if (k.knob == "window_pattern") EXPECT_EQ(k.constant, "WINDOW_PATTERN");
@@ -310,6 +332,59 @@ TEST(TrainerSandbox, BubblewrapHidesAllButTheSystemTheDataAndTheAttemptDir) {
   child.argv = {"/usr/bin/python3", "train.py"};
   m.data_dir = "data";
   EXPECT_FALSE(SandboxedChild(m, &child).ok());  // a relative mount is refused
+}
+
+// With GPU nodes the sandbox passes them through and shows /sys read-only (the GPU runtimes read
+// the PCI topology there); a CPU attempt gets neither.
+TEST(TrainerSandbox, GpuNodesComeWithSysReadOnlyAndCpuAttemptsGetNeither) {
+  SandboxMounts m;
+  m.attempt_dir = "/work/w/exp-1-a1";
+  m.data_dir = "/data/xv";
+  auto has = [](const std::vector<std::string>& a, const std::vector<std::string>& seq) {
+    return std::search(a.begin(), a.end(), seq.begin(), seq.end()) != a.end();
+  };
+  const std::vector<std::string> gpu = BubblewrapArguments(
+      m, {"/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia-caps", "/dev/nvidiactl"});
+  for (const char* node :
+       {"/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia-caps", "/dev/nvidiactl"}) {
+    EXPECT_TRUE(has(gpu, {"--dev-bind", node, node})) << node;
+  }
+  EXPECT_TRUE(has(gpu, {"--ro-bind", "/sys", "/sys"}));
+  EXPECT_FALSE(has(gpu, {"--bind", "/sys", "/sys"}));
+  const std::vector<std::string> cpu = BubblewrapArguments(m, {});
+  EXPECT_FALSE(has(cpu, {"/sys"}));
+  EXPECT_EQ(std::count(cpu.begin(), cpu.end(), "--dev-bind"), 0);
+}
+
+// A trainer program in a Python virtual environment outside /usr (the GPU machine's python is
+// /opt/torch/.venv/bin/python3): the whole environment and its base interpreter's prefix are
+// readable in the sandbox, not only the bin folder; a system program needs nothing more.
+TEST(TrainerSandbox, ProgramInAVenvBindsTheVenvAndItsBaseInterpreter) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("xv_sandbox_venv_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "venv" / "bin");
+  fs::create_directories(dir / "base" / "bin");
+  fs::create_directories(dir / "tools");
+  std::ofstream(dir / "base" / "bin" / "python3.12") << "#!/bin/sh\n";
+  fs::create_symlink(dir / "base" / "bin" / "python3.12", dir / "venv" / "bin" / "python3");
+  std::ofstream(dir / "venv" / "pyvenv.cfg")
+      << "home = " << (dir / "base" / "bin").string() << "\ninclude-system-site-packages = false\n";
+  std::ofstream(dir / "tools" / "run.sh") << "#!/bin/sh\n";
+
+  EXPECT_EQ(ProgramReadOnlyFolders((dir / "venv" / "bin" / "python3").string()),
+            (std::vector<std::string>{(dir / "venv").string(), (dir / "base").string()}));
+  EXPECT_EQ(ProgramReadOnlyFolders((dir / "tools" / "run.sh").string()),
+            (std::vector<std::string>{(dir / "tools").string()}));
+  EXPECT_TRUE(ProgramReadOnlyFolders("/usr/bin/python3").empty());
+  EXPECT_TRUE(ProgramReadOnlyFolders("/python3").empty());  // never the whole root
+  // A venv whose base interpreter is the system's: only the venv.
+  std::ofstream(dir / "venv" / "pyvenv.cfg") << "home = /usr/bin\n";
+  fs::remove(dir / "venv" / "bin" / "python3");
+  fs::create_symlink("/usr/bin/python3", dir / "venv" / "bin" / "python3");
+  EXPECT_EQ(ProgramReadOnlyFolders((dir / "venv" / "bin" / "python3").string()),
+            (std::vector<std::string>{(dir / "venv").string()}));
+  fs::remove_all(dir);
 }
 
 TEST(TrainerSandbox, DenialsAreFoundInTheStderrTail) {

@@ -130,6 +130,7 @@ TEST(RoundDriftTest, StepWorkKnobsAreOneList) {
   EXPECT_TRUE(IsStepWorkKnob("depth"));
   EXPECT_TRUE(IsStepWorkKnob("device_batch_size"));
   EXPECT_TRUE(IsStepWorkKnob("sequence_len"));
+  EXPECT_TRUE(IsStepWorkKnob("train_sequence_len"));  // the attention span of a training row
   EXPECT_TRUE(IsStepWorkKnob("attention_backend"));
   EXPECT_FALSE(IsStepWorkKnob("matrix_lr"));
   EXPECT_FALSE(IsStepWorkKnob("warmdown_ratio"));
