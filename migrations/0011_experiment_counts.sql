@@ -1,0 +1,35 @@
+-- xv schema, version 11: experiments counted per state and trainer, kept by triggers (issue 18).
+-- Status and the dashboard read these few rows instead of counting 100k experiments on every
+-- call. The trainer is stored as the status line names it: '' counts as 'libtorch'.
+CREATE TABLE experiment_counts (
+  state   TEXT NOT NULL,
+  trainer TEXT NOT NULL,
+  n       INTEGER NOT NULL,
+  PRIMARY KEY (state, trainer)
+) WITHOUT ROWID;
+
+INSERT INTO experiment_counts (state, trainer, n)
+  SELECT state, COALESCE(NULLIF(trainer, ''), 'libtorch'), COUNT(*) FROM experiments
+   GROUP BY 1, 2;
+
+-- One upsert per new experiment and per change of state: a few microseconds each, inside the
+-- writer's transaction that made the change.
+CREATE TRIGGER experiment_counts_insert AFTER INSERT ON experiments BEGIN
+  INSERT INTO experiment_counts (state, trainer, n)
+    VALUES (NEW.state, COALESCE(NULLIF(NEW.trainer, ''), 'libtorch'), 1)
+    ON CONFLICT (state, trainer) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER experiment_counts_delete AFTER DELETE ON experiments BEGIN
+  UPDATE experiment_counts SET n = n - 1
+   WHERE state = OLD.state AND trainer = COALESCE(NULLIF(OLD.trainer, ''), 'libtorch');
+END;
+
+CREATE TRIGGER experiment_counts_update AFTER UPDATE OF state, trainer ON experiments
+  WHEN OLD.state IS NOT NEW.state OR OLD.trainer IS NOT NEW.trainer BEGIN
+  UPDATE experiment_counts SET n = n - 1
+   WHERE state = OLD.state AND trainer = COALESCE(NULLIF(OLD.trainer, ''), 'libtorch');
+  INSERT INTO experiment_counts (state, trainer, n)
+    VALUES (NEW.state, COALESCE(NULLIF(NEW.trainer, ''), 'libtorch'), 1)
+    ON CONFLICT (state, trainer) DO UPDATE SET n = n + 1;
+END;
