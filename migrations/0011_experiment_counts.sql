@@ -1,4 +1,5 @@
--- xv schema, version 11: experiments counted per state and trainer, kept by triggers (issue 18).
+-- xv schema, version 11: experiments counted per state and trainer, kept by triggers, and an index
+-- of the attempted experiments of a round (issue 18).
 -- Status and the dashboard read these few rows instead of counting 100k experiments on every
 -- call. The trainer is stored as the status line names it: '' counts as 'libtorch'.
 CREATE TABLE experiment_counts (
@@ -33,3 +34,8 @@ CREATE TRIGGER experiment_counts_update AFTER UPDATE OF state, trainer ON experi
     VALUES (NEW.state, COALESCE(NULLIF(NEW.trainer, ''), 'libtorch'), 1)
     ON CONFLICT (state, trainer) DO UPDATE SET n = n + 1;
 END;
+
+-- The experiments of a round that were ever assigned (ExperimentQueries::CountCandidateAttempts,
+-- on every scheduling pass): placement reads the attempts of the rounds at the queue's head
+-- without walking their queued rows.
+CREATE INDEX experiments_round_attempted ON experiments(round_id) WHERE attempt > 0;

@@ -75,7 +75,8 @@ Database::Database(std::unique_ptr<SqliteConnection> conn, std::unique_ptr<Reade
       readers_(std::move(readers)),
       read_only_(read_only),
       schema_version_(version),
-      path_(conn_->path()) {}
+      path_(conn_->path()),
+      writer_(conn_.get()) {}
 
 Status Database::Open(const std::string& path, Access access, std::unique_ptr<Database>* out) {
   const bool read_only = access == Access::kReadOnly;
@@ -136,7 +137,7 @@ Status Database::CheckWritable() const {
 Status Database::IntegrityCheck(std::string* result) {
   XV_RETURN_IF_ERROR(RunIntegrityCheck(path_, &stopping_, result));
   if (*result == "ok") return Status::Ok();
-  MutexLock lock(&mu_);
+  MutexLock lock(&fault_mu_);
   if (!read_only_ && integrity_fault_.empty()) {
     integrity_fault_ = "integrity_check failed: " + (result->empty() ? "no answer" : *result) +
                        " (restore a backup or move the file away)";
@@ -179,13 +180,16 @@ Status Database::MaintainWal(std::chrono::milliseconds interval, std::chrono::mi
   return Status::Ok();
 }
 
-std::string Database::WriteFault() {
-  MutexLock lock(&mu_);
-  return integrity_fault_.empty() ? conn_->write_fault() : integrity_fault_;
+std::string Database::WriteFault() const {
+  {
+    MutexLock lock(&fault_mu_);
+    if (!integrity_fault_.empty()) return integrity_fault_;
+  }
+  return writer_->write_fault();
 }
 
 Status Database::CheckAcceptsNewWorkLocked() const {
-  const std::string& fault = integrity_fault_.empty() ? conn_->write_fault() : integrity_fault_;
+  const std::string fault = WriteFault();
   if (fault.empty()) return Status::Ok();
   return Status::FailedPrecondition("the daemon is in read-only mode: the database " + path_ +
                                     " cannot take writes (" + fault +
@@ -195,8 +199,12 @@ Status Database::CheckAcceptsNewWorkLocked() const {
 
 Status Database::RetryWrites(bool* writable) {
   *writable = false;
+  if (read_only_) return Status::Ok();
+  {
+    MutexLock lock(&fault_mu_);
+    if (!integrity_fault_.empty()) return Status::Ok();  // for good
+  }
   MutexLock lock(&mu_);
-  if (read_only_ || !integrity_fault_.empty()) return Status::Ok();  // the latter for good
   const std::string fault = conn_->write_fault();
   if (fault.empty()) {
     *writable = true;

@@ -61,7 +61,7 @@ class Database {
   Status CheckWritable() const;
   // New work (submissions, campaigns, assignments) is refused while the connection has a write
   // fault: FailedPrecondition naming the cause and the path.
-  Status CheckAcceptsNewWorkLocked() const EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Status CheckAcceptsNewWorkLocked() const EXCLUSIVE_LOCKS_REQUIRED(mu_) LOCKS_EXCLUDED(fault_mu_);
 
   // PRAGMA integrity_check on a read-only connection of its own, beside the writer and the
   // readers: *result is "ok" for a sound file. Any other answer also puts the database in
@@ -69,7 +69,7 @@ class Database {
   // it): nothing more is written into a file that needs a backup restored. A read-write Database
   // runs it once in the background from Open, so that xvd serves at once on a big file (the
   // check reads every page: 7.5 s for 677 MB from the page cache, 76 s from a busy disk).
-  Status IntegrityCheck(std::string* result) LOCKS_EXCLUDED(mu_);
+  Status IntegrityCheck(std::string* result) LOCKS_EXCLUDED(fault_mu_);
   // After every commit `on_commit` runs on the writing thread (it must only signal); the WAL is
   // checkpointed (PASSIVE) whenever it reaches `checkpoint_pages` pages. Call once, before use.
   void SetCommitListener(std::function<void()> on_commit, int checkpoint_pages = 1000)
@@ -81,7 +81,8 @@ class Database {
   // "" while the database takes writes; else the cause of the last failed write (disk full,
   // read-only file, I/O error). While set, new work is refused (CheckAcceptsNewWorkLocked); reads
   // keep working.
-  std::string WriteFault() LOCKS_EXCLUDED(mu_);
+  // Never waits for the writer.
+  std::string WriteFault() const LOCKS_EXCLUDED(fault_mu_);
   // While a write fault is set: tries one small write (a 'writable' daemon event); when it commits
   // the fault is cleared and *writable = true.
   Status RetryWrites(bool* writable) LOCKS_EXCLUDED(mu_);
@@ -107,8 +108,12 @@ class Database {
   std::atomic<int64_t> last_commit_ms_{0};      // steady clock, set by the commit listener
   std::atomic<int64_t> last_checkpoint_ms_{0};  // steady clock of the last periodic checkpoint
   std::atomic<bool> truncated_since_commit_{true};
+  // The writer connection, for its write_fault() only (thread-safe): WriteFault() must not wait
+  // behind a write (Status and every scheduling pass ask).
+  SqliteConnection* const writer_;
+  mutable Mutex fault_mu_ ACQUIRED_AFTER(mu_);
   // "" until an integrity check answers other than "ok"; then the cause, for good.
-  std::string integrity_fault_ GUARDED_BY(mu_);
+  std::string integrity_fault_ GUARDED_BY(fault_mu_);
   std::atomic<bool> stopping_{false};           // the destructor asks a running check to give up
   std::atomic<bool> integrity_running_{false};  // no TRUNCATE checkpoint meanwhile (it would wait)
   std::thread integrity_thread_;

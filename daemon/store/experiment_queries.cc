@@ -460,22 +460,22 @@ Status ExperimentQueries::ListActive(std::vector<ActiveAttempt>* out) {
   return Status::Ok();
 }
 
-Status ExperimentQueries::CountCandidateAttempts(std::vector<CandidateWorkerCount>* out) {
+Status ExperimentQueries::CountCandidateAttempts(const std::set<int64_t>& round_ids,
+                                                 std::vector<CandidateWorkerCount>* out) {
   out->clear();
   ReadLease read = db_->Read();
-  SqliteStatement st;
-  XV_RETURN_IF_ERROR(read.conn()->Prepare(
-      "SELECT e.round_id, e.name, a.worker_id, COUNT(*) FROM attempts a "
-      "JOIN experiments e ON e.id = a.experiment_id "
-      "WHERE e.round_id IN (SELECT DISTINCT round_id FROM experiments WHERE state = 'queued') "
-      "GROUP BY e.round_id, e.name, a.worker_id",
-      &st));
-  bool row = false;
-  while (true) {
-    XV_RETURN_IF_ERROR(st.Step(&row));
-    if (!row) break;
-    out->push_back(
-        {st.ColumnInt(0), st.ColumnText(1), st.ColumnInt(2), static_cast<int>(st.ColumnInt(3))});
+  for (int64_t round_id : round_ids) {
+    SqliteStatement st;
+    XV_RETURN_IF_ERROR(read.conn()->Prepare(
+        "SELECT e.name, a.worker_id, COUNT(*) FROM experiments e "
+        "INDEXED BY experiments_round_attempted JOIN attempts a ON a.experiment_id = e.id "
+        "WHERE e.round_id = ? AND e.attempt > 0 GROUP BY e.name, a.worker_id",
+        &st));
+    st.Bind(1, round_id);
+    XV_RETURN_IF_ERROR(ForEachRow(&st, [&](const SqliteStatement& row) {
+      out->push_back({round_id, row.ColumnText(0), row.ColumnInt(1),
+                      static_cast<int>(row.ColumnInt(2))});
+    }));
   }
   return Status::Ok();
 }

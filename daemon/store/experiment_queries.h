@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,12 @@ class ExperimentQueries {
   Status ListQueued(std::vector<QueuedExperiment>* out, size_t limit = 0);
   // Attempts in state assigned or running.
   Status ListActive(std::vector<ActiveAttempt>* out);
-  // How many attempts each worker ran of each candidate of the rounds that still have queued work.
-  Status CountCandidateAttempts(std::vector<CandidateWorkerCount>* out);
+  // How many attempts each worker ran of each candidate of the rounds `round_ids` (those of the
+  // queue's head that a scheduling pass places). One read per round through migration 11's
+  // index of attempted experiments: the cost follows the attempted runs of those rounds, not the
+  // table or the queue.
+  Status CountCandidateAttempts(const std::set<int64_t>& round_ids,
+                                std::vector<CandidateWorkerCount>* out);
   // Per knob value of the overrides: runs ending diverged, failed/invalid/lost, timed_out, and
   // the NaN rate. campaign_id 0 and name "" = every campaign.
   Status FailureSummary(int64_t campaign_id, const std::string& name,
