@@ -1,5 +1,5 @@
--- xv schema, version 11: experiments counted per state and trainer, kept by triggers, and an index
--- of the attempted experiments of a round (issue 18).
+-- xv schema, version 11: experiments counted per state and trainer, kept by triggers, and indexes
+-- for placement and filtered result pages (issue 18).
 -- Status and the dashboard read these few rows instead of counting 100k experiments on every
 -- call. The trainer is stored as the status line names it: '' counts as 'libtorch'.
 CREATE TABLE experiment_counts (
@@ -39,3 +39,9 @@ END;
 -- on every scheduling pass): placement reads the attempts of the rounds at the queue's head
 -- without walking their queued rows.
 CREATE INDEX experiments_round_attempted ON experiments(round_id) WHERE attempt > 0;
+
+-- `xvctl results --campaign C --state S` and `--decision D` pages (newest first, or after an id):
+-- without these they walked every experiment of the campaign for the few that match (a page of
+-- keep decisions in a campaign of 100k rows read all 100k: 0.7 s).
+CREATE INDEX experiments_campaign_state ON experiments(campaign_id, state, id);
+CREATE INDEX experiments_campaign_decision ON experiments(campaign_id, decision, id);
