@@ -49,9 +49,9 @@ Status RunIntegrityCheck(const std::string& path, std::atomic<bool>* stop, std::
 
 // Read-write: the migrations bring the file up to date (reading its schema: a file that is not a
 // database, or whose schema is corrupt, fails here with DataLoss). The full integrity check runs
-// after, in the background (Database::IntegrityCheck).
-Status PrepareWritable(SqliteConnection* conn, int* version) {
-  return ApplyMigrations(conn, EmbeddedMigrations(), nullptr, version);
+// after, in the background (Database::IntegrityCheck). *from: the version found (0: a new file).
+Status PrepareWritable(SqliteConnection* conn, int* from, int* version) {
+  return ApplyMigrations(conn, EmbeddedMigrations(), from, version);
 }
 
 // Read-only: the file must have a schema this binary knows.
@@ -84,18 +84,18 @@ Status Database::Open(const std::string& path, Access access, std::unique_ptr<Da
   XV_RETURN_IF_ERROR(SqliteConnection::Open(
       path, read_only ? SqliteConnection::Mode::kReadOnly : SqliteConnection::Mode::kReadWrite,
       &conn));
-  int version = 0;
+  int version = 0, from = 0;
   if (read_only) {
     XV_RETURN_IF_ERROR(CheckReadableSchema(path, conn.get(), &version));
   } else {
-    XV_RETURN_IF_ERROR(PrepareWritable(conn.get(), &version));
+    XV_RETURN_IF_ERROR(PrepareWritable(conn.get(), &from, &version));
   }
   // Readers open once the schema is in place. Four serve the daemon's gRPC threads and scheduler
   // on a small machine; a read waits only while all four are lent.
   std::unique_ptr<ReaderPool> readers;
   XV_RETURN_IF_ERROR(ReaderPool::Open(path, read_only ? 2 : kReaders, &readers));
   out->reset(new Database(std::move(conn), std::move(readers), read_only, version));
-  if (!read_only) {
+  if (!read_only && from > 0) {  // a file this call created holds nothing to check
     Database* db = out->get();
     db->integrity_running_ = true;
     db->integrity_thread_ = std::thread([db] { db->CheckIntegrityInBackground(); });
