@@ -37,9 +37,9 @@ class Database {
   enum class Access { kReadWrite, kReadOnly };
 
   // kReadWrite: opens (creating) the file, applies the embedded migrations and, for a file that
-  // existed, starts the full integrity check in the background (IntegrityCheck); fails when the file is not an SQLite
-  // database, its schema cannot be read, or it is newer than this binary. kReadOnly: opens an
-  // existing file; fails when it does not exist, or has no or a newer schema.
+  // existed, starts the full integrity check in the background (IntegrityCheck); fails when the
+  // file is not an SQLite database, its schema cannot be read, or it is newer than this binary.
+  // kReadOnly: opens an existing file; fails when it does not exist, or has no or a newer schema.
   static Status Open(const std::string& path, Access access, std::unique_ptr<Database>* out);
   ~Database();  // stops a background integrity check that is still running
 

@@ -473,8 +473,8 @@ Status ExperimentQueries::CountCandidateAttempts(const std::set<int64_t>& round_
         &st));
     st.Bind(1, round_id);
     XV_RETURN_IF_ERROR(ForEachRow(&st, [&](const SqliteStatement& row) {
-      out->push_back({round_id, row.ColumnText(0), row.ColumnInt(1),
-                      static_cast<int>(row.ColumnInt(2))});
+      out->push_back(
+          {round_id, row.ColumnText(0), row.ColumnInt(1), static_cast<int>(row.ColumnInt(2))});
     }));
   }
   return Status::Ok();

@@ -98,8 +98,10 @@ TEST_F(ReadPath, CountersFollowEveryChangeOfState) {
     ASSERT_TRUE(store_->database()
                     .conn()
                     ->Exec("UPDATE experiments SET trainer = 'other' WHERE id = " +
-                           std::to_string(more.experiment_ids[1]) + ";DELETE FROM experiments "
-                           "WHERE id = " + std::to_string(more.experiment_ids[2]))
+                           std::to_string(more.experiment_ids[1]) +
+                           ";DELETE FROM experiments "
+                           "WHERE id = " +
+                           std::to_string(more.experiment_ids[2]))
                     .ok());
   }
   expect_same("after a trainer change and a delete");
