@@ -45,3 +45,6 @@ CREATE INDEX experiments_round_attempted ON experiments(round_id) WHERE attempt 
 -- keep decisions in a campaign of 100k rows read all 100k: 0.7 s).
 CREATE INDEX experiments_campaign_state ON experiments(campaign_id, state, id);
 CREATE INDEX experiments_campaign_decision ON experiments(campaign_id, decision, id);
+
+-- A confirm round's fresh seeds start past the campaign's largest (CampaignTable::MaxCampaignSeed).
+CREATE INDEX experiments_campaign_seed ON experiments(campaign_id, seed);
