@@ -3,6 +3,9 @@
 
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -109,6 +112,10 @@ Database::~Database() {
 }
 
 void Database::CheckIntegrityInBackground() {
+  // Background work: this thread yields the CPU to the daemon's own (Linux nice is per thread).
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) != 0) {
+    spdlog::debug("integrity_check: could not lower the thread's priority");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::string result;
   Status s = IntegrityCheck(&result);

@@ -95,14 +95,14 @@ TEST_F(ReadPath, CountersFollowEveryChangeOfState) {
   expect_same("after a cancel");
   {
     MutexLock lock(store_->database().mu());
-    ASSERT_TRUE(store_->database()
-                    .conn()
-                    ->Exec("UPDATE experiments SET trainer = 'other' WHERE id = " +
-                           std::to_string(more.experiment_ids[1]) +
-                           ";DELETE FROM experiments "
-                           "WHERE id = " +
-                           std::to_string(more.experiment_ids[2]))
-                    .ok());
+    SqliteConnection* w = store_->database().conn();
+    const std::string id1 = std::to_string(more.experiment_ids[1]);
+    const std::string id2 = std::to_string(more.experiment_ids[2]);
+    Status changed = w->Exec("UPDATE experiments SET trainer = 'other' WHERE id = " + id1);
+    ASSERT_TRUE(changed.ok()) << changed.ToString();
+    Status deleted = w->Exec("PRAGMA foreign_keys = OFF; DELETE FROM experiments WHERE id = " +
+                             id2 + "; PRAGMA foreign_keys = ON");
+    ASSERT_TRUE(deleted.ok()) << deleted.ToString();
   }
   expect_same("after a trainer change and a delete");
   std::map<std::string, int64_t> by_trainer;
