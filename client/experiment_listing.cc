@@ -91,6 +91,26 @@ Status ListPaged(const ExperimentFilter& filter,
   return Status::Ok();
 }
 
+// One page of `req` from the daemon, whole: a reply cut short by the daemon's size cap
+// (truncated) is continued from its last row until `req.limit()` rows or the end.
+Status FetchWholePage(DaemonClient* client, v1::ListExperimentsRequest req,
+                      std::vector<v1::Experiment>* page) {
+  page->clear();
+  while (true) {
+    v1::ListExperimentsResponse resp;
+    XV_RETURN_IF_ERROR(client->ListExperiments(req, &resp));
+    for (auto& e : *resp.mutable_experiments()) page->push_back(std::move(e));
+    const int got = resp.experiments_size();
+    if (!resp.truncated() || got == 0 || req.limit() - got <= 0) return Status::Ok();
+    req.set_limit(req.limit() - got);
+    if (req.order_by() == "val_bpb") {
+      req.set_offset(req.offset() + got);
+    } else {
+      req.set_after_id(page->back().id());
+    }
+  }
+}
+
 }  // namespace
 
 void ApplyFilter(const ExperimentFilter& filter, v1::ListExperimentsRequest* req) {
@@ -111,10 +131,7 @@ Status ListFromDaemon(DaemonClient* client, const ExperimentFilter& filter,
   return ListPaged(
       filter,
       [client](const v1::ListExperimentsRequest& req, std::vector<v1::Experiment>* page) {
-        v1::ListExperimentsResponse resp;
-        XV_RETURN_IF_ERROR(client->ListExperiments(req, &resp));
-        page->assign(resp.experiments().begin(), resp.experiments().end());
-        return Status::Ok();
+        return FetchWholePage(client, req, page);
       },
       out);
 }

@@ -91,6 +91,13 @@ std::string ProbeQueries(const std::shared_ptr<grpc::Channel>& channel, const st
       xv::v1::ListExperimentsResponse r;
       return stub->ListExperiments(&ctx, req, &r);
     });
+    ok &= Timed(&out->query_s["newest 20 failed of the campaign"], [&] {
+      xv::v1::ListExperimentsRequest req = newest;  // a state few rows have: none here
+      req.set_state("failed");
+      grpc::ClientContext ctx;
+      xv::v1::ListExperimentsResponse r;
+      return stub->ListExperiments(&ctx, req, &r);
+    });
     ok &= Timed(&out->query_s["page of 500 at a random id"], [&] {
       xv::v1::ListExperimentsRequest req;
       req.set_campaign(campaign);

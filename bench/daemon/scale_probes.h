@@ -1,7 +1,7 @@
 // Scale probes of xv-bench-daemon: latencies measured against a running xvd whose database was made
 // large (database_fill.h). Each probe is a plain function of the channel; figures are seconds.
-//   ProbeQueries:   results-style reads (newest page, best by val_bpb, a page deep in the table,
-//                   one experiment, Status), `calls` of each;
+//   ProbeQueries:   results-style reads (newest page, best by val_bpb, newest of a state no row
+//                   has, a page deep in the table, one experiment, Status), `calls` of each;
 //   ProbeDispatch:  one idle fake worker; `calls` times: Submit one experiment and time from the
 //                   call's start to the worker reading its Assign (the run then finishes at once);
 //   ProbeBigSubmit: one fake worker holding a running experiment; Status latency and the ack

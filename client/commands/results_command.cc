@@ -24,6 +24,10 @@
 namespace xv::client {
 namespace {
 
+// Without --limit, at most this many rows are printed (the most recent, or the best with --sort
+// val_bpb), and a note on stderr says so: the output stays bounded at any table size.
+constexpr int kMaxUnlimitedRows = 10000;
+
 struct ResultsArgs {
   ExperimentFilter filter;
   bool json = false;
@@ -71,8 +75,12 @@ int RunFailures(const ResultsArgs& a, const ClientOptions& options) {
   return kExitOk;
 }
 
-int RunResults(const ResultsArgs& a, const ClientOptions& options) {
-  if (a.failures) return RunFailures(a, options);
+int RunResults(const ResultsArgs& args, const ClientOptions& options) {
+  if (args.failures) return RunFailures(args, options);
+  ResultsArgs a = args;
+  // One row more than the cap tells whether more match.
+  const bool capped = a.filter.limit == 0;
+  if (capped) a.filter.limit = kMaxUnlimitedRows + 1;
   DaemonClient client(options);
   std::vector<v1::Experiment> rows;
   Status st = ListFromDaemon(&client, a.filter, &rows);
@@ -87,6 +95,20 @@ int RunResults(const ResultsArgs& a, const ClientOptions& options) {
     st = ListFromDatabase(db, a.filter, &rows);
   }
   if (!st.ok()) return ReportError(st);
+  const bool truncated = capped && rows.size() > static_cast<size_t>(kMaxUnlimitedRows);
+  if (truncated) {
+    // Id order keeps the most recent (the list is oldest first); val_bpb order the best.
+    if (a.filter.sort == "val_bpb") {
+      rows.resize(kMaxUnlimitedRows);
+    } else {
+      rows.erase(rows.begin());
+    }
+    std::cerr << "xvctl results: more than " << kMaxUnlimitedRows << " experiments match; showing "
+              << (a.filter.sort == "val_bpb" ? "the best " : "the most recent ")
+              << kMaxUnlimitedRows
+              << " (--limit N for another count; --campaign, --state or --decision to narrow)"
+              << std::endl;
+  }
   if (a.format != "table") {
     const std::vector<ResultsExportRow> export_rows = BuildResultsExport(rows);
     if (a.format == "tsv") std::cout << RenderResultsTsv(export_rows);
@@ -102,6 +124,7 @@ int RunResults(const ResultsArgs& a, const ClientOptions& options) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& e : rows) arr.push_back(ExperimentJson(e));
     nlohmann::json out = {{"experiments", arr}};
+    if (truncated) out["truncated"] = true;  // more match than the rows shown
     if (with_drift) {
       nlohmann::json drift = nlohmann::json::object();
       for (const auto& r : campaign.rounds()) {
@@ -156,7 +179,9 @@ void AddResultsCommand(CLI::App* app, const ClientOptions* options) {
                 "per knob value: diverged, crashed, timed-out counts and NaN rate");
   sub->add_option("--sort", args->filter.sort,
                   "id (default) or val_bpb (best first; --limit N keeps the N best)");
-  sub->add_option("--limit", args->filter.limit, "only the N most recent experiments (0 = all)");
+  sub->add_option("--limit", args->filter.limit,
+                  "only the N most recent experiments (0 = all, at most 10000: the most recent, "
+                  "and a note on stderr when more match)");
   sub->callback([args, options] {
     int rc = RunResults(*args, *options);
     if (rc != kExitOk) throw CLI::RuntimeError(rc);

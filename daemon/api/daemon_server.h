@@ -88,11 +88,11 @@ struct DaemonOptions {
 
 class DaemonServer {
  public:
-  // Opens the store (integrity check, migrations), removes a stale socket, starts listening and the
-  // daemon loop. InvalidArgument naming the flags for a non-loopback listen without TLS, half a
-  // TLS pair or a TLS file that cannot be read. When TCP is on, writes the bound port to
-  // <state_dir>/xvd.port; when the dashboard is on, its port to <state_dir>/http.port; the health
-  // listener's to <state_dir>/health.port.
+  // Opens the store (migrations; the integrity check runs in the background), removes a stale
+  // socket, starts listening and the daemon loop. InvalidArgument naming the flags for a
+  // non-loopback listen without TLS, half a TLS pair or a TLS file that cannot be read. When TCP is
+  // on, writes the bound port to <state_dir>/xvd.port; when the dashboard is on, its port to
+  // <state_dir>/http.port; the health listener's to <state_dir>/health.port.
   static Status Start(const DaemonOptions& options, std::unique_ptr<DaemonServer>* out);
   ~DaemonServer();  // Shutdown()s
 

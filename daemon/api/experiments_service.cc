@@ -123,7 +123,16 @@ grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext* ctx,
   std::vector<xv::v1::Experiment> found;
   s = store_->experiments().ListExperiments(*req, &found);
   if (!s.ok()) return ToGrpcStatus(s);
-  for (auto& e : found) *resp->add_experiments() = std::move(e);
+  size_t bytes = 0;
+  for (auto& e : found) {
+    const size_t row = e.ByteSizeLong() + 8;  // the row and its field header
+    if (resp->experiments_size() > 0 && bytes + row > kMaxListReplyBytes) {
+      resp->set_truncated(true);
+      break;
+    }
+    bytes += row;
+    *resp->add_experiments() = std::move(e);
+  }
   return grpc::Status::OK;
 }
 

@@ -32,6 +32,9 @@ inline constexpr size_t kMaxPolicyTextBytes = 64 * 1024;  // an acceptance polic
 inline constexpr size_t kMaxBudgetJsonBytes = 16 * 1024;  // a budget contract (JSON object)
 inline constexpr size_t kMaxPlanYamlBytes = 256 * 1024;   // a plan file's YAML text
 inline constexpr size_t kMaxOverrideValueBytes = 1024;    // one override's YAML scalar text
+// A list reply stops before this many bytes (ListExperimentsResponse.truncated says so): a page of
+// 10,000 rows with their results and stderr tails would not fit a gRPC message.
+inline constexpr size_t kMaxListReplyBytes = 4 * 1024 * 1024;
 
 // One string field of one request message.
 struct RequestFieldLimit {

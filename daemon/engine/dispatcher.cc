@@ -242,8 +242,11 @@ void Dispatcher::Schedule() {
     return;
   }
   if (queued.empty()) return;
+  // Earlier attempts of the candidates in this window only: placement asks about no other round.
+  std::set<int64_t> rounds;
+  for (const auto& q : queued) rounds.insert(q.round_id);
   std::vector<store::CandidateWorkerCount> history;
-  s = store_->experiments().CountCandidateAttempts(&history);
+  s = store_->experiments().CountCandidateAttempts(rounds, &history);
   if (!s.ok()) {
     spdlog::error("scheduling: {}", s.ToString());
     return;

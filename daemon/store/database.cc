@@ -2,6 +2,10 @@
 #include "daemon/store/database.h"
 
 #include <spdlog/spdlog.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -12,32 +16,45 @@
 namespace xv::store {
 namespace {
 
+// Read-only connections of a read-write database (ReaderPool).
+constexpr int kReaders = 4;
+
 int64_t SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-// PRAGMA integrity_check on `conn`: *result is "ok" for a sound file, "" when it gave no answer.
-Status RunIntegrityCheck(SqliteConnection* conn, std::string* result) {
+// PRAGMA integrity_check on a read-only connection of its own: *result is "ok" for a sound file,
+// "" when it gave no answer (several problems: the first, "; " and how many more). Gives up with
+// Cancelled once `stop` is set.
+Status RunIntegrityCheck(const std::string& path, std::atomic<bool>* stop, std::string* result) {
+  std::unique_ptr<SqliteConnection> conn;
+  XV_RETURN_IF_ERROR(SqliteConnection::Open(path, SqliteConnection::Mode::kReadOnly, &conn));
+  sqlite3_progress_handler(
+      conn->raw(), 10000,
+      [](void* flag) -> int { return static_cast<std::atomic<bool>*>(flag)->load() ? 1 : 0; },
+      stop);
   SqliteStatement st;
   XV_RETURN_IF_ERROR(conn->Prepare("PRAGMA integrity_check", &st));
-  bool row = false;
-  XV_RETURN_IF_ERROR(st.Step(&row));
-  *result = row ? st.ColumnText(0) : "";
+  result->clear();
+  int problems = 0;
+  for (bool row = true;;) {
+    Status s = st.Step(&row);
+    if (!s.ok() && stop->load()) return Status::Cancelled("integrity_check: stopped");
+    XV_RETURN_IF_ERROR(s);
+    if (!row) break;
+    if (++problems == 1) *result = st.ColumnText(0);
+  }
+  if (problems > 1) *result += "; " + std::to_string(problems - 1) + " more";
   return Status::Ok();
 }
 
-// Read-write: the file must pass the integrity check; then the migrations bring it up to date.
-Status PrepareWritable(const std::string& path, SqliteConnection* conn, int* version) {
-  std::string result;
-  XV_RETURN_IF_ERROR(RunIntegrityCheck(conn, &result));
-  if (result.empty()) result = "no answer";
-  if (result != "ok") {
-    return Status::DataLoss(path + ": integrity_check failed: " + result +
-                            " (restore a backup or move the file away)");
-  }
-  return ApplyMigrations(conn, EmbeddedMigrations(), nullptr, version);
+// Read-write: the migrations bring the file up to date (reading its schema: a file that is not a
+// database, or whose schema is corrupt, fails here with DataLoss). The full integrity check runs
+// after, in the background (Database::IntegrityCheck). *from: the version found (0: a new file).
+Status PrepareWritable(SqliteConnection* conn, int* from, int* version) {
+  return ApplyMigrations(conn, EmbeddedMigrations(), from, version);
 }
 
 // Read-only: the file must have a schema this binary knows.
@@ -55,11 +72,14 @@ Status CheckReadableSchema(const std::string& path, SqliteConnection* conn, int*
 
 }  // namespace
 
-Database::Database(std::unique_ptr<SqliteConnection> conn, bool read_only, int version)
+Database::Database(std::unique_ptr<SqliteConnection> conn, std::unique_ptr<ReaderPool> readers,
+                   bool read_only, int version)
     : conn_(std::move(conn)),
+      readers_(std::move(readers)),
       read_only_(read_only),
       schema_version_(version),
-      path_(conn_->path()) {}
+      path_(conn_->path()),
+      writer_(conn_.get()) {}
 
 Status Database::Open(const std::string& path, Access access, std::unique_ptr<Database>* out) {
   const bool read_only = access == Access::kReadOnly;
@@ -67,14 +87,53 @@ Status Database::Open(const std::string& path, Access access, std::unique_ptr<Da
   XV_RETURN_IF_ERROR(SqliteConnection::Open(
       path, read_only ? SqliteConnection::Mode::kReadOnly : SqliteConnection::Mode::kReadWrite,
       &conn));
-  int version = 0;
+  int version = 0, from = 0;
   if (read_only) {
     XV_RETURN_IF_ERROR(CheckReadableSchema(path, conn.get(), &version));
   } else {
-    XV_RETURN_IF_ERROR(PrepareWritable(path, conn.get(), &version));
+    XV_RETURN_IF_ERROR(PrepareWritable(conn.get(), &from, &version));
   }
-  out->reset(new Database(std::move(conn), read_only, version));
+  // Readers open once the schema is in place. Four serve the daemon's gRPC threads and scheduler
+  // on a small machine; a read waits only while all four are lent.
+  std::unique_ptr<ReaderPool> readers;
+  XV_RETURN_IF_ERROR(ReaderPool::Open(path, read_only ? 2 : kReaders, &readers));
+  out->reset(new Database(std::move(conn), std::move(readers), read_only, version));
+  if (!read_only && from > 0) {  // a file this call created holds nothing to check
+    Database* db = out->get();
+    db->integrity_running_ = true;
+    db->integrity_thread_ = std::thread([db] { db->CheckIntegrityInBackground(); });
+  }
   return Status::Ok();
+}
+
+Database::~Database() {
+  stopping_ = true;
+  if (integrity_thread_.joinable()) integrity_thread_.join();
+}
+
+void Database::CheckIntegrityInBackground() {
+  // Background work: this thread yields the CPU to the daemon's own (Linux nice is per thread).
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) != 0) {
+    spdlog::debug("integrity_check: could not lower the thread's priority");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string result;
+  Status s = IntegrityCheck(&result);
+  integrity_running_ = false;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!s.ok()) {
+    if (s.code() != Status::Code::kCancelled) {
+      spdlog::error("{}: integrity_check could not run: {}", path_, s.ToString());
+    }
+  } else if (result == "ok") {
+    spdlog::info("{}: integrity_check ok ({:.1f} s)", path_, seconds);
+  } else {
+    spdlog::error(
+        "{}: integrity_check failed ({:.1f} s): {}; the daemon stays in read-only mode "
+        "(restore a backup or move the file away)",
+        path_, seconds, result);
+  }
 }
 
 Status Database::CheckWritable() const {
@@ -83,8 +142,14 @@ Status Database::CheckWritable() const {
 }
 
 Status Database::IntegrityCheck(std::string* result) {
-  MutexLock lock(&mu_);
-  return RunIntegrityCheck(conn_.get(), result);
+  XV_RETURN_IF_ERROR(RunIntegrityCheck(path_, &stopping_, result));
+  if (*result == "ok") return Status::Ok();
+  MutexLock lock(&fault_mu_);
+  if (!read_only_ && integrity_fault_.empty()) {
+    integrity_fault_ = "integrity_check failed: " + (result->empty() ? "no answer" : *result) +
+                       " (restore a backup or move the file away)";
+  }
+  return Status::Ok();
 }
 
 void Database::SetCommitListener(std::function<void()> on_commit, int checkpoint_pages) {
@@ -108,7 +173,9 @@ Status Database::MaintainWal(std::chrono::milliseconds interval, std::chrono::mi
   const int64_t now = SteadyMs();
   if (last_checkpoint_ms_ == 0) last_checkpoint_ms_ = now;
   const bool quiet = now - last_commit_ms_ >= idle.count();
-  const bool truncate = quiet && !truncated_since_commit_;
+  // A TRUNCATE checkpoint waits (busy_timeout, holding mu_) for every reader to leave the WAL:
+  // not while the integrity check reads for seconds.
+  const bool truncate = quiet && !truncated_since_commit_ && !integrity_running_;
   if (!truncate && now - last_checkpoint_ms_ < interval.count()) return Status::Ok();
   int pages = 0, done = 0;
   Status s = CheckpointWal(truncate, &pages, &done);
@@ -120,13 +187,16 @@ Status Database::MaintainWal(std::chrono::milliseconds interval, std::chrono::mi
   return Status::Ok();
 }
 
-std::string Database::WriteFault() {
-  MutexLock lock(&mu_);
-  return conn_->write_fault();
+std::string Database::WriteFault() const {
+  {
+    MutexLock lock(&fault_mu_);
+    if (!integrity_fault_.empty()) return integrity_fault_;
+  }
+  return writer_->write_fault();
 }
 
 Status Database::CheckAcceptsNewWorkLocked() const {
-  const std::string& fault = conn_->write_fault();
+  const std::string fault = WriteFault();
   if (fault.empty()) return Status::Ok();
   return Status::FailedPrecondition("the daemon is in read-only mode: the database " + path_ +
                                     " cannot take writes (" + fault +
@@ -136,8 +206,12 @@ Status Database::CheckAcceptsNewWorkLocked() const {
 
 Status Database::RetryWrites(bool* writable) {
   *writable = false;
-  MutexLock lock(&mu_);
   if (read_only_) return Status::Ok();
+  {
+    MutexLock lock(&fault_mu_);
+    if (!integrity_fault_.empty()) return Status::Ok();  // for good
+  }
+  MutexLock lock(&mu_);
   const std::string fault = conn_->write_fault();
   if (fault.empty()) {
     *writable = true;

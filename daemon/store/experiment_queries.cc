@@ -344,13 +344,14 @@ Status ExperimentQueries::ListExperiments(const xv::v1::ListExperimentsRequest& 
     params.push_back({true, req.state(), 0});
   }
   int limit = req.limit() <= 0 ? 100 : std::min(req.limit(), 10000);
-  MutexLock lock(db_->mu());
+  out->clear();
   if (!req.order_by().empty() && req.order_by() != "id" && req.order_by() != "val_bpb") {
     return Status::InvalidArgument("order_by: must be id or val_bpb, got '" + req.order_by() + "'");
   }
   if (req.offset() < 0) return Status::InvalidArgument("offset: must be >= 0");
   const size_t first = out->size();
-  XV_RETURN_IF_ERROR(ReadExperiments(db_->conn(), where, params, limit, out, req.descending(),
+  ReadLease read = db_->Read();
+  XV_RETURN_IF_ERROR(ReadExperiments(read.conn(), where, params, limit, out, req.descending(),
                                      req.order_by() == "val_bpb", req.offset()));
   // Lists carry the last 2 KiB of each stderr tail (GetExperiment has the whole 16 KiB), so a
   // page of 10000 failures stays far below the message limit.
@@ -365,9 +366,9 @@ Status ExperimentQueries::ListExperiments(const xv::v1::ListExperimentsRequest& 
 Status ExperimentQueries::GetExperiment(int64_t id, xv::v1::Experiment* out) {
   std::vector<xv::v1::Experiment> found;
   {
-    MutexLock lock(db_->mu());
+    ReadLease read = db_->Read();
     XV_RETURN_IF_ERROR(
-        ReadExperiments(db_->conn(), "WHERE e.id = ?", {{false, "", id}}, 1, &found));
+        ReadExperiments(read.conn(), "WHERE e.id = ?", {{false, "", id}}, 1, &found));
   }
   if (found.empty())
     return Status::NotFound("experiment " + std::to_string(id) + " does not exist");
@@ -376,9 +377,9 @@ Status ExperimentQueries::GetExperiment(int64_t id, xv::v1::Experiment* out) {
 }
 
 Status ExperimentQueries::SubmitterOf(int64_t id, std::string* submitter) {
-  MutexLock lock(db_->mu());
+  ReadLease read = db_->Read();
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+  XV_RETURN_IF_ERROR(read.conn()->Prepare(
       "SELECT r.submitter FROM experiments e JOIN rounds r ON r.id = e.round_id WHERE e.id = ?",
       &st));
   st.Bind(1, id);
@@ -390,34 +391,33 @@ Status ExperimentQueries::SubmitterOf(int64_t id, std::string* submitter) {
 }
 
 Status ExperimentQueries::CountByState(std::map<std::string, int64_t>* out) {
-  MutexLock lock(db_->mu());
+  out->clear();
+  ReadLease read = db_->Read();
   SqliteStatement st;
+  // Migration 11's counters: a handful of rows, whatever the size of the table.
   XV_RETURN_IF_ERROR(
-      db_->conn()->Prepare("SELECT state, COUNT(*) FROM experiments GROUP BY state", &st));
-  bool row = false;
-  while (true) {
-    XV_RETURN_IF_ERROR(st.Step(&row));
-    if (!row) break;
-    (*out)[st.ColumnText(0)] = st.ColumnInt(1);
-  }
-  return Status::Ok();
-}
-
-Status ExperimentQueries::CountQueuedByTrainer(std::map<std::string, int64_t>* out) {
-  MutexLock lock(db_->mu());
-  SqliteStatement st;
-  XV_RETURN_IF_ERROR(
-      db_->conn()->Prepare("SELECT COALESCE(NULLIF(trainer, ''), 'libtorch') AS t, COUNT(*) "
-                           "FROM experiments WHERE state = 'queued' GROUP BY t",
+      read.conn()->Prepare("SELECT state, SUM(n) FROM experiment_counts GROUP BY state "
+                           "HAVING SUM(n) > 0",
                            &st));
   return ForEachRow(
       &st, [out](const SqliteStatement& row) { (*out)[row.ColumnText(0)] = row.ColumnInt(1); });
 }
 
-Status ExperimentQueries::ListQueued(std::vector<QueuedExperiment>* out, size_t limit) {
-  MutexLock lock(db_->mu());
+Status ExperimentQueries::CountQueuedByTrainer(std::map<std::string, int64_t>* out) {
+  out->clear();
+  ReadLease read = db_->Read();
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+  XV_RETURN_IF_ERROR(read.conn()->Prepare(
+      "SELECT trainer, n FROM experiment_counts WHERE state = 'queued' AND n > 0", &st));
+  return ForEachRow(
+      &st, [out](const SqliteStatement& row) { (*out)[row.ColumnText(0)] = row.ColumnInt(1); });
+}
+
+Status ExperimentQueries::ListQueued(std::vector<QueuedExperiment>* out, size_t limit) {
+  out->clear();
+  ReadLease read = db_->Read();
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(read.conn()->Prepare(
       QueuedSelectSql() +
           // Migration 8's queue index holds the queue in this order: the LIMIT stops the read.
           "FROM experiments e INDEXED BY experiments_queue JOIN campaigns c ON c.id = "
@@ -447,9 +447,10 @@ Status ExperimentQueries::ListQueued(std::vector<QueuedExperiment>* out, size_t 
 }
 
 Status ExperimentQueries::ListActive(std::vector<ActiveAttempt>* out) {
-  MutexLock lock(db_->mu());
+  out->clear();
+  ReadLease read = db_->Read();
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+  XV_RETURN_IF_ERROR(read.conn()->Prepare(
       "SELECT id, attempt, worker_id, state, "
       "CAST((julianday('now') - julianday(COALESCE(assigned_at, created_at))) * "
       "86400000 AS INTEGER), campaign_id FROM experiments "
@@ -471,29 +472,31 @@ Status ExperimentQueries::ListActive(std::vector<ActiveAttempt>* out) {
   return Status::Ok();
 }
 
-Status ExperimentQueries::CountCandidateAttempts(std::vector<CandidateWorkerCount>* out) {
-  MutexLock lock(db_->mu());
-  SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
-      "SELECT e.round_id, e.name, a.worker_id, COUNT(*) FROM attempts a "
-      "JOIN experiments e ON e.id = a.experiment_id "
-      "WHERE e.round_id IN (SELECT DISTINCT round_id FROM experiments WHERE state = 'queued') "
-      "GROUP BY e.round_id, e.name, a.worker_id",
-      &st));
-  bool row = false;
-  while (true) {
-    XV_RETURN_IF_ERROR(st.Step(&row));
-    if (!row) break;
-    out->push_back(
-        {st.ColumnInt(0), st.ColumnText(1), st.ColumnInt(2), static_cast<int>(st.ColumnInt(3))});
+Status ExperimentQueries::CountCandidateAttempts(const std::set<int64_t>& round_ids,
+                                                 std::vector<CandidateWorkerCount>* out) {
+  out->clear();
+  ReadLease read = db_->Read();
+  for (int64_t round_id : round_ids) {
+    SqliteStatement st;
+    XV_RETURN_IF_ERROR(read.conn()->Prepare(
+        "SELECT e.name, a.worker_id, COUNT(*) FROM experiments e "
+        "INDEXED BY experiments_round_attempted JOIN attempts a ON a.experiment_id = e.id "
+        "WHERE e.round_id = ? AND e.attempt > 0 GROUP BY e.name, a.worker_id",
+        &st));
+    st.Bind(1, round_id);
+    XV_RETURN_IF_ERROR(ForEachRow(&st, [&](const SqliteStatement& row) {
+      out->push_back(
+          {round_id, row.ColumnText(0), row.ColumnInt(1), static_cast<int>(row.ColumnInt(2))});
+    }));
   }
   return Status::Ok();
 }
 
 Status ExperimentQueries::FailureSummary(int64_t campaign_id, const std::string& name,
                                          std::vector<xv::v1::KnobFailure>* out) {
-  MutexLock lock(db_->mu());
-  SqliteConnection* c = db_->conn();
+  out->clear();
+  ReadLease read = db_->Read();
+  SqliteConnection* c = read.conn();
   std::string sql =
       "SELECT e.overrides_json, e.state, "
       "EXISTS (SELECT 1 FROM nan_events n WHERE n.experiment_id = e.id) FROM experiments e "

@@ -1,10 +1,13 @@
 // ExperimentQueries: the reads of experiments: lists and lookups for the API and xvctl, counts for
 // the status line, the queue and active attempts for the scheduler, and the failure summary.
-// Threading contract: as Database; every method holds its mutex for one read.
+// Every method replaces what `out` held. Reads run on a connection lent by Database::Read (never
+// behind the writer's mutex) and see what was committed when they started.
+// Threading contract: as Database; every method may be called from any thread.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,10 +30,11 @@ class ExperimentQueries {
   // The submitter recorded with the round of experiment `id` (the caller's token label,
   // "token:ID", when a token submitted it; see daemon/api/authorizer.h). NotFound for no such id.
   Status SubmitterOf(int64_t id, std::string* submitter);
-  // Experiments per state ("queued" -> 3, ...).
+  // Experiments per state ("queued" -> 3, ...; states without experiments are left out), from
+  // migration 11's counters: a few rows, whatever the size of the table.
   Status CountByState(std::map<std::string, int64_t>* out);
   // Queued experiments per trainer ("libtorch" -> 3, ...; an empty trainer counts as "libtorch"):
-  // one GROUP BY over the queue, for the status line about trainers no connected worker offers.
+  // from migration 11's counters, for the status line about trainers no connected worker offers.
   Status CountQueuedByTrainer(std::map<std::string, int64_t>* out);
   // Queued experiments of active campaigns in dispatch order (priority, round, the round's run
   // order, id); the first `limit` of them (0: all). Read from migration 8's queue index, so the
@@ -38,8 +42,12 @@ class ExperimentQueries {
   Status ListQueued(std::vector<QueuedExperiment>* out, size_t limit = 0);
   // Attempts in state assigned or running.
   Status ListActive(std::vector<ActiveAttempt>* out);
-  // How many attempts each worker ran of each candidate of the rounds that still have queued work.
-  Status CountCandidateAttempts(std::vector<CandidateWorkerCount>* out);
+  // How many attempts each worker ran of each candidate of the rounds `round_ids` (those of the
+  // queue's head that a scheduling pass places). One read per round through migration 11's
+  // index of attempted experiments: the cost follows the attempted runs of those rounds, not the
+  // table or the queue.
+  Status CountCandidateAttempts(const std::set<int64_t>& round_ids,
+                                std::vector<CandidateWorkerCount>* out);
   // Per knob value of the overrides: runs ending diverged, failed/invalid/lost, timed_out, and
   // the NaN rate. campaign_id 0 and name "" = every campaign.
   Status FailureSummary(int64_t campaign_id, const std::string& name,

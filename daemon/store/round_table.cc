@@ -136,9 +136,10 @@ Status MoveHeadToKept(SqliteConnection* c, int64_t campaign_id, const RoundDecis
 }  // namespace
 
 Status RoundTable::ListRoundsToDecide(std::vector<RoundToDecide>* out) {
-  MutexLock lock(db_->mu());
+  out->clear();
+  ReadLease read = db_->Read();  // a decision re-reads the round's state in its transaction
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+  XV_RETURN_IF_ERROR(read.conn()->Prepare(
       "SELECT rd.id, rd.campaign_id, c.policy_json, rd.head_config_hash, rd.kind, rd.keep_rule "
       // From the campaigns with a policy to their open rounds (migration 8's rounds_open): rounds
       // of campaigns without a policy stay open for good and are never read here.
@@ -161,9 +162,9 @@ Status RoundTable::ListRoundsToDecide(std::vector<RoundToDecide>* out) {
 
 Status RoundTable::GetRoundState(int64_t round_id, RoundToDecide* round, RoundState* state,
                                  int* unfinished) {
-  MutexLock lock(db_->mu());
+  ReadLease read = db_->Read();
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+  XV_RETURN_IF_ERROR(read.conn()->Prepare(
       "SELECT rd.campaign_id, c.policy_json, rd.head_config_hash, rd.state, "
       "(SELECT COUNT(*) FROM experiments x WHERE x.round_id = rd.id AND x.state NOT IN " +
           std::string(kTerminalStatesSql) +
@@ -185,19 +186,21 @@ Status RoundTable::GetRoundState(int64_t round_id, RoundToDecide* round, RoundSt
 }
 
 Status RoundTable::ListRoundRuns(int64_t round_id, std::vector<RoundRun>* out) {
-  MutexLock lock(db_->mu());
+  out->clear();
+  ReadLease read = db_->Read();
   SqliteStatement st;
   XV_RETURN_IF_ERROR(
-      db_->conn()->Prepare(RunSelectSql() + "WHERE e.round_id = ? ORDER BY e.id", &st));
+      read.conn()->Prepare(RunSelectSql() + "WHERE e.round_id = ? ORDER BY e.id", &st));
   st.Bind(1, round_id);
   return ReadRuns(&st, out);
 }
 
 Status RoundTable::ListEarlierConfigRuns(int64_t campaign_id, const std::string& config_hash,
                                          int64_t round_id, std::vector<RoundRun>* out) {
-  MutexLock lock(db_->mu());
+  out->clear();
+  ReadLease read = db_->Read();
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+  XV_RETURN_IF_ERROR(read.conn()->Prepare(
       RunSelectSql() +
           "WHERE e.campaign_id = ? AND e.config_hash = ? AND e.round_id <> ? "
           "AND e.reused_from_id IS NULL AND e.state IN ('succeeded', 'diverged') ORDER BY e.id",

@@ -99,7 +99,10 @@ void SqliteConnection::NoteFault(int rc, const std::string& msg) const {
     case SQLITE_READONLY:
     case SQLITE_IOERR:
     case SQLITE_CANTOPEN:
-      if (mode_ == Mode::kReadWrite) write_fault_ = msg;
+      if (mode_ == Mode::kReadWrite) {
+        std::lock_guard<std::mutex> lock(fault_mu_);
+        write_fault_ = msg;
+      }
       break;
     default:
       break;

@@ -65,8 +65,15 @@ class SqliteConnection {
   Status LastError(const std::string& what) const;
   // "" while writes work; else the cause of the last write failure, e.g. "database or disk is
   // full".
-  const std::string& write_fault() const { return write_fault_; }
-  void ClearWriteFault() { write_fault_.clear(); }
+  // (Thread-safe, unlike the rest: Database reads it without its writer's mutex.)
+  std::string write_fault() const {
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    return write_fault_;
+  }
+  void ClearWriteFault() {
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    write_fault_.clear();
+  }
 
   // After every commit: `on_commit` runs (it must not block or use this connection), then when the
   // WAL holds at least `checkpoint_pages` pages a PASSIVE checkpoint copies it back into the
@@ -92,6 +99,7 @@ class SqliteConnection {
   sqlite3* db_;
   std::string path_;
   Mode mode_;
+  mutable std::mutex fault_mu_;  // guards write_fault_ only (a leaf lock)
   mutable std::string write_fault_;
   std::function<void()> on_commit_;
   int checkpoint_pages_ = 1000;

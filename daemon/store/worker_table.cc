@@ -95,9 +95,10 @@ Status StoreProbe(SqliteConnection* c, const xv::v1::Register& reg) {
 }  // namespace
 
 Status WorkerTable::ListWorkers(std::vector<xv::v1::WorkerInfo>* out) {
-  MutexLock lock(db_->mu());
+  out->clear();
+  ReadLease read = db_->Read();
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+  XV_RETURN_IF_ERROR(read.conn()->Prepare(
       "SELECT w.id, w.name, w.state, w.device_json, COALESCE(w.last_heartbeat, ''), "
       "(SELECT MIN(e.id) FROM experiments e WHERE e.worker_id = w.id "
       " AND e.state IN ('assigned', 'running')), w.probe_json, "

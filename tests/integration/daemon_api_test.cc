@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -411,6 +412,48 @@ TEST_F(DaemonApi, InvalidUtf8InARequestIsInvalidArgumentSayingWhy) {
   EXPECT_EQ(QueryInt(db(), "SELECT COUNT(*) FROM experiments"), 0);
   // The daemon keeps serving.
   EXPECT_EQ(CountExperiments(), 0);
+}
+
+// Issue 18: a page of 10,000 rows with their stderr tails would not fit a gRPC message; the reply
+// stops at 4 MiB, says so, and the rest follows from its last row.
+TEST_F(DaemonApi, ListRepliesStopAtTheSizeCapAndSaySo) {
+  xv::v1::SubmitResponse sub;
+  std::vector<std::string> candidates;
+  for (int i = 0; i < 200; ++i) candidates.push_back("seed=" + std::to_string(100 + i));
+  ASSERT_TRUE(Submit(candidates, &sub).ok());
+  {
+    store::Database& database = server_->store()->database();
+    MutexLock lock(database.mu());
+    // 3000 experiments with 2 KiB list tails: about 6.5 MB of rows.
+    ASSERT_TRUE(database.conn()
+                    ->Exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                           "WHERE i < 2800) INSERT INTO experiments (campaign_id, round_id, "
+                           "recipe_id, name, seed, time_budget_s, hard_deadline_s, stderr_tail) "
+                           "SELECT e.campaign_id, e.round_id, e.recipe_id, 'bulk', 1000 + n.i, 1, "
+                           "1, printf('%.*c', 3000, 'x') FROM n, (SELECT * FROM experiments "
+                           "LIMIT 1) e;"
+                           "UPDATE experiments SET stderr_tail = printf('%.*c', 3000, 'y')")
+                    .ok());
+  }
+  xv::v1::ListExperimentsRequest req;
+  req.set_limit(10000);
+  std::set<int64_t> seen;
+  int replies = 0;
+  for (bool more = true; more; ++replies) {
+    ASSERT_LT(replies, 10);
+    grpc::ClientContext ctx;
+    xv::v1::ListExperimentsResponse resp;
+    grpc::Status s = experiments_->ListExperiments(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_LE(resp.ByteSizeLong(), 4u * 1024 * 1024);
+    ASSERT_GT(resp.experiments_size(), 0);
+    for (const auto& e : resp.experiments()) EXPECT_TRUE(seen.insert(e.id()).second) << e.id();
+    more = resp.truncated();
+    req.set_after_id(resp.experiments(resp.experiments_size() - 1).id());
+    req.set_limit(req.limit() - resp.experiments_size());
+  }
+  EXPECT_GE(replies, 2);  // the first reply was cut
+  EXPECT_EQ(seen.size(), 3000u);
 }
 
 // Issue 11: ListExperiments state "pwned" answered an empty list.

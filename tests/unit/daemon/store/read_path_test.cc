@@ -1,0 +1,190 @@
+// Tests of the store's read path at lab scale (issue 18): reads run on the pool of read-only
+// connections while the writer holds its lock and an open transaction; migration 11's per-state
+// counters agree with a count of the table through every change of state; the list functions
+// replace their output; the integrity check, run in the background after opening, finds an index
+// that does not match its table and puts the database in read-only mode for good.
+#include <gtest/gtest.h>
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <future>
+#include <map>
+
+#include "store_with_worker.h"
+
+namespace xv::store {
+namespace {
+
+using testing::MakeFinished;
+using testing::MakeSubmission;
+using testing::QueryInt;
+using testing::StoreWithWorker;
+using testing::TempDir;
+
+// Experiments per state counted from the table itself (what the counters must equal).
+std::map<std::string, int64_t> CountTable(const std::string& db) {
+  std::map<std::string, int64_t> counts;
+  std::unique_ptr<SqliteConnection> conn;
+  EXPECT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadOnly, &conn).ok());
+  SqliteStatement st;
+  EXPECT_TRUE(conn->Prepare("SELECT state, COUNT(*) FROM experiments GROUP BY state", &st).ok());
+  for (bool row = true;;) {
+    EXPECT_TRUE(st.Step(&row).ok());
+    if (!row) break;
+    counts[st.ColumnText(0)] = st.ColumnInt(1);
+  }
+  return counts;
+}
+
+using ReadPath = StoreWithWorker;
+
+TEST_F(ReadPath, ReadsDoNotWaitForTheWriterAndSeeOnlyCommittedRows) {
+  std::future<void> read;
+  {
+    // The writer's lock held, inside a write transaction that added an experiment.
+    MutexLock lock(store_->database().mu());
+    SqliteConnection* w = store_->database().conn();
+    ASSERT_TRUE(w->BeginImmediate().ok());
+    ASSERT_TRUE(w->Exec("INSERT INTO experiments (campaign_id, round_id, recipe_id, name, seed, "
+                        "time_budget_s, hard_deadline_s) SELECT campaign_id, round_id, recipe_id, "
+                        "'uncommitted', 1, 1, 1 FROM experiments LIMIT 1")
+                    .ok());
+    read = std::async(std::launch::async, [this] {
+      std::vector<xv::v1::Experiment> list;
+      ASSERT_TRUE(store_->experiments().ListExperiments({}, &list).ok());
+      EXPECT_EQ(list.size(), 2u);  // not the uncommitted third
+      xv::v1::Experiment one;
+      ASSERT_TRUE(store_->experiments().GetExperiment(ids_.experiment_ids[1], &one).ok());
+      std::map<std::string, int64_t> counts;
+      ASSERT_TRUE(store_->experiments().CountByState(&counts).ok());
+      EXPECT_EQ(counts["queued"], 1);
+      EXPECT_EQ(counts["assigned"], 1);
+      std::vector<QueuedExperiment> queued;
+      ASSERT_TRUE(store_->experiments().ListQueued(&queued).ok());
+      EXPECT_EQ(queued.size(), 1u);
+    });
+    const bool done = read.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+    w->Rollback();
+    ASSERT_TRUE(done) << "the reads waited for the writer's lock";
+  }
+  read.get();
+}
+
+TEST_F(ReadPath, CountersFollowEveryChangeOfState) {
+  const std::string db = dir_.file("xv.db");
+  auto expect_same = [&](const std::string& when) {
+    std::map<std::string, int64_t> counts;
+    ASSERT_TRUE(store_->experiments().CountByState(&counts).ok());
+    EXPECT_EQ(counts, CountTable(db)) << when;
+  };
+  expect_same("after the fixture's submission and assignment");
+  SubmissionIds more;
+  ASSERT_TRUE(store_->submissions().InsertSubmission(MakeSubmission(3, "other"), &more).ok());
+  expect_same("after a second submission");
+  xv::v1::EventAck ack;
+  ASSERT_TRUE(store_->attempts()
+                  .FinishAttempt(worker_, MakeFinished(ids_.experiment_ids[0], 1, "failed"), &ack)
+                  .ok());
+  expect_same("after a Finished");
+  ExperimentState state = ExperimentState::kQueued;
+  int64_t worker = 0;
+  int attempt = 0;
+  ASSERT_TRUE(
+      store_->attempts().CancelExperiment(more.experiment_ids[0], &state, &worker, &attempt).ok());
+  expect_same("after a cancel");
+  {
+    MutexLock lock(store_->database().mu());
+    SqliteConnection* w = store_->database().conn();
+    const std::string id1 = std::to_string(more.experiment_ids[1]);
+    const std::string id2 = std::to_string(more.experiment_ids[2]);
+    Status changed = w->Exec("UPDATE experiments SET trainer = 'other' WHERE id = " + id1);
+    ASSERT_TRUE(changed.ok()) << changed.ToString();
+    Status deleted = w->Exec("PRAGMA foreign_keys = OFF; DELETE FROM experiments WHERE id = " +
+                             id2 + "; PRAGMA foreign_keys = ON");
+    ASSERT_TRUE(deleted.ok()) << deleted.ToString();
+  }
+  expect_same("after a trainer change and a delete");
+  std::map<std::string, int64_t> by_trainer;
+  ASSERT_TRUE(store_->experiments().CountQueuedByTrainer(&by_trainer).ok());
+  EXPECT_EQ(by_trainer, (std::map<std::string, int64_t>{{"libtorch", 1}, {"other", 1}}));
+}
+
+TEST_F(ReadPath, ListsReplaceTheirOutput) {
+  std::vector<xv::v1::Experiment> list(5);
+  ASSERT_TRUE(store_->experiments().ListExperiments({}, &list).ok());
+  EXPECT_EQ(list.size(), 2u);
+  std::vector<QueuedExperiment> queued(3);
+  ASSERT_TRUE(store_->experiments().ListQueued(&queued).ok());
+  EXPECT_EQ(queued.size(), 1u);
+  std::vector<ActiveAttempt> active(3);
+  ASSERT_TRUE(store_->experiments().ListActive(&active).ok());
+  EXPECT_EQ(active.size(), 1u);
+  std::map<std::string, int64_t> counts{{"bogus", 7}};
+  ASSERT_TRUE(store_->experiments().CountByState(&counts).ok());
+  EXPECT_EQ(counts.count("bogus"), 0u);
+}
+
+// An index whose definition no longer matches its entries: the schema reads, so the file opens,
+// and only the full integrity check (not quick_check) sees it.
+void MisdefineAnIndex(const std::string& db) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(raw,
+                              "PRAGMA writable_schema = ON;"
+                              "UPDATE sqlite_master SET sql = 'CREATE INDEX experiments_round ON "
+                              "experiments(seed)' WHERE name = 'experiments_round';"
+                              "PRAGMA writable_schema = OFF;",
+                              nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(raw);
+}
+
+TEST(Integrity, MismatchedIndexOpensThenPutsTheDatabaseInReadOnlyModeForGood) {
+  TempDir dir;
+  const std::string db = dir.file("xv.db");
+  {
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(db, &store).ok());
+    SubmissionIds ids;
+    ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(3), &ids).ok());
+  }
+  MisdefineAnIndex(db);
+  std::unique_ptr<Store> store;
+  Status s = Store::Open(db, &store);
+  ASSERT_TRUE(s.ok()) << "xvd starts on it: " << s.ToString();
+  std::vector<xv::v1::Experiment> list;
+  ASSERT_TRUE(store->experiments().ListExperiments({}, &list).ok());
+  EXPECT_EQ(list.size(), 3u);
+  std::string result;
+  ASSERT_TRUE(store->database().IntegrityCheck(&result).ok());
+  EXPECT_NE(result, "ok");
+  EXPECT_NE(result.find("experiments_round"), std::string::npos) << result;
+  const std::string fault = store->database().WriteFault();
+  EXPECT_NE(fault.find("integrity_check failed"), std::string::npos) << fault;
+  SubmissionIds ids;
+  s = store->submissions().InsertSubmission(MakeSubmission(1, "later"), &ids);
+  EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << s.ToString();
+  bool writable = true;
+  ASSERT_TRUE(store->database().RetryWrites(&writable).ok());
+  EXPECT_FALSE(writable);
+  EXPECT_EQ(store->database().WriteFault(), fault);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM experiments"), 3);
+}
+
+TEST(Integrity, SoundFileReadsOk) {
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
+  SubmissionIds ids;
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(2), &ids).ok());
+  std::string result;
+  ASSERT_TRUE(store->database().IntegrityCheck(&result).ok());
+  EXPECT_EQ(result, "ok");
+  EXPECT_EQ(store->database().WriteFault(), "");
+}
+
+}  // namespace
+}  // namespace xv::store
