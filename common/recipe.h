@@ -132,7 +132,8 @@ nlohmann::json RecipeToJson(const Recipe& r);
 // at the top level (as RecipeToJson) plus "derived": {model_dim, n_head, n_kv_head, short_window,
 // window_sizes: [[left, right], ...], mlp_hidden_dim, grad_accum_steps, tokens_per_micro_step,
 // num_scaling_params: {wte, value_embeds, lm_head, transformer_matrices, scalars, total},
-// flops_per_token}.
+// flops_per_token}. train_sequence_len is left out when 0 (it was added after configs were first
+// stored; leaving it out keeps their CanonicalHash).
 nlohmann::json ResolvedConfigJson(const Recipe& r, const ResolvedSizes& s);
 // Compact JSON with object keys sorted, integers as integers and floating-point numbers in the
 // shortest text that reads back to the same double (0.1 -> "0.1", 15.0 -> "15.0"). Non-finite

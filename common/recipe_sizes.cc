@@ -153,6 +153,9 @@ Status ResolveSizes(const Recipe& r, ResolvedSizes* out) {
 
 nlohmann::json ResolvedConfigJson(const Recipe& r, const ResolvedSizes& s) {
   nlohmann::json j = RecipeToJson(r);
+  // Added after configs were first stored: left out at its neutral value (0: train at
+  // sequence_len), so the identity (CanonicalHash) of a config stored before it is unchanged.
+  if (r.train_sequence_len == 0) j.erase("train_sequence_len");
   nlohmann::json windows = nlohmann::json::array();
   for (const auto& w : s.window_sizes) windows.push_back({w[0], w[1]});
   j["derived"] = {

@@ -54,6 +54,20 @@ TEST(CanonicalHash, IsTheSha256OfTheCanonicalResolvedConfig) {
   EXPECT_EQ(CanonicalHash(r).size(), 64u);
 }
 
+TEST(CanonicalHash, LeavesTrainSequenceLenOutAtItsNeutralValue) {
+  // Configs stored before train_sequence_len existed keep their identity: the knob is absent from
+  // the resolved config at 0, and a set value changes the hash.
+  Recipe r;
+  ResolvedSizes s;
+  ASSERT_TRUE(ResolveSizes(r, &s).ok());
+  EXPECT_FALSE(ResolvedConfigJson(r, s).contains("train_sequence_len"));
+  const std::string neutral = CanonicalHash(r);
+  r.train_sequence_len = r.sequence_len / 2;
+  ASSERT_TRUE(ResolveSizes(r, &s).ok());
+  EXPECT_EQ(ResolvedConfigJson(r, s).at("train_sequence_len"), r.sequence_len / 2);
+  EXPECT_NE(CanonicalHash(r), neutral);
+}
+
 TEST(CanonicalHash, StableAcrossKeyOrderAndNumberSpelling) {
   const Recipe a = FromYaml("depth: 4\nmatrix_lr: 0.03\nadam_betas: [0.8, 0.9]\n");
   const Recipe b = FromYaml("adam_betas: [0.80, 0.90]\nmatrix_lr: 0.030\ndepth: 4\n");
