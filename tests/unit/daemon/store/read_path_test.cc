@@ -100,8 +100,9 @@ TEST_F(ReadPath, CountersFollowEveryChangeOfState) {
     const std::string id2 = std::to_string(more.experiment_ids[2]);
     Status changed = w->Exec("UPDATE experiments SET trainer = 'other' WHERE id = " + id1);
     ASSERT_TRUE(changed.ok()) << changed.ToString();
-    Status deleted = w->Exec("PRAGMA foreign_keys = OFF; DELETE FROM experiments WHERE id = " +
-                             id2 + "; PRAGMA foreign_keys = ON");
+    Status deleted =
+        w->Exec("PRAGMA foreign_keys = OFF; DELETE FROM experiments WHERE id = " + id2 +
+                "; PRAGMA foreign_keys = ON");
     ASSERT_TRUE(deleted.ok()) << deleted.ToString();
   }
   expect_same("after a trainer change and a delete");
