@@ -243,11 +243,11 @@ TEST(AutoresearchConfig, ParsesTheKindWithItsSource) {
   }
 }
 
-// The launch: the copy in the attempt directory with the override, run as `program COPY args`,
-// the prepare folder first on PYTHONPATH (before a configured one), the copy's hash exported.
-TEST(AutoresearchTrainer, LaunchesTheRewrittenCopyWithPrepareFirstOnPythonPath) {
+// A fork in a fresh temporary folder `dir` (train.py with two constants, a prepare folder, an
+// empty attempt folder) and its autoresearch trainer config running /usr/bin/python3.
+TrainerConfig ForkInTemporaryFolder(const std::string& tag, std::filesystem::path* dir_out) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("xv_ar_launch_" + std::to_string(getpid()));
+  const fs::path dir = fs::temp_directory_path() / (tag + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "attempt");
   fs::create_directories(dir / "prepare");
@@ -257,9 +257,19 @@ TEST(AutoresearchTrainer, LaunchesTheRewrittenCopyWithPrepareFirstOnPythonPath) 
   t.name = "fork";
   t.kind = TrainerKind::kAutoresearch;
   t.program = "/usr/bin/python3";
-  t.args = {"--flag"};
   t.source = (dir / "train.py").string();
   t.prepare_dir = (dir / "prepare").string();
+  *dir_out = dir;
+  return t;
+}
+
+// The launch: the copy in the attempt directory with the override, run as `program COPY args`,
+// the prepare folder first on PYTHONPATH (before a configured one), the copy's hash exported.
+TEST(AutoresearchTrainer, LaunchesTheRewrittenCopyWithPrepareFirstOnPythonPath) {
+  namespace fs = std::filesystem;
+  fs::path dir;
+  TrainerConfig t = ForkInTemporaryFolder("xv_ar_launch_", &dir);
+  t.args = {"--flag"};
   t.env = {{"PYTHONPATH", "/opt/extra"}};
   Recipe r;
   r.matrix_lr = 0.02;
@@ -453,18 +463,8 @@ TEST(CodeCandidates, ConfigAllowsThemForSandboxedAutoresearchTrainersOnly) {
 // its hash is checked, and a trainer that does not allow code candidates refuses it.
 TEST(CodeCandidates, TheSpecsTextRunsInsteadOfTheConfiguredFile) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("xv_ar_code_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir / "attempt");
-  fs::create_directories(dir / "prepare");
-  std::ofstream(dir / "prepare" / "prepare.py") << "MAX_SEQ_LEN = 1\n";
-  std::ofstream(dir / "train.py") << "MATRIX_LR = 0.04\nDEPTH = 8\n";
-  TrainerConfig t;
-  t.name = "fork";
-  t.kind = TrainerKind::kAutoresearch;
-  t.program = "/usr/bin/python3";
-  t.source = (dir / "train.py").string();
-  t.prepare_dir = (dir / "prepare").string();
+  fs::path dir;
+  TrainerConfig t = ForkInTemporaryFolder("xv_ar_code_", &dir);
   t.sandbox = true;
   t.allow_code_candidates = true;
   Recipe r;
