@@ -37,6 +37,7 @@ nlohmann::json ExperimentJson(const v1::Experiment& e) {
             {"failure_kind", e.failure_kind()},
             {"failure_detail", e.failure_detail()},
             {"created_at", e.created_at()},
+            {"started_at", e.started_at()},
             {"finished_at", e.finished_at()},
             {"progress", e.progress()}};
   json overrides = ParseBoundedJsonOrDiscarded(e.overrides_json());
@@ -82,9 +83,12 @@ std::vector<TextTable::Column> ResultsColumns(bool show_health) {
   if (show_health) {
     columns.insert(columns.end(), {{"energy", A::kRight, 10}, {"tok/J", A::kRight, 10}});
   }
-  columns.insert(
-      columns.end(),
-      {{"device", A::kLeft, 7}, {"decision", A::kLeft, 1}, {"reason", A::kLeft, 2, true}});
+  columns.insert(columns.end(), {{"device", A::kLeft, 7},
+                                 {"worker", A::kLeft, 11},
+                                 {"started", A::kLeft, 12},
+                                 {"finished", A::kLeft, 12},
+                                 {"decision", A::kLeft, 1},
+                                 {"reason", A::kLeft, 2, true}});
   return columns;
 }
 
@@ -95,6 +99,12 @@ std::string StateCell(const v1::Experiment& e) {
     state += "/" + e.failure_kind();
   }
   return state;
+}
+
+// "HH:MM:SS" of a UTC ISO-8601 time ("2026-12-01T20:05:00.123Z"), "-" when unset.
+std::string TimeOfDayCell(const std::string& iso) {
+  const size_t t = iso.find('T');
+  return t == std::string::npos || iso.size() < t + 9 ? "-" : iso.substr(t + 1, 8);
 }
 
 std::string ReasonCell(const v1::Experiment& e) {
@@ -150,8 +160,10 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments, s
       row.push_back(e.has_result() ? EnergyCell(e.result()) : "-");
       row.push_back(e.has_result() ? TokensPerJouleCell(e.result()) : "-");
     }
-    row.insert(row.end(), {e.device_name().empty() ? "-" : e.device_name(),
-                           e.decision().empty() ? "-" : e.decision(), ReasonCell(e)});
+    row.insert(row.end(),
+               {e.device_name().empty() ? "-" : e.device_name(), e.worker().empty() ? "-" : e.worker(),
+                TimeOfDayCell(e.started_at()), TimeOfDayCell(e.finished_at()),
+                e.decision().empty() ? "-" : e.decision(), ReasonCell(e)});
     t.AddRow(std::move(row));
   }
   return t.RenderFitting(max_width);

@@ -44,6 +44,7 @@ struct ExperimentColumn {
     kFailureDetail,
     kDeviceName,
     kCreatedAt,
+    kStartedAt,
     kFinishedAt,
     kProgress,
     kLastLoss,
@@ -97,6 +98,7 @@ constexpr SelectColumn kExperimentSelect[] = {
     {ExperimentColumn::kFailureDetail, "e.failure_detail"},
     {ExperimentColumn::kDeviceName, "e.device_name"},
     {ExperimentColumn::kCreatedAt, "e.created_at"},
+    {ExperimentColumn::kStartedAt, "COALESCE(e.started_at, '')"},
     {ExperimentColumn::kFinishedAt, "COALESCE(e.finished_at, '')"},
     {ExperimentColumn::kProgress, "e.progress"},
     {ExperimentColumn::kLastLoss, "e.last_loss"},
@@ -198,6 +200,7 @@ void RowToExperiment(const SqliteStatement& st, xv::v1::Experiment* e) {
   e->set_failure_detail(st.ColumnText(C::kFailureDetail));
   e->set_device_name(st.ColumnText(C::kDeviceName));
   e->set_created_at(st.ColumnText(C::kCreatedAt));
+  e->set_started_at(st.ColumnText(C::kStartedAt));
   e->set_finished_at(st.ColumnText(C::kFinishedAt));
   e->set_progress(st.ColumnDouble(C::kProgress));
   e->set_last_loss(st.IsNull(C::kLastLoss) ? 0.0 : st.ColumnDouble(C::kLastLoss));

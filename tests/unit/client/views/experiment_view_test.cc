@@ -16,6 +16,9 @@ v1::Experiment Succeeded() {
   e.set_name("matrix_lr=0.02");
   e.set_state("succeeded");
   e.set_device_name("cpu: test");
+  e.set_worker("w0");
+  e.set_started_at("2026-12-01T20:04:32.125Z");
+  e.set_finished_at("2026-12-01T20:05:00.500Z");
   e.set_decision("keep");
   e.set_overrides_json("{\"matrix_lr\": 0.02}");
   auto* r = e.mutable_result();
@@ -35,6 +38,9 @@ TEST(ExperimentJson, ResultFiguresAndUnknownMfuIsNull) {
   EXPECT_TRUE(j["mfu_percent"].is_null());
   EXPECT_EQ(j["num_steps"], 1500);
   EXPECT_DOUBLE_EQ(j["overrides"]["matrix_lr"].get<double>(), 0.02);
+  EXPECT_EQ(j["worker"], "w0");
+  EXPECT_EQ(j["started_at"], "2026-12-01T20:04:32.125Z");
+  EXPECT_EQ(j["finished_at"], "2026-12-01T20:05:00.500Z");
 }
 
 TEST(ExperimentJson, NoResultGivesNulls) {
@@ -60,13 +66,13 @@ TEST(RenderResultsTable, FormatsNumbersAndShowsFailureKindsAndReasons) {
   std::string t = RenderResultsTable({ok, failed});
   EXPECT_EQ(t,
             "id  name            state            val_bpb  mem GB      tok/s  MFU  steps  seconds  "
-            "device     decision  reason\n"
+            "device     worker  started   finished  decision  reason\n"
             "--  --------------  --------------  --------  ------  ---------  ---  -----  -------  "
-            "---------  --------  -------------------\n"
+            "---------  ------  --------  --------  --------  -------------------\n"
             " 3  matrix_lr=0.02  succeeded       1.234568       -  1,234,567    ?  1,500     27.3  "
-            "cpu: test  keep      numbers\n"
+            "cpu: test  w0      20:04:32  20:05:00  keep      numbers\n"
             "14  matrix_lr=0.07  failed/crashed         -       -          -    -      -        -  "
-            "-          -         kept matrix_lr=0.02\n");
+            "-          -       -         -         -         kept matrix_lr=0.02\n");
 }
 
 TEST(RenderResultsTable, AReusedResultNamesTheRunItCopies) {

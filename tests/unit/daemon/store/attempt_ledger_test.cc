@@ -68,6 +68,7 @@ TEST_F(StoreWithWorker, EventsAreAppliedExactlyOnce) {
   EXPECT_DOUBLE_EQ(e.progress(), 0.5);
   EXPECT_DOUBLE_EQ(e.last_loss(), 8.5);
   EXPECT_EQ(e.device_name(), "cpu: test");
+  EXPECT_FALSE(e.started_at().empty());  // the start event's time
   EXPECT_EQ(e.worker(), "host:cpu");
 }
 
