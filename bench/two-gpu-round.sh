@@ -29,8 +29,12 @@
 #   XV_ROUND_REPLICATES  runs of each candidate (default 2), XV_ROUND_CONTROLS head controls (2)
 #   XV_ROUND_CANDIDATES  the four candidates, ';'-separated (default below)
 #   XV_ROUND_DRIFT       the policy's max_throughput_drift (default 0.10)
+#   XV_ROUND_EVAL_TOKENS the campaign's eval_tokens (default: the recipe's)
 #   XV_ROUND_KILL        1 (default): kill -9 one worker mid-round | 0
 #   XV_ROUND_DEADLINE_S  stop waiting this many seconds after the start (default 560)
+#   XV_ROUND_TRAINER_BIN the workers' --trainer-bin (default: BUILD/bin/xv-train), e.g.
+#                        tests/fixtures/fake_trainer.sh (XV_FAKE_STEPS, XV_FAKE_STEP_SECONDS) to check
+#                        the script's orchestration in seconds
 #   XV_BENCH_DATA        a data directory made by `xvctl prepare` (vocab 8192); default: BUILD/round-data,
 #                        prepared here from XV_BENCH_CORPUS (default /usr/share/games/fortunes, as
 #                        `make demo`; the GPU image has none: carry a copy)
@@ -126,11 +130,13 @@ XVD_PID=$!
 for _ in $(seq 100); do [ -S "$STATE/xvd.sock" ] && break; sleep 0.2; done
 [ -S "$STATE/xvd.sock" ] || { tail -20 "$OUT_DIR/xvd.log"; say "xvd did not start"; exit 2; }
 
+TRAINER_BIN=${XV_ROUND_TRAINER_BIN:-$BIN/xv-train}
 WORKER_PIDS=()
 start_worker() {  # start_worker K: worker K on DEVICES[K], named wK, work dir work-K
   local k=$1
   "$BIN/xv-worker" --daemon "$XV_DAEMON" --data "$DATA" --name "w$k-${DEVICES[$k]/:/}" \
-    --device "${DEVICES[$k]}" --work-dir "$OUT_DIR/work-$k" >>"$OUT_DIR/worker-$k.log" 2>&1 &
+    --device "${DEVICES[$k]}" --work-dir "$OUT_DIR/work-$k" --trainer-bin "$TRAINER_BIN" \
+    >>"$OUT_DIR/worker-$k.log" 2>&1 &
   WORKER_PIDS[$k]=$!
 }
 stop_all() {
@@ -154,8 +160,8 @@ max_keeps_per_round: 1
 correction: bonferroni
 max_throughput_drift: ${XV_ROUND_DRIFT:-0.10}
 EOF
-"$BIN/xvctl" campaign create round --recipe "$RECIPE" --policy "$POLICY" \
-  --budget "{\"time_budget_s\": $BUDGET}" >"$OUT_DIR/campaign.log" 2>&1 || {
+BUDGET_JSON="{\"time_budget_s\": $BUDGET${XV_ROUND_EVAL_TOKENS:+, \"eval_tokens\": $XV_ROUND_EVAL_TOKENS}}"
+"$BIN/xvctl" campaign create round --recipe "$RECIPE" --policy "$POLICY" --budget "$BUDGET_JSON" >"$OUT_DIR/campaign.log" 2>&1 || {
   cat "$OUT_DIR/campaign.log"; say "campaign create failed"; exit 2; }
 IFS=';' read -r -a CANDIDATES <<<"${XV_ROUND_CANDIDATES:-matrix_lr=0.03;matrix_lr=0.05;embedding_lr=0.4;warmdown_ratio=0.3}"
 [ "${#CANDIDATES[@]}" -eq 4 ] || say "note: ${#CANDIDATES[@]} candidates, not four"
