@@ -764,6 +764,14 @@ int main(int argc, char** argv) {
         100 * rate(streamed_cpu, streamed.seconds * std::thread::hardware_concurrency()),
         100 * rate(streamed.bench_cpu_s, streamed.seconds * std::thread::hardware_concurrency()),
         std::thread::hardware_concurrency());
+    // xvd's CPU per step event: the event phase's CPU per run less the summary-only phase's.
+    const double cpu_us_per_step_event =
+        events > 0 && streamed.finished > 0 && plain.finished > 0
+            ? 1e6 * (streamed_cpu / streamed.finished - plain_cpu / plain.finished) / events
+            : 0.0;
+    std::printf("  xvd CPU per step event %.1f us (so one whole core stores at most %.0f rows/s)\n",
+                cpu_us_per_step_event,
+                cpu_us_per_step_event > 0 ? 1e6 / cpu_us_per_step_event : 0.0);
     std::printf("  xvd VmHWM (resident peak) %.1f MiB\n", xvd_hwm_kib / 1024.0);
 
     std::printf("\n%-58s %12s\n", "database (SQLite pages in use, WAL included)", "bytes");
@@ -836,6 +844,7 @@ int main(int argc, char** argv) {
     figures["stream_window_s"] = streamed.stream_s;
     figures["xvd_cpu_s_events_phase"] = streamed_cpu;
     figures["bench_cpu_s_events_phase"] = streamed.bench_cpu_s;
+    figures["xvd_cpu_us_per_step_event"] = cpu_us_per_step_event;
     figures["gap_summary_only"] = LatencyJson(plain.gap_s);
     figures["gap_with_events"] = LatencyJson(streamed.gap_s);
     figures["xvd_cpu_ms_per_run_with_events"] = rate(ms(streamed_cpu), streamed.finished);
