@@ -129,8 +129,7 @@ class WatchHub {
 
  private:
   void FeedLoop();
-  // Reads and publishes everything stored after last_ (with no subscriber: only moves last_ to the
-  // newest event id); returns false on a store error.
+  // Reads and publishes everything stored after last_; returns false on a store error.
   bool PublishNew();
   // Calls every subscription's listener, without holding mu_.
   void WakeAll();

@@ -44,7 +44,6 @@ Status MarkAttemptImplausible(SqliteConnection* c, const xv::v1::TrainerEvent& e
 
 // One stored trainer event being interpreted: its attempt, the event as sent and its JSON, and
 // where a step event leaves its experiment-row update (written by WritePendingStepUpdatesLocked).
-// insert_metric: the transaction's compiled metrics INSERT (null outside ApplyStepEvent's use).
 struct TrainerEventContext {
   SqliteConnection* c;
   const xv::v1::TrainerEvent& ev;
@@ -52,17 +51,7 @@ struct TrainerEventContext {
   int64_t exp;
   int attempt;
   PendingStepUpdate* step_update;
-  SqliteStatement* insert_metric;
 };
-
-constexpr const char* kInsertMetricSql =
-    "INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
-    "mfu_percent, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
-// created_at is bound: one timestamp per transaction (PrepareEventStatements), not a strftime per
-// row.
-constexpr const char* kInsertTrainerEventSql =
-    "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms, "
-    "created_at) VALUES ('trainer', ?, ?, ?, ?, ?, ?, ?)";
 
 // Only the active attempt moves the experiment's live fields.
 constexpr const char* kActiveAttemptOnly =
@@ -96,8 +85,11 @@ Status ApplyStepEvent(const TrainerEventContext& e) {
   sched::StepFigures fig;
   Status plausible = sched::ReadStepFigures(e.j, &fig);
   if (!plausible.ok()) return MarkAttemptImplausible(e.c, e.ev, plausible);
-  SqliteStatement& m = *e.insert_metric;
-  XV_RETURN_IF_ERROR(m.Reset());
+  SqliteStatement m;
+  XV_RETURN_IF_ERROR(e.c->Prepare(
+      "INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
+      "mfu_percent, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      &m));
   m.Bind(1, e.exp)
       .Bind(2, e.attempt)
       .Bind(3, fig.step)
@@ -209,54 +201,35 @@ TrainerEventApplier ApplierFor(const std::string& type) {
   return it == kAppliers.end() ? nullptr : it->second;
 }
 
-// Compiles the two statements every step event runs, once per transaction, and reads the
-// transaction's created_at for its trainer events (the same clock and format as the column's
-// default).
-Status PrepareEventStatements(SqliteConnection* c, SqliteStatement* insert_event,
-                              SqliteStatement* insert_metric, std::string* created_at) {
-  XV_RETURN_IF_ERROR(c->Prepare(kInsertTrainerEventSql, insert_event));
-  XV_RETURN_IF_ERROR(c->Prepare(kInsertMetricSql, insert_metric));
-  SqliteStatement now;
-  XV_RETURN_IF_ERROR(c->Prepare("SELECT " XV_NOW, &now));
-  bool row = false;
-  XV_RETURN_IF_ERROR(now.Step(&row));
-  if (!row) return Status::Internal("SELECT " XV_NOW " returned no row");
-  *created_at = now.ColumnText(0);
-  return Status::Ok();
-}
-
-// Stores the event once per (experiment, attempt, seq) through `ins` (kInsertTrainerEventSql);
-// *duplicate when it was stored before.
-Status StoreTrainerEvent(SqliteConnection* c, SqliteStatement* ins, const std::string& created_at,
-                         const xv::v1::TrainerEvent& ev, bool* duplicate) {
-  XV_RETURN_IF_ERROR(ins->Reset());
-  ins->Bind(1, ev.experiment_id()).Bind(2, ev.attempt()).Bind(3, ev.seq()).Bind(4, ev.type());
+// Stores the event once per (experiment, attempt, seq); *duplicate when it was stored before.
+Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev, bool* duplicate) {
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms) "
+      "VALUES ('trainer', ?, ?, ?, ?, ?, ?)",
+      &ins));
+  ins.Bind(1, ev.experiment_id())
+      .Bind(2, ev.attempt())
+      .Bind(3, ev.seq())
+      .Bind(4, ev.type())
+      .Bind(6, ev.unix_ms());
   if (ev.json().size() <= kMaxEventJson) {
-    ins->Bind(5, ev.json());
+    ins.Bind(5, ev.json());  // the common case: bound as is, not copied first
   } else {
     // Cut on a code-point boundary; the store edge (SqliteStatement::Bind) keeps it valid UTF-8.
-    ins->Bind(5, std::string(Utf8Prefix(ev.json(), kMaxEventJson)));
+    ins.Bind(5, std::string(Utf8Prefix(ev.json(), kMaxEventJson)));
   }
-  ins->Bind(6, ev.unix_ms()).Bind(7, created_at);
-  XV_RETURN_IF_ERROR(ins->Run());
+  XV_RETURN_IF_ERROR(ins.Run());
   *duplicate = c->Changes() == 0;
   return Status::Ok();
 }
 
 }  // namespace
 
-struct AttemptLedger::EventTransaction {
-  PendingStepUpdates pending;
-  SqliteStatement insert_event;   // kInsertTrainerEventSql
-  SqliteStatement insert_metric;  // kInsertMetricSql
-  std::string created_at;         // of every trainer event the transaction stores
-};
-
-Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, EventTransaction* tx,
-                                          bool* duplicate) {
+Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev,
+                                          PendingStepUpdates* pending, bool* duplicate) {
   SqliteConnection* c = db_->conn();
-  PendingStepUpdates* pending = &tx->pending;
-  XV_RETURN_IF_ERROR(StoreTrainerEvent(c, &tx->insert_event, tx->created_at, ev, duplicate));
+  XV_RETURN_IF_ERROR(StoreTrainerEvent(c, ev, duplicate));
   if (*duplicate) return Status::Ok();
   const json j = ParseBoundedJsonOrDiscarded(ev.json());
   if (!j.is_object()) return Status::Ok();  // stored verbatim; nothing to interpret
@@ -269,10 +242,9 @@ Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, EventT
     // Any other event of the attempt sees (and may change) its row as the steps before left it.
     XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(pending, &key));
     PendingStepUpdate unused;
-    return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt(), &unused, nullptr});
+    return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt(), &unused});
   }
-  return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt(), &(*pending)[key],
-                                   &tx->insert_metric});
+  return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt(), &(*pending)[key]});
 }
 
 Status AttemptLedger::WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
@@ -291,8 +263,8 @@ Status AttemptLedger::WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
   return Status::Ok();
 }
 
-Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch, EventTransaction* tx,
-                                              AppliedEvents* out) {
+Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch,
+                                              PendingStepUpdates* pending, AppliedEvents* out) {
   SqliteConnection* c = db_->conn();
   std::vector<std::pair<int64_t, int>> touched;
   std::map<std::pair<int64_t, int>, bool> owned;  // per attempt of the batch, looked up once
@@ -315,11 +287,11 @@ Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch, EventTr
       continue;
     }
     bool duplicate = false;
-    XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, tx, &duplicate));
+    XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, pending, &duplicate));
     if (duplicate) ++out->duplicates;
     if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
   }
-  XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(&tx->pending, nullptr));
+  XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(pending, nullptr));
   for (const auto& [exp, attempt] : touched) {
     xv::v1::EventAck ack;
     ack.set_experiment_id(exp);
@@ -348,11 +320,9 @@ Status AttemptLedger::ApplyTrainerEventBatches(const std::vector<WorkerEvents>& 
   std::vector<AppliedEvents> results(batches.size());
   XV_RETURN_IF_ERROR(InWriteTransaction(db_->conn(), [&]() -> Status {
     db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
-    EventTransaction tx;
-    XV_RETURN_IF_ERROR(
-        PrepareEventStatements(db_->conn(), &tx.insert_event, &tx.insert_metric, &tx.created_at));
+    PendingStepUpdates pending;
     for (size_t i = 0; i < batches.size(); ++i) {
-      XV_RETURN_IF_ERROR(ApplyWorkerEventsLocked(batches[i], &tx, &results[i]));
+      XV_RETURN_IF_ERROR(ApplyWorkerEventsLocked(batches[i], &pending, &results[i]));
     }
     return Status::Ok();
   }));

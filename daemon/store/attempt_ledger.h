@@ -97,15 +97,11 @@ class AttemptLedger {
   Status HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq)
       EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   using PendingStepUpdates = std::map<std::pair<int64_t, int>, PendingStepUpdate>;
-  // What one transaction of ApplyTrainerEventBatches keeps across its events (attempt_events.cc):
-  // the pending step updates, the two statements every step event runs (compiled once per
-  // transaction, not looked up per event) and the transaction's created_at.
-  struct EventTransaction;
   // One worker's batch inside the transaction of ApplyTrainerEventBatches.
-  Status ApplyWorkerEventsLocked(const WorkerEvents& batch, EventTransaction* tx,
+  Status ApplyWorkerEventsLocked(const WorkerEvents& batch, PendingStepUpdates* pending,
                                  AppliedEvents* out) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
-  Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, EventTransaction* tx, bool* duplicate)
-      EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, PendingStepUpdates* pending,
+                             bool* duplicate) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   // Writes the pending step update of (experiment, attempt), or of every attempt when key is null.
   Status WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
                                        const std::pair<int64_t, int>* key)
