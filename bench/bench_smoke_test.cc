@@ -86,6 +86,11 @@ TEST(BenchSmokeTest, DaemonPrintsItsTablesAndEveryRunSucceeds) {
   EXPECT_EQ(NumberAfter(r.out, R"(5 step events \+ summary)"), 24) << r.out;
   EXPECT_GT(NumberAfter(r.out, R"(per experiment, queued \(batched submit\))"), 0) << r.out;
   EXPECT_GT(NumberAfter(r.out, R"(submit experiments/s, batched / single:)"), 0) << r.out;
+  // Ingestion from the daemon's side: every step event of the 24 runs is a metrics row.
+  EXPECT_EQ(NumberAfter(r.out, R"(FROM metrics, phase delta\):)"), 120) << r.out;
+  EXPECT_GT(NumberAfter(r.out, R"(metric rows stored/s in the stream window:)"), 0) << r.out;
+  EXPECT_GT(NumberAfter(r.out, R"(whole phase \(runs x events / phase seconds[^:]*:)"), 0) << r.out;
+  EXPECT_GT(NumberAfter(r.out, R"(xvd VmHWM \(resident peak\))"), 0) << r.out;
 }
 
 TEST(BenchSmokeTest, DaemonQuickRunsItsScalePhaseAndWritesItsFigures) {
@@ -104,8 +109,10 @@ TEST(BenchSmokeTest, DaemonQuickRunsItsScalePhaseAndWritesItsFigures) {
   }
   EXPECT_EQ(NumberAfter(r.out, R"(big submit:)"), 1008) << r.out;  // 63 x 16 replicates
   const std::string figures = xv::e2e::ReadFileText(json);
-  for (const char* key : {"\"runs_per_s_with_events\"", "\"metric_rows_per_s\"", "\"dispatch\"",
-                          "\"xvd_rss_peak_kib\"", "\"db_bytes_per_step_event\""}) {
+  for (const char* key :
+       {"\"runs_per_s_with_events\"", "\"metric_rows_per_s\"", "\"dispatch\"",
+        "\"xvd_rss_peak_kib\"", "\"db_bytes_per_step_event\"", "\"metric_rows_per_s_whole_phase\"",
+        "\"metric_rows_stored\"", "\"xvd_cpu_us_per_step_event\""}) {
     EXPECT_NE(figures.find(key), std::string::npos) << key << " missing from " << figures;
   }
 }

@@ -7,7 +7,8 @@
 # Usage: bench/daemon-vs-optuna.sh [--quick] [BUILD_DIR]
 #   environment: RUNS (3), WORKERS (8), EVENTS (50), EXPERIMENTS (400 per phase), FILL (100000
 #   experiments), FILL_METRICS (10000000 rows), BIG_SUBMIT (10000 rows), PROBE_CALLS (200),
-#   INGEST_WORKERS (64) and INGEST_EVENTS (400): the ingestion run of xv (metric rows/s).
+#   INGEST_WORKERS (64) and INGEST_EVENTS (2000): the ingestion run of xv (metric rows/s), one run
+#   per worker streaming INGEST_EVENTS step events (xv-bench-daemon's stream window).
 #   --quick: small sizes (a minute or two), for a smoke test of the script.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -35,7 +36,7 @@ if ((quick)); then
   scale=(--quick)
 else
   WORKERS="${WORKERS:-8}" EVENTS="${EVENTS:-50}" EXPERIMENTS="${EXPERIMENTS:-400}"
-  INGEST_WORKERS="${INGEST_WORKERS:-64}" INGEST_EVENTS="${INGEST_EVENTS:-400}"
+  INGEST_WORKERS="${INGEST_WORKERS:-64}" INGEST_EVENTS="${INGEST_EVENTS:-2000}"
   scale=(--fill-experiments "${FILL:-100000}" --fill-metrics "${FILL_METRICS:-10000000}"
          --big-submit "${BIG_SUBMIT:-10000}" --probe-calls "${PROBE_CALLS:-200}")
 fi
@@ -48,14 +49,17 @@ for i in $(seq 1 "$RUNS"); do
     --batch 64 "${scale[@]}" --json "$out/xv-$i.json" > "$out/xv-$i.log" 2>&1 ||
     { echo "xv-bench-daemon failed; its output: $out/xv-$i.log" >&2; tail -20 "$out/xv-$i.log" >&2; exit 1; }
   echo "run $i: xv-bench-daemon (ingestion: $INGEST_WORKERS workers x $INGEST_EVENTS step events)"
-  "$bench" --xvd "$xvd" --workers "$INGEST_WORKERS" --experiments "$((INGEST_WORKERS * 2))" \
+  "$bench" --xvd "$xvd" --workers "$INGEST_WORKERS" --experiments "$INGEST_WORKERS" \
     --events "$INGEST_EVENTS" --batch 64 --json "$out/ingest-$i.json" > "$out/ingest-$i.log" 2>&1 ||
     { echo "xv-bench-daemon (ingestion) failed: $out/ingest-$i.log" >&2; tail -20 "$out/ingest-$i.log" >&2; exit 1; }
   # The ingestion figure of the table comes from the 64-worker run.
   "$py" - "$out/xv-$i.json" "$out/ingest-$i.json" <<'EOF'
 import json, sys
 main, ingest = (json.load(open(p)) for p in sys.argv[1:3])
-main["metric_rows_per_s"] = ingest["metric_rows_per_s"]
+for key in ("metric_rows_per_s", "metric_rows_per_s_whole_phase"):
+    main[key] = ingest.get(key)
+main["ingest_xvd_rss_peak_kib"] = ingest.get("xvd_rss_peak_kib")
+main["ingest_db_bytes_per_step_event"] = ingest.get("db_bytes_per_step_event")
 main["ingest_workers"], main["ingest_events"] = ingest["workers"], ingest["events_per_run"]
 json.dump(main, open(sys.argv[1], "w"), indent=2)
 EOF

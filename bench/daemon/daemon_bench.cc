@@ -9,6 +9,15 @@
 //   4. event ingest: N workers take those K, each run streaming E `step` events (in EventBatch
 //      messages of up to 64, as xv-worker sends them) then its summary before Finished: events/s,
 //      and the cost of one step event beyond the run's own cost.
+// Ingestion (issue 18's "metric rows/s with 64 workers streaming") is counted from the daemon's
+// side: the metrics rows the event phase added (SELECT COUNT(*) FROM metrics, read-only, before
+// and after), divided by the stream window: the first step event sent .. the last step event
+// acknowledged (an ack means committed). Each run's assignment and its Finished transaction lie
+// outside a run's stream, but a worker's turnaround between two runs lies inside the window, so
+// `--experiments` equal to `--workers` (one long stream each) measures ingestion alone. The old
+// figure stays beside it, labelled "whole phase": runs x E / seconds of the whole event phase.
+// The bench's own CPU (the fake workers, in this process) is printed beside xvd's: on a small
+// machine the client may be what bounds the figure.
 // Printed: submit latency p50/p99 per call and per experiment, experiments/s, events/s, the
 // daemon's CPU time per experiment (from /proc), database bytes per experiment (SQLite pages in
 // use, WAL included), and the ratios batched/single and with/without events. Every submitted
@@ -17,6 +26,7 @@
 // Usage: xv-bench-daemon [--workers N] [--experiments K] [--events E] [--batch B] [--xvd PATH]
 //                        [--work-dir DIR] [--keep]
 #include <limits.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,6 +103,14 @@ int64_t ProcessMemoryKib(pid_t pid, const std::string& field) {
   return -1;
 }
 
+// CPU seconds (user + system) of this process (the bench and its fake workers) so far.
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * t.tv_usec; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 // {"n", "p50", "p99", "max"} of latencies in seconds, as milliseconds.
 nlohmann::json LatencyJson(const std::vector<double>& s) {
   return {{"n", s.size()},
@@ -126,6 +144,23 @@ int64_t DatabaseBytes(const std::string& db_path) {
   sqlite3_close(db);
   if (pages < 0 || free_pages < 0 || page_size < 0) return -1;
   return (pages - free_pages) * page_size;
+}
+
+// The single integer `sql` reads from the database (read-only connection); -1 on error.
+int64_t QueryCount(const std::string& db_path, const char* sql) {
+  sqlite3* db = nullptr;
+  int64_t v = -1;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+      v = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return v;
 }
 
 // The base recipe of every submitted experiment: cpu-tiny's shape; the fake runs ignore it.
@@ -207,6 +242,10 @@ struct RunFigures {
   int64_t events = 0;
   double seconds = 0;         // workers started .. the k-th Finished acknowledged
   std::vector<double> gap_s;  // Finished sent .. next Assign read, per worker
+  // The stream window: the first step event sent .. the last run's step events acknowledged (its
+  // ack read by the worker: an upper bound of the commit time); 0 without step events.
+  double stream_s = 0;
+  double bench_cpu_s = 0;  // this process's CPU (the fake workers) over the phase
   bool ok = true;
 };
 
@@ -219,7 +258,12 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
   RunFigures f;
   std::atomic<int64_t> finished{0}, sent{0};
   std::mutex gaps_mu;
+  double first_step_sent = 0, last_step_acked = 0;  // guarded by gaps_mu
+  // Every run sends the same step events: rendered once, so that the workers' CPU goes to sending.
+  std::vector<std::string> step_jsons;
+  for (int e = 0; e < events; ++e) step_jsons.push_back(StepEventJson(e));
   std::vector<std::thread> threads;
+  const double cpu_start = SelfCpuSeconds();
   const double start = Now();
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
@@ -232,6 +276,7 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
       worker.StartHeartbeats(std::chrono::milliseconds(msg.registered().heartbeat_interval_ms()));
       std::vector<double> gaps;
       double finished_at = -1;
+      double my_first_sent = 0, my_last_acked = 0;
       // Assigns read while waiting for an acknowledgement: once the store holds a Finished, another
       // worker's scheduling pass may push this worker its next run before the ack goes out.
       std::deque<xv::v1::Assign> pending;
@@ -250,12 +295,12 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
         if (finished_at > 0) gaps.push_back(Now() - finished_at);
         const auto& spec = assign.spec();
         int64_t seq = 0;
+        if (events > 0 && my_first_sent == 0) my_first_sent = Now();
         for (int e = 0; e < events;) {
           // Batches of up to 64, as xv-worker's outbox sends the events it holds ready.
-          std::vector<std::string> batch;
-          for (; e < events && batch.size() < kEventsPerMessage; ++e) {
-            batch.push_back(StepEventJson(e));
-          }
+          const int n = std::min<int>(events - e, static_cast<int>(kEventsPerMessage));
+          const std::vector<std::string> batch(step_jsons.begin() + e, step_jsons.begin() + e + n);
+          e += n;
           worker.SendEventBatch(spec.experiment_id(), spec.attempt(), seq + 1, batch);
           seq += static_cast<int64_t>(batch.size());
         }
@@ -271,9 +316,15 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
         worker.Send(fin);
         finished_at = Now();
         const int64_t id = spec.experiment_id();
+        bool steps_acked = events == 0;
         if (!worker.ReadUntil(
                 [&](auto& m) {
                   if (m.has_assign()) pending.push_back(m.assign());
+                  if (!steps_acked && m.has_ack() && m.ack().experiment_id() == id &&
+                      m.ack().seq() >= events) {
+                    steps_acked = true;
+                    my_last_acked = Now();
+                  }
                   return m.has_ack() && m.ack().finished() && m.ack().experiment_id() == id;
                 },
                 &msg)) {
@@ -286,6 +337,10 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
       worker.Close();
       std::lock_guard<std::mutex> lock(gaps_mu);
       f.gap_s.insert(f.gap_s.end(), gaps.begin(), gaps.end());
+      if (my_first_sent > 0 && (first_step_sent == 0 || my_first_sent < first_step_sent)) {
+        first_step_sent = my_first_sent;
+      }
+      last_step_acked = std::max(last_step_acked, my_last_acked);
     });
   }
   // Wait for the k runs; give up when none has finished for 20 s (the fake worker's session
@@ -304,6 +359,7 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
     }
   }
   f.seconds = Now() - start;
+  f.bench_cpu_s = SelfCpuSeconds() - cpu_start;
   f.finished = finished.load();
   f.events = sent.load();
   xv::v1::DrainWorkerRequest drain;
@@ -317,6 +373,9 @@ RunFigures RunWorkers(const std::shared_ptr<grpc::Channel>& channel,
     std::fprintf(stderr, "xv-bench-daemon: DrainWorker: %s\n", s.error_message().c_str());
   }
   for (auto& t : threads) t.join();
+  if (first_step_sent > 0 && last_step_acked > first_step_sent) {
+    f.stream_s = last_step_acked - first_step_sent;
+  }
   f.ok = f.finished == k;
   if (!f.ok) {
     std::fprintf(stderr, "xv-bench-daemon: phase %s: %lld of %lld runs finished\n", phase.c_str(),
@@ -620,12 +679,15 @@ int main(int argc, char** argv) {
         SubmitExperiments(stub.get(), "bench-batched", k, static_cast<int>(batch), 1000 + 2 * k);
     const double batched_cpu = cpu_delta();
     const int64_t db_batched_queued = DatabaseBytes(db_path);
+    const char* kCountMetrics = "SELECT COUNT(*) FROM metrics";
+    const int64_t metrics_before = QueryCount(db_path, kCountMetrics);
     const RunFigures streamed = batched.ok
                                     ? RunWorkers(channel, stub.get(), static_cast<int>(workers), k,
                                                  static_cast<int>(events), "events")
                                     : RunFigures{};
     const double streamed_cpu = cpu_delta();
     const int64_t db_streamed_done = DatabaseBytes(db_path);
+    const int64_t metrics_stored = QueryCount(db_path, kCountMetrics) - metrics_before;
 
     xv::v1::StatusResponse status;
     const bool status_ok = StatusCounts(stub.get(), &status);
@@ -678,6 +740,40 @@ int main(int argc, char** argv) {
         "gap p99 %.2f ms / %.2f ms)\n",
         ms(Percentile(plain.gap_s, 99)), ms(Percentile(streamed.gap_s, 99)));
 
+    // Ingestion, counted from the daemon's side (see the top of this file).
+    const double whole_phase_rows_per_s = rate(
+        static_cast<double>(streamed.finished) * static_cast<double>(events), streamed.seconds);
+    const double ingest_rows_per_s = rate(static_cast<double>(metrics_stored), streamed.stream_s);
+    const int64_t xvd_hwm_kib = ProcessMemoryKib(pid, "VmHWM:");
+    std::printf("\ningestion, %lld workers streaming %lld step events per run:\n",
+                static_cast<long long>(workers), static_cast<long long>(events));
+    std::printf(
+        "  metric rows stored (daemon's COUNT(*) FROM metrics, phase delta): %lld of %lld\n",
+        static_cast<long long>(metrics_stored), static_cast<long long>(streamed.finished * events));
+    std::printf("  stream window (first step event sent .. last step event acked): %.2f s\n",
+                streamed.stream_s);
+    std::printf("  metric rows stored/s in the stream window: %.0f\n", ingest_rows_per_s);
+    std::printf(
+        "  whole phase (runs x events / phase seconds, assignment and turnaround "
+        "included): %.0f/s\n",
+        whole_phase_rows_per_s);
+    std::printf(
+        "  CPU over the phase: xvd %.2f s, this bench's fake workers %.2f s (%.0f%% and "
+        "%.0f%% of the %u cores' time)\n",
+        streamed_cpu, streamed.bench_cpu_s,
+        100 * rate(streamed_cpu, streamed.seconds * std::thread::hardware_concurrency()),
+        100 * rate(streamed.bench_cpu_s, streamed.seconds * std::thread::hardware_concurrency()),
+        std::thread::hardware_concurrency());
+    // xvd's CPU per step event: the event phase's CPU per run less the summary-only phase's.
+    const double cpu_us_per_step_event =
+        events > 0 && streamed.finished > 0 && plain.finished > 0
+            ? 1e6 * (streamed_cpu / streamed.finished - plain_cpu / plain.finished) / events
+            : 0.0;
+    std::printf("  xvd CPU per step event %.1f us (so one whole core stores at most %.0f rows/s)\n",
+                cpu_us_per_step_event,
+                cpu_us_per_step_event > 0 ? 1e6 / cpu_us_per_step_event : 0.0);
+    std::printf("  xvd VmHWM (resident peak) %.1f MiB\n", xvd_hwm_kib / 1024.0);
+
     std::printf("\n%-58s %12s\n", "database (SQLite pages in use, WAL included)", "bytes");
     std::printf("%-58s %12lld\n", "fresh", static_cast<long long>(db0));
     auto per = [](int64_t a, int64_t b, int64_t n) {
@@ -726,7 +822,14 @@ int main(int argc, char** argv) {
                    static_cast<long long>(status.queued()),
                    static_cast<long long>(status.running()));
     }
-    if (!single.ok || !batched.ok || !plain.ok || !streamed.ok || !counts_ok ||
+    // Every step event of every finished run must be a metrics row.
+    const bool metrics_ok = metrics_stored == streamed.finished * events;
+    if (!metrics_ok) {
+      std::fprintf(stderr, "xv-bench-daemon: %lld metrics rows stored, expected %lld\n",
+                   static_cast<long long>(metrics_stored),
+                   static_cast<long long>(streamed.finished * events));
+    }
+    if (!single.ok || !batched.ok || !plain.ok || !streamed.ok || !counts_ok || !metrics_ok ||
         ReportFakeWorkerFailures()) {
       rc = 1;
     }
@@ -734,8 +837,14 @@ int main(int argc, char** argv) {
     figures["events_phase_s"] = streamed.seconds;
     figures["runs_per_s_summary_only"] = rate(plain.finished, plain.seconds);
     figures["runs_per_s_with_events"] = rate(streamed.finished, streamed.seconds);
-    figures["metric_rows_per_s"] = rate(
-        static_cast<double>(streamed.finished) * static_cast<double>(events), streamed.seconds);
+    // The ingestion figure (stream window, daemon's count); the whole phase's figure, labelled.
+    figures["metric_rows_per_s"] = ingest_rows_per_s;
+    figures["metric_rows_per_s_whole_phase"] = whole_phase_rows_per_s;
+    figures["metric_rows_stored"] = metrics_stored;
+    figures["stream_window_s"] = streamed.stream_s;
+    figures["xvd_cpu_s_events_phase"] = streamed_cpu;
+    figures["bench_cpu_s_events_phase"] = streamed.bench_cpu_s;
+    figures["xvd_cpu_us_per_step_event"] = cpu_us_per_step_event;
     figures["gap_summary_only"] = LatencyJson(plain.gap_s);
     figures["gap_with_events"] = LatencyJson(streamed.gap_s);
     figures["xvd_cpu_ms_per_run_with_events"] = rate(ms(streamed_cpu), streamed.finished);
@@ -743,7 +852,7 @@ int main(int argc, char** argv) {
                                                        per(db_single_queued, db_plain_done, k)) /
                                                           static_cast<double>(events)
                                                     : 0.0;
-    figures["xvd_rss_peak_kib"] = ProcessMemoryKib(pid, "VmHWM:");
+    figures["xvd_rss_peak_kib"] = xvd_hwm_kib;
     figures["xvd_rss_kib"] = ProcessMemoryKib(pid, "VmRSS:");
     const double stop_start = Now();
     const int wait_status = daemon.Stop();

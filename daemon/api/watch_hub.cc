@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json_or_discarded.h"
@@ -274,9 +276,28 @@ void WatchHub::WakeAll() {
 bool WatchHub::PublishNew() {
   while (true) {
     int64_t after = 0;
+    bool nobody = false;
     {
       MutexLock lock(&mu_);
       after = last_;
+      nobody = subs_.empty();
+    }
+    if (nobody) {
+      // Nobody to offer to: move past what is stored without reading (and parsing) it, which
+      // every commit of every worker's events would otherwise cost. A watcher that subscribes
+      // later replays from the store up to published() before it activates.
+      int64_t newest = 0;
+      Status s = store_->events().MaxEventId(&newest);
+      if (!s.ok()) {
+        spdlog::warn("watch: reading the newest event id: {}", s.ToString());
+        return false;
+      }
+      MutexLock lock(&mu_);
+      if (subs_.empty()) {
+        last_ = std::max(last_, newest);
+        return true;
+      }
+      continue;  // a watcher came meanwhile: publish as usual
     }
     std::vector<store::StoredEvent> rows;
     Status s = store_->events().ListEventsAfter(after, 0, options_.batch, &rows);

@@ -203,8 +203,6 @@ TrainerEventApplier ApplierFor(const std::string& type) {
 
 // Stores the event once per (experiment, attempt, seq); *duplicate when it was stored before.
 Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev, bool* duplicate) {
-  // Cut on a code-point boundary; the store edge (SqliteStatement::Bind) keeps it valid UTF-8.
-  std::string text(Utf8Prefix(ev.json(), kMaxEventJson));
   SqliteStatement ins;
   XV_RETURN_IF_ERROR(c->Prepare(
       "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms) "
@@ -214,8 +212,13 @@ Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev, bo
       .Bind(2, ev.attempt())
       .Bind(3, ev.seq())
       .Bind(4, ev.type())
-      .Bind(5, text)
       .Bind(6, ev.unix_ms());
+  if (ev.json().size() <= kMaxEventJson) {
+    ins.Bind(5, ev.json());  // the common case: bound as is, not copied first
+  } else {
+    // Cut on a code-point boundary; the store edge (SqliteStatement::Bind) keeps it valid UTF-8.
+    ins.Bind(5, std::string(Utf8Prefix(ev.json(), kMaxEventJson)));
+  }
   XV_RETURN_IF_ERROR(ins.Run());
   *duplicate = c->Changes() == 0;
   return Status::Ok();

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <fstream>
+#include <string>
 
 #include "daemon/store/embedded_migrations.h"
 #include "daemon/store/migration_runner.h"
@@ -48,6 +49,44 @@ TEST(Migrations, FreshDatabaseReachesNewestVersionWithEveryTable) {
   bool row = false;
   ASSERT_TRUE(st.Step(&row).ok());
   EXPECT_EQ(st.ColumnText(0), "wal");
+}
+
+// Migration 12 dropped events_experiment (experiment_id, attempt): the unique index on
+// (experiment_id, attempt, seq) serves the lookups of an attempt's events, which every trainer
+// event's acknowledgement and the reclaim check run.
+TEST(Migrations, AnAttemptsEventsAreFoundThroughTheUniqueIndexAlone) {
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  Status s = Store::Open(dir.file("xv.db"), &store);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(QueryInt(dir.file("xv.db"),
+                     "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = "
+                     "'events_experiment'"),
+            0);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(dir.file("xv.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  for (const char* sql :
+       {"SELECT e.seq FROM events e WHERE e.source = 'trainer' AND e.experiment_id = 1 AND "
+        "e.attempt = 1 AND e.seq >= 3 AND NOT EXISTS (SELECT 1 FROM events f WHERE "
+        "f.experiment_id = 1 AND f.attempt = 1 AND f.seq = e.seq + 1) ORDER BY e.seq LIMIT 1",
+        "SELECT 1 FROM events WHERE source = 'trainer' AND experiment_id = 1 AND attempt = 1"}) {
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, (std::string("EXPLAIN QUERY PLAN ") + sql).c_str(), -1, &st,
+                                 nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(db);
+    std::string plan;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      plan += reinterpret_cast<const char*>(sqlite3_column_text(st, 3));
+      plan += "; ";
+    }
+    sqlite3_finalize(st);
+    EXPECT_NE(plan.find("USING INDEX sqlite_autoindex_events_1"), std::string::npos)
+        << sql << "\nplan: " << plan;
+    EXPECT_EQ(plan.find("SCAN"), std::string::npos) << sql << "\nplan: " << plan;
+  }
+  sqlite3_close(db);
 }
 
 TEST(Migrations, ReopenKeepsDataAndDoesNotReapply) {
