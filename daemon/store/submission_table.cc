@@ -32,6 +32,10 @@ constexpr size_t kStageChunkMaxRows = 256;
 constexpr std::chrono::microseconds kStageChunkBudget(4000);
 // Between two of those transactions the mutex is free this long, for the threads waiting on it.
 constexpr std::chrono::microseconds kStageChunkPause(1000);
+double MillisSince(std::chrono::steady_clock::time_point from) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
+}
+
 // Staged rows deleted per transaction once a submission is published (or refused).
 constexpr int kDropChunkRows = 1000;
 
@@ -309,17 +313,37 @@ Status InsertSubmissionEvents(SqliteConnection* c, const NewSubmission& sub,
 
 }  // namespace
 
+// Its staging number, its base recipe's and every experiment's recipe row (recipe_ids[i] for
+// sub.experiments[i]), the content-addressed rows it added (deleted again when it fails), and how
+// long it held the writer.
+struct SubmissionTable::Staged {
+  int64_t staging_id = 0;
+  int64_t base_recipe_id = 0;
+  std::vector<int64_t> recipe_ids;
+  std::vector<int64_t> added_recipes;
+  std::vector<int64_t> added_sources;
+  int transactions = 0;   // staging transactions
+  double longest_ms = 0;  // the longest of them
+  double publish_ms = 0;
+};
+
 Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds* ids) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock one_submission(db_->submissions_mu());
   Staged staged;
   Status s = StageRows(sub, &staged);
   SubmissionIds result;
-  if (s.ok()) s = Publish(sub, staged, &result);
+  if (s.ok()) s = Publish(sub, &staged, &result);
   // Published or refused, the staged rows have served (a failure to drop them is logged: they
   // are invisible, and the next start deletes them).
   if (staged.staging_id != 0) DropStagedRows(staged.staging_id);
   if (s.ok()) {
+    if (sub.experiments.size() >= kStageChunkMaxRows) {
+      spdlog::info(
+          "stored {} experiment rows: {} staging transaction(s), the longest {:.1f} ms; "
+          "published in {:.1f} ms",
+          sub.experiments.size(), staged.transactions, staged.longest_ms, staged.publish_ms);
+    }
     *ids = std::move(result);
     return s;
   }
@@ -352,6 +376,7 @@ Status SubmissionTable::StageRows(const NewSubmission& sub, Staged* staged) {
   while (first || next < sub.experiments.size()) {
     if (!first) std::this_thread::sleep_for(kStageChunkPause);  // Mutex is not fair
     MutexLock lock(db_->mu());
+    const auto held_from = std::chrono::steady_clock::now();
     XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
     SqliteConnection* c = db_->conn();
     std::vector<int64_t> added, added_sources;
@@ -385,6 +410,8 @@ Status SubmissionTable::StageRows(const NewSubmission& sub, Staged* staged) {
       return Status::Ok();
     });
     if (!chunk.ok()) return chunk;
+    ++staged->transactions;
+    staged->longest_ms = std::max(staged->longest_ms, MillisSince(held_from));
     // Only committed rows are listed: a rolled-back chunk added nothing.
     staged->added_recipes.insert(staged->added_recipes.end(), added.begin(), added.end());
     staged->added_sources.insert(staged->added_sources.end(), added_sources.begin(),
@@ -426,19 +453,21 @@ Status SubmissionTable::StageFirstRows(SqliteConnection* c, const NewSubmission&
   return Status::Ok();
 }
 
-Status SubmissionTable::Publish(const NewSubmission& sub, const Staged& staged,
-                                SubmissionIds* ids) {
+Status SubmissionTable::Publish(const NewSubmission& sub, Staged* staged, SubmissionIds* ids) {
   MutexLock lock(db_->mu());
+  const auto held_from = std::chrono::steady_clock::now();
   XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
   SqliteConnection* c = db_->conn();
-  return InWriteTransaction(c, [&]() -> Status {
+  Status s = InWriteTransaction(c, [&]() -> Status {
     *ids = SubmissionIds();
-    XV_RETURN_IF_ERROR(InsertCampaignOnFirstUse(c, sub, staged.base_recipe_id, &ids->campaign_id));
+    XV_RETURN_IF_ERROR(InsertCampaignOnFirstUse(c, sub, staged->base_recipe_id, &ids->campaign_id));
     XV_RETURN_IF_ERROR(
-        InsertRound(c, sub, ids->campaign_id, staged.base_recipe_id, &ids->round_id));
-    XV_RETURN_IF_ERROR(PublishExperimentRows(c, sub, staged.staging_id, staged.recipe_ids, ids));
+        InsertRound(c, sub, ids->campaign_id, staged->base_recipe_id, &ids->round_id));
+    XV_RETURN_IF_ERROR(PublishExperimentRows(c, sub, staged->staging_id, staged->recipe_ids, ids));
     return InsertSubmissionEvents(c, sub, *ids);
   });
+  staged->publish_ms = MillisSince(held_from);
+  return s;
 }
 
 void SubmissionTable::DropStagedRows(int64_t staging_id) {

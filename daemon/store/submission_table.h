@@ -37,16 +37,8 @@ class SubmissionTable {
   Status DiscardStagedRows();
 
  private:
-  // What staging one submission wrote: its staging number, its base recipe's and every
-  // experiment's recipe row (recipe_ids[i] for sub.experiments[i]), and the content-addressed
-  // rows it added (deleted again when it fails).
-  struct Staged {
-    int64_t staging_id = 0;
-    int64_t base_recipe_id = 0;
-    std::vector<int64_t> recipe_ids;
-    std::vector<int64_t> added_recipes;
-    std::vector<int64_t> added_sources;
-  };
+  // What staging one submission wrote (submission_table.cc).
+  struct Staged;
   // Writes the sources, recipes and staged experiment rows in bounded transactions, the mutex
   // released in between.
   Status StageRows(const NewSubmission& sub, Staged* staged);
@@ -56,8 +48,8 @@ class SubmissionTable {
                         std::map<std::string, int64_t>* source_ids,
                         std::vector<int64_t>* added_recipes, std::vector<int64_t>* added_sources)
       EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
-  // The one transaction that makes the staged submission visible.
-  Status Publish(const NewSubmission& sub, const Staged& staged, SubmissionIds* ids);
+  // The one transaction that makes the staged submission visible (its hold: staged->publish_ms).
+  Status Publish(const NewSubmission& sub, Staged* staged, SubmissionIds* ids);
   // Deletes the staged rows of `staging_id` in transactions of a thousand rows (a failure is
   // logged: DiscardStagedRows deletes them at the next start).
   void DropStagedRows(int64_t staging_id);
