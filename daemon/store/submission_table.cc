@@ -383,6 +383,7 @@ Status SubmissionTable::StageRows(const NewSubmission& sub, Staged* staged) {
     const size_t chunk_start = next;
     Status chunk = InWriteTransaction(c, [&]() -> Status {
       if (first) {
+        db_->mu()->AssertHeld();  // the lambda runs inside InWriteTransaction, under `lock`
         XV_RETURN_IF_ERROR(StageFirstRows(c, sub, staged, &source_ids, &added, &added_sources));
       }
       const auto deadline = std::chrono::steady_clock::now() + kStageChunkBudget;
