@@ -22,7 +22,10 @@ Store::Store(std::unique_ptr<Database> db)
 Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
   std::unique_ptr<Database> db;
   XV_RETURN_IF_ERROR(Database::Open(path, Database::Access::kReadWrite, &db));
-  out->reset(new Store(std::move(db)));
+  std::unique_ptr<Store> store(new Store(std::move(db)));
+  // A submission a crash interrupted before its publish was never accepted: its staged rows go.
+  XV_RETURN_IF_ERROR(store->submissions().DiscardStagedRows());
+  *out = std::move(store);
   return Status::Ok();
 }
 

@@ -39,7 +39,8 @@ namespace xv::store {
 class Store {
  public:
   // Opens (creating) the database at `path` read-write, checks its integrity and applies the
-  // embedded migrations. Fails when the file is corrupt or newer than this binary.
+  // embedded migrations, then deletes what a submission interrupted by a crash staged
+  // (SubmissionTable::DiscardStagedRows). Fails when the file is corrupt or newer than this binary.
   static Status Open(const std::string& path, std::unique_ptr<Store>* out);
   // Opens an existing database read-only. Fails when it does not exist, or has no/a newer schema.
   static Status OpenReadOnly(const std::string& path, std::unique_ptr<Store>* out);

@@ -25,32 +25,45 @@ namespace {
 
 using nlohmann::json;
 
-// Recipe rows stored per transaction by InsertSubmission before the submission becomes visible.
-constexpr size_t kSubmissionChunkRows = 256;
+// A staging transaction of InsertSubmission ends after this many rows or this long, whichever
+// comes first, so that an event batch or an assignment waits at most about that long for the
+// writer while a big submission is written.
+constexpr size_t kStageChunkMaxRows = 256;
+constexpr std::chrono::microseconds kStageChunkBudget(4000);
 // Between two of those transactions the mutex is free this long, for the threads waiting on it.
-constexpr std::chrono::microseconds kSubmissionChunkPause(1000);
+constexpr std::chrono::microseconds kStageChunkPause(1000);
+double MillisSince(std::chrono::steady_clock::time_point from) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
+}
 
-// Inserts the recipe unless its hash exists; *id receives the row id either way, *inserted (when
-// given) whether this call added the row.
-// `source_id` is the row's code candidate source (migration 10; none: the configured file).
+// Staged rows deleted per transaction once a submission is published (or refused).
+constexpr int kDropChunkRows = 1000;
+
+// The recipe row of `hash`, inserted unless it exists; *id receives the row id either way,
+// *inserted (when given) whether this call added the row. `source_id` is the row's code candidate
+// source (migration 10; none: the configured file). The statements come from the connection's
+// cache, so a row costs one lookup by hash and, for a new config, one insert.
 Status InsertRecipe(SqliteConnection* conn, const std::string& hash, const std::string& recipe_json,
                     const std::string& resolved_json, const std::string& name,
                     std::optional<int64_t> source_id, int64_t* id, bool* inserted = nullptr) {
-  SqliteStatement ins;
-  XV_RETURN_IF_ERROR(
-      conn->Prepare("INSERT OR IGNORE INTO recipes(hash, recipe_json, resolved_json, name, "
-                    "source_id) VALUES (?, ?, ?, ?, ?)",
-                    &ins));
-  ins.Bind(1, hash).Bind(2, recipe_json).Bind(3, resolved_json).Bind(4, name).Bind(5, source_id);
-  XV_RETURN_IF_ERROR(ins.Run());
-  if (inserted != nullptr) *inserted = conn->Changes() > 0;
   SqliteStatement sel;
   XV_RETURN_IF_ERROR(conn->Prepare("SELECT id FROM recipes WHERE hash = ?", &sel));
   sel.Bind(1, hash);
   bool row = false;
   XV_RETURN_IF_ERROR(sel.Step(&row));
-  if (!row) return Status::Internal("recipe " + hash + " vanished after insert");
-  *id = sel.ColumnInt(0);
+  if (inserted != nullptr) *inserted = !row;
+  if (row) {
+    *id = sel.ColumnInt(0);
+    return Status::Ok();
+  }
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(
+      conn->Prepare("INSERT INTO recipes(hash, recipe_json, resolved_json, name, source_id) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    &ins));
+  ins.Bind(1, hash).Bind(2, recipe_json).Bind(3, resolved_json).Bind(4, name).Bind(5, source_id);
+  XV_RETURN_IF_ERROR(ins.Run());
+  *id = conn->LastInsertRowId();
   return Status::Ok();
 }
 
@@ -203,53 +216,75 @@ Status ReusableRecipes(SqliteConnection* c, int64_t campaign_id, std::set<int64_
   return ForEachRow(&st, [&](const SqliteStatement& row) { out->insert(row.ColumnInt(0)); });
 }
 
-// One experiment row per NewExperiment (recipe_ids[i] is its recipe row), each taking an earlier
-// run's result when one may be reused.
-Status InsertExperimentRows(SqliteConnection* c, const NewSubmission& sub,
-                            const std::vector<int64_t>& recipe_ids, SubmissionIds* ids) {
+// Stages experiment `e` of the submission `staging_id` (its recipe row `recipe_id`): the
+// columns of its experiments row that do not depend on the campaign, round or submission.
+Status StageExperimentRow(SqliteConnection* c, int64_t staging_id, const NewExperiment& e,
+                          int64_t recipe_id) {
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO staged_experiments(staging_id, recipe_id, name, candidate_index, "
+                 "replicate, overrides_json, seed, device_requirement, time_budget_s, "
+                 "hard_deadline_s, role, config_hash, run_order, run_block) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 &ins));
+  ins.Bind(1, staging_id)
+      .Bind(2, recipe_id)
+      .Bind(3, e.name)
+      .Bind(4, e.candidate_index)
+      .Bind(5, e.replicate)
+      .Bind(6, e.overrides_json)
+      .Bind(7, e.seed)
+      .Bind(8, e.device_requirement)
+      .Bind(9, e.time_budget_s)
+      .Bind(10, e.hard_deadline_s)
+      .Bind(11, std::string(ToString(e.role)))
+      .Bind(12, e.config_hash)
+      .Bind(13, e.run_order >= 0 ? std::optional<int64_t>(e.run_order) : std::optional<int64_t>())
+      .Bind(14, e.run_block >= 0 ? std::optional<int64_t>(e.run_block) : std::optional<int64_t>());
+  return ins.Run().WithContext("experiment " + e.name + ": ");
+}
+
+// The experiments rows of the submission staged as `staging_id` (sub.experiments.size() rows,
+// recipe_ids[i] the recipe row of the i-th), copied in their order in one statement, so that
+// ids->experiment_ids[i] is sub.experiments[i]'s row; each takes an earlier run's result when
+// one may be reused.
+Status PublishExperimentRows(SqliteConnection* c, const NewSubmission& sub, int64_t staging_id,
+                             const std::vector<int64_t>& recipe_ids, SubmissionIds* ids) {
   // Reuse never crosses rounds for the arms of a decided round (issue 14): they all run fresh.
   std::set<int64_t> reusable;
   if (sub.reuse == ResultReuse::kAcrossRounds) {
     XV_RETURN_IF_ERROR(ReusableRecipes(c, ids->campaign_id, &reusable));
   }
-  SqliteStatement ins;
+  SqliteStatement copy;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "INSERT INTO experiments(campaign_id, round_id, recipe_id, name, candidate_index, "
+      "replicate, overrides_json, seed, trainer, device_requirement, priority, time_budget_s, "
+      "hard_deadline_s, role, config_hash, run_order, run_block) "
+      "SELECT ?1, ?2, recipe_id, name, candidate_index, replicate, overrides_json, seed, ?3, "
+      "device_requirement, ?4, time_budget_s, hard_deadline_s, role, config_hash, run_order, "
+      "run_block FROM staged_experiments WHERE staging_id = ?5 ORDER BY id",
+      &copy));
+  copy.Bind(1, ids->campaign_id)
+      .Bind(2, ids->round_id)
+      .Bind(3, sub.trainer)
+      .Bind(4, sub.priority)
+      .Bind(5, staging_id);
+  XV_RETURN_IF_ERROR(copy.Run());
+  SqliteStatement rows;
   XV_RETURN_IF_ERROR(
-      c->Prepare("INSERT INTO experiments(campaign_id, round_id, recipe_id, name, "
-                 "candidate_index, replicate, "
-                 "overrides_json, seed, trainer, device_requirement, priority, time_budget_s, "
-                 "hard_deadline_s, role, config_hash, run_order, run_block) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 &ins));
-  for (size_t i = 0; i < sub.experiments.size(); ++i) {
-    const NewExperiment& e = sub.experiments[i];
-    const int64_t recipe_id = recipe_ids[i];
-    // Reset re-reports the previous Run's error, which was already returned.
-    (void)ins.Reset();
-    ins.Bind(1, ids->campaign_id)
-        .Bind(2, ids->round_id)
-        .Bind(3, recipe_id)
-        .Bind(4, e.name)
-        .Bind(5, e.candidate_index)
-        .Bind(6, e.replicate)
-        .Bind(7, e.overrides_json)
-        .Bind(8, e.seed)
-        .Bind(9, sub.trainer)
-        .Bind(10, e.device_requirement)
-        .Bind(11, sub.priority)
-        .Bind(12, e.time_budget_s)
-        .Bind(13, e.hard_deadline_s)
-        .Bind(14, std::string(ToString(e.role)))
-        .Bind(15, e.config_hash)
-        .Bind(16, e.run_order >= 0 ? std::optional<int64_t>(e.run_order) : std::optional<int64_t>())
-        .Bind(17,
-              e.run_block >= 0 ? std::optional<int64_t>(e.run_block) : std::optional<int64_t>());
-    XV_RETURN_IF_ERROR(ins.Run().WithContext("experiment " + e.name + ": "));
-    const int64_t new_id = c->LastInsertRowId();
-    ids->experiment_ids.push_back(new_id);
-    if (reusable.count(recipe_id) != 0) {
-      XV_RETURN_IF_ERROR(
-          ReuseEarlierResult(c, ids->campaign_id, recipe_id, new_id, sub.reuse_reason));
-    }
+      c->Prepare("SELECT id FROM experiments WHERE round_id = ? ORDER BY id", &rows));
+  rows.Bind(1, ids->round_id);
+  XV_RETURN_IF_ERROR(ForEachRow(
+      &rows, [&](const SqliteStatement& row) { ids->experiment_ids.push_back(row.ColumnInt(0)); }));
+  if (ids->experiment_ids.size() != sub.experiments.size()) {
+    return Status::Internal("submission: " + std::to_string(sub.experiments.size()) +
+                            " experiments staged, " + std::to_string(ids->experiment_ids.size()) +
+                            " published");
+  }
+  for (size_t i = 0; i < recipe_ids.size() && !reusable.empty(); ++i) {
+    if (reusable.count(recipe_ids[i]) == 0) continue;
+    XV_RETURN_IF_ERROR(ReuseEarlierResult(c, ids->campaign_id, recipe_ids[i],
+                                          ids->experiment_ids[i], sub.reuse_reason));
   }
   return Status::Ok();
 }
@@ -278,13 +313,188 @@ Status InsertSubmissionEvents(SqliteConnection* c, const NewSubmission& sub,
 
 }  // namespace
 
+// Its staging number, its base recipe's and every experiment's recipe row (recipe_ids[i] for
+// sub.experiments[i]), the content-addressed rows it added (deleted again when it fails), and how
+// long it held the writer.
+struct SubmissionTable::Staged {
+  int64_t staging_id = 0;
+  int64_t base_recipe_id = 0;
+  std::vector<int64_t> recipe_ids;
+  std::vector<int64_t> added_recipes;
+  std::vector<int64_t> added_sources;
+  int transactions = 0;   // staging transactions
+  double longest_ms = 0;  // the longest of them
+  double publish_ms = 0;
+};
+
 Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds* ids) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock one_submission(db_->submissions_mu());
-  AddedRows added;  // rows this submission added (deleted again on failure)
-  Status s = InsertSubmissionSteps(sub, ids, &added);
-  if (s.ok() || (added.recipes.empty() && added.sources.empty())) return s;
-  const std::vector<int64_t>& added_recipes = added.recipes;
+  Staged staged;
+  Status s = StageRows(sub, &staged);
+  SubmissionIds result;
+  if (s.ok()) s = Publish(sub, &staged, &result);
+  // Published or refused, the staged rows have served (a failure to drop them is logged: they
+  // are invisible, and the next start deletes them).
+  if (staged.staging_id != 0) DropStagedRows(staged.staging_id);
+  if (s.ok()) {
+    if (sub.experiments.size() >= kStageChunkMaxRows) {
+      spdlog::info(
+          "stored {} experiment rows: {} staging transaction(s), the longest {:.1f} ms; "
+          "published in {:.1f} ms",
+          sub.experiments.size(), staged.transactions, staged.longest_ms, staged.publish_ms);
+    }
+    *ids = std::move(result);
+    return s;
+  }
+  if (!staged.added_recipes.empty() || !staged.added_sources.empty()) DeleteAddedRows(staged);
+  return s;
+}
+
+Status SubmissionTable::DiscardStagedRows() {
+  XV_RETURN_IF_ERROR(db_->CheckWritable());
+  MutexLock one_submission(db_->submissions_mu());
+  MutexLock lock(db_->mu());
+  SqliteConnection* c = db_->conn();
+  return InWriteTransaction(c, [&]() -> Status {
+    XV_RETURN_IF_ERROR(c->Exec("DELETE FROM staged_experiments"));
+    if (c->Changes() > 0) {
+      spdlog::warn(
+          "deleted {} staged experiment row(s) of a submission that was never published "
+          "(xvd stopped while writing it)",
+          c->Changes());
+    }
+    return Status::Ok();
+  });
+}
+
+Status SubmissionTable::StageRows(const NewSubmission& sub, Staged* staged) {
+  staged->recipe_ids.assign(sub.experiments.size(), 0);
+  std::map<std::string, int64_t> source_ids;  // sha256 -> sources.id
+  size_t next = 0;                            // the first experiment not staged yet
+  bool first = true;
+  while (first || next < sub.experiments.size()) {
+    if (!first) std::this_thread::sleep_for(kStageChunkPause);  // Mutex is not fair
+    MutexLock lock(db_->mu());
+    const auto held_from = std::chrono::steady_clock::now();
+    XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
+    SqliteConnection* c = db_->conn();
+    std::vector<int64_t> added, added_sources;
+    const size_t chunk_start = next;
+    Status chunk = InWriteTransaction(c, [&]() -> Status {
+      if (first) {
+        db_->mu()->AssertHeld();  // the lambda runs inside InWriteTransaction, under `lock`
+        XV_RETURN_IF_ERROR(StageFirstRows(c, sub, staged, &source_ids, &added, &added_sources));
+      }
+      const auto deadline = std::chrono::steady_clock::now() + kStageChunkBudget;
+      const size_t end = std::min(sub.experiments.size(), next + kStageChunkMaxRows);
+      // At least one row per chunk, however slow the machine.
+      for (; next < end && (next == chunk_start || std::chrono::steady_clock::now() < deadline);
+           ++next) {
+        const NewExperiment& e = sub.experiments[next];
+        std::optional<int64_t> source_id;
+        if (!e.source_sha256.empty()) {
+          auto it = source_ids.find(e.source_sha256);
+          if (it == source_ids.end()) {
+            return Status::Internal("experiment " + e.name + ": source " + e.source_sha256 +
+                                    " is not among the submission's sources");
+          }
+          source_id = it->second;
+        }
+        bool inserted = false;
+        int64_t* recipe_id = &staged->recipe_ids[next];
+        XV_RETURN_IF_ERROR(InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name,
+                                        source_id, recipe_id, &inserted));
+        if (inserted) added.push_back(*recipe_id);
+        XV_RETURN_IF_ERROR(StageExperimentRow(c, staged->staging_id, e, *recipe_id));
+      }
+      return Status::Ok();
+    });
+    if (!chunk.ok()) return chunk;
+    ++staged->transactions;
+    staged->longest_ms = std::max(staged->longest_ms, MillisSince(held_from));
+    // Only committed rows are listed: a rolled-back chunk added nothing.
+    staged->added_recipes.insert(staged->added_recipes.end(), added.begin(), added.end());
+    staged->added_sources.insert(staged->added_sources.end(), added_sources.begin(),
+                                 added_sources.end());
+    first = false;
+  }
+  return Status::Ok();
+}
+
+Status SubmissionTable::StageFirstRows(SqliteConnection* c, const NewSubmission& sub,
+                                       Staged* staged, std::map<std::string, int64_t>* source_ids,
+                                       std::vector<int64_t>* added_recipes,
+                                       std::vector<int64_t>* added_sources) {
+  // One submission at a time (submissions_mu), so a fresh number is one above any left.
+  SqliteStatement id;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("SELECT COALESCE(MAX(staging_id), 0) + 1 FROM staged_experiments", &id));
+  bool row = false;
+  XV_RETURN_IF_ERROR(id.Step(&row));
+  staged->staging_id = id.ColumnInt(0);
+  // The sources first (a few rows): the recipe rows name them.
+  for (const auto& [sha256, text] : sub.sources) {
+    int64_t source_id = 0;
+    bool inserted = false;
+    XV_RETURN_IF_ERROR(InsertSourceRow(c, sha256, text, &source_id, &inserted));
+    (*source_ids)[sha256] = source_id;
+    if (inserted) added_sources->push_back(source_id);
+  }
+  std::optional<int64_t> base_source;
+  if (!sub.base_source_sha256.empty()) {
+    auto it = source_ids->find(sub.base_source_sha256);
+    if (it != source_ids->end()) base_source = it->second;
+  }
+  bool inserted = false;
+  XV_RETURN_IF_ERROR(InsertRecipe(c, sub.base_hash, sub.base_recipe_json, sub.base_resolved_json,
+                                  sub.recipe_name, base_source, &staged->base_recipe_id,
+                                  &inserted));
+  if (inserted) added_recipes->push_back(staged->base_recipe_id);
+  return Status::Ok();
+}
+
+Status SubmissionTable::Publish(const NewSubmission& sub, Staged* staged, SubmissionIds* ids) {
+  MutexLock lock(db_->mu());
+  const auto held_from = std::chrono::steady_clock::now();
+  XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
+  SqliteConnection* c = db_->conn();
+  Status s = InWriteTransaction(c, [&]() -> Status {
+    *ids = SubmissionIds();
+    XV_RETURN_IF_ERROR(InsertCampaignOnFirstUse(c, sub, staged->base_recipe_id, &ids->campaign_id));
+    XV_RETURN_IF_ERROR(
+        InsertRound(c, sub, ids->campaign_id, staged->base_recipe_id, &ids->round_id));
+    XV_RETURN_IF_ERROR(PublishExperimentRows(c, sub, staged->staging_id, staged->recipe_ids, ids));
+    return InsertSubmissionEvents(c, sub, *ids);
+  });
+  staged->publish_ms = MillisSince(held_from);
+  return s;
+}
+
+void SubmissionTable::DropStagedRows(int64_t staging_id) {
+  for (bool more = true; more;) {
+    MutexLock lock(db_->mu());
+    SqliteConnection* c = db_->conn();
+    Status s = InWriteTransaction(c, [&]() -> Status {
+      SqliteStatement del;
+      XV_RETURN_IF_ERROR(c->Prepare(
+          "DELETE FROM staged_experiments WHERE id IN (SELECT id FROM staged_experiments WHERE "
+          "staging_id = ? ORDER BY id LIMIT ?)",
+          &del));
+      del.Bind(1, staging_id).Bind(2, kDropChunkRows);
+      XV_RETURN_IF_ERROR(del.Run());
+      more = c->Changes() == kDropChunkRows;
+      return Status::Ok();
+    });
+    if (!s.ok()) {
+      spdlog::warn("staged rows of submission {} stay until the next start: {}", staging_id,
+                   s.ToString());
+      return;
+    }
+  }
+}
+
+void SubmissionTable::DeleteAddedRows(const Staged& staged) {
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();
   Status cleanup = InWriteTransaction(c, [&]() -> Status {
@@ -294,7 +504,7 @@ Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds
         "base_recipe_id = ?1 OR head_recipe_id = ?1) AND NOT EXISTS (SELECT 1 FROM rounds WHERE "
         "base_recipe_id = ?1) AND NOT EXISTS (SELECT 1 FROM head_history WHERE recipe_id = ?1)",
         &del));
-    for (int64_t id : added_recipes) {
+    for (int64_t id : staged.added_recipes) {
       // Reset re-reports the previous Run's error, which was already returned.
       (void)del.Reset();
       del.Bind(1, id);
@@ -305,7 +515,7 @@ Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds
         "DELETE FROM sources WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM recipes WHERE "
         "source_id = ?1) AND NOT EXISTS (SELECT 1 FROM trainer_sources WHERE source_id = ?1)",
         &del_source));
-    for (int64_t id : added.sources) {
+    for (int64_t id : staged.added_sources) {
       // Reset re-reports the previous Run's error, which was already returned.
       (void)del_source.Reset();
       del_source.Bind(1, id);
@@ -317,89 +527,8 @@ Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds
     // Unreferenced recipe rows are harmless (content-addressed; a later identical config reuses
     // them): keep the submission's own error.
     spdlog::warn("submission refused; {} recipe and {} source row(s) it added stay: {}",
-                 added_recipes.size(), added.sources.size(), cleanup.ToString());
+                 staged.added_recipes.size(), staged.added_sources.size(), cleanup.ToString());
   }
-  return s;
-}
-
-Status SubmissionTable::InsertRecipesInChunks(const NewSubmission& sub, int64_t* base_recipe_id,
-                                              std::vector<int64_t>* recipe_ids,
-                                              AddedRows* added_rows) {
-  std::vector<int64_t>* added_recipes = &added_rows->recipes;
-  recipe_ids->assign(sub.experiments.size(), 0);
-  std::map<std::string, int64_t> source_ids;  // sha256 -> sources.id
-  auto source_of = [&](const std::string& sha256) -> std::optional<int64_t> {
-    if (sha256.empty()) return std::nullopt;
-    auto it = source_ids.find(sha256);
-    return it == source_ids.end() ? std::nullopt : std::optional<int64_t>(it->second);
-  };
-  for (size_t first = 0; first == 0 || first < sub.experiments.size();
-       first += kSubmissionChunkRows) {
-    const size_t end = std::min(sub.experiments.size(), first + kSubmissionChunkRows);
-    MutexLock lock(db_->mu());
-    XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
-    SqliteConnection* c = db_->conn();
-    XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
-      std::vector<int64_t> added;
-      bool inserted = false;
-      if (first == 0) {
-        // The sources first (a few rows): the recipe rows name them.
-        for (const auto& [sha256, text] : sub.sources) {
-          int64_t id = 0;
-          XV_RETURN_IF_ERROR(InsertSourceRow(c, sha256, text, &id, &inserted));
-          source_ids[sha256] = id;
-          if (inserted) added_rows->sources.push_back(id);
-        }
-        XV_RETURN_IF_ERROR(InsertRecipe(
-            c, sub.base_hash, sub.base_recipe_json, sub.base_resolved_json, sub.recipe_name,
-            source_of(sub.base_source_sha256), base_recipe_id, &inserted));
-        if (inserted) added.push_back(*base_recipe_id);
-      }
-      for (size_t i = first; i < end; ++i) {
-        const NewExperiment& e = sub.experiments[i];
-        if (!e.source_sha256.empty() && !source_of(e.source_sha256)) {
-          return Status::Internal("experiment " + e.name + ": source " + e.source_sha256 +
-                                  " is not among the submission's sources");
-        }
-        XV_RETURN_IF_ERROR(InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name,
-                                        source_of(e.source_sha256), &(*recipe_ids)[i], &inserted));
-        if (inserted) added.push_back((*recipe_ids)[i]);
-      }
-      // Listed before the commit: should it fail, deleting these ids again is a no-op.
-      added_recipes->insert(added_recipes->end(), added.begin(), added.end());
-      return Status::Ok();
-    }));
-    // std::mutex is not fair: without a pause this thread could take it straight back.
-    if (end < sub.experiments.size()) std::this_thread::sleep_for(kSubmissionChunkPause);
-  }
-  return Status::Ok();
-}
-
-Status SubmissionTable::InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids,
-                                              AddedRows* added_rows) {
-  // Step 1: the recipes (the bulky part: two JSON documents per row), kSubmissionChunkRows per
-  // transaction, the mutex released in between so that readers, worker events and assignments go
-  // first. Recipe rows are content-addressed (by hash) and nothing refers to them yet: a
-  // submission that stops here (refused below, or a crash) leaves nothing queued, and a later
-  // identical config reuses them.
-  int64_t base_recipe_id = 0;
-  std::vector<int64_t> recipe_ids;
-  XV_RETURN_IF_ERROR(InsertRecipesInChunks(sub, &base_recipe_id, &recipe_ids, added_rows));
-  // Step 2: everything that makes the submission visible, in one transaction of small rows: the
-  // campaign (created on first use), the round, the experiments and their 'queued' state events,
-  // and the audit event. Readers and the dispatcher see all of it or nothing.
-  MutexLock lock(db_->mu());
-  XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
-  SqliteConnection* c = db_->conn();
-  SubmissionIds result;
-  XV_RETURN_IF_ERROR(InWriteTransaction(c, [&]() -> Status {
-    XV_RETURN_IF_ERROR(InsertCampaignOnFirstUse(c, sub, base_recipe_id, &result.campaign_id));
-    XV_RETURN_IF_ERROR(InsertRound(c, sub, result.campaign_id, base_recipe_id, &result.round_id));
-    XV_RETURN_IF_ERROR(InsertExperimentRows(c, sub, recipe_ids, &result));
-    return InsertSubmissionEvents(c, sub, result);
-  }));
-  *ids = std::move(result);
-  return Status::Ok();
 }
 
 }  // namespace xv::store

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -18,27 +20,42 @@ class SubmissionTable {
   explicit SubmissionTable(Database* db) : db_(db) {}
 
   // Stores the campaign (created on first use), a round, the recipes (deduplicated by hash) and
-  // every experiment, plus an audit event, in two steps so that a large submission does not hold
-  // the database: the recipes in transactions of a few hundred rows with the mutex released in
-  // between, then everything that refers to them in one transaction. Readers see all of the
-  // submission or none of it. On failure nothing of it remains (the recipes it added are deleted
-  // again); a crash between the steps leaves only unreferenced, content-addressed recipe rows.
+  // every experiment, plus an audit event, so that a large submission never holds the writer
+  // long (issue 18): the recipes and the experiment rows are staged (staged_experiments, which
+  // nothing else reads) in transactions of at most kStageChunkMaxRows rows or about 4 ms, the
+  // writer free in between for event batches, assignments and other writes; then one transaction
+  // publishes them: the campaign, the round, the experiments (copied from the staged rows in one
+  // statement), their state events and the audit event. Readers, the scheduler and a crash see
+  // all of the submission or none of it; it returns after the publish. On failure nothing of it
+  // remains (the recipes and sources it added are deleted again); a crash before the publish
+  // leaves only unreferenced, content-addressed recipe rows and staged rows, which
+  // DiscardStagedRows deletes at the next start.
   Status InsertSubmission(const NewSubmission& sub, SubmissionIds* ids);
 
+  // Deletes every staged row (a submission interrupted by a crash: it was never published nor
+  // acknowledged). Store::Open calls it once, before anything is submitted.
+  Status DiscardStagedRows();
+
  private:
-  // The content-addressed rows a submission added (recipes, and sources of code candidates),
-  // deleted again when it fails.
-  struct AddedRows {
-    std::vector<int64_t> recipes;
-    std::vector<int64_t> sources;
-  };
-  // Step 1 of InsertSubmission: the sources (sub.sources, with the first chunk), then the recipe
-  // rows in transactions of kSubmissionChunkRows, the mutex released in between. *recipe_ids[i]
-  // is experiment i's row; *added receives the rows this call added.
-  Status InsertRecipesInChunks(const NewSubmission& sub, int64_t* base_recipe_id,
-                               std::vector<int64_t>* recipe_ids, AddedRows* added);
-  // InsertSubmission's two steps; *added receives the rows committed by step 1.
-  Status InsertSubmissionSteps(const NewSubmission& sub, SubmissionIds* ids, AddedRows* added);
+  // What staging one submission wrote (submission_table.cc).
+  struct Staged;
+  // Writes the sources, recipes and staged experiment rows in bounded transactions, the mutex
+  // released in between.
+  Status StageRows(const NewSubmission& sub, Staged* staged);
+  // The first staging transaction's rows: a staging number, the sources (*source_ids: sha256 ->
+  // row) and the base recipe; rows it added are appended to *added_recipes / *added_sources.
+  Status StageFirstRows(SqliteConnection* c, const NewSubmission& sub, Staged* staged,
+                        std::map<std::string, int64_t>* source_ids,
+                        std::vector<int64_t>* added_recipes, std::vector<int64_t>* added_sources)
+      EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // The one transaction that makes the staged submission visible (its hold: staged->publish_ms).
+  Status Publish(const NewSubmission& sub, Staged* staged, SubmissionIds* ids);
+  // Deletes the staged rows of `staging_id` in transactions of a thousand rows (a failure is
+  // logged: DiscardStagedRows deletes them at the next start).
+  void DropStagedRows(int64_t staging_id);
+  // Deletes the recipes and sources a refused submission added, unless something uses them.
+  void DeleteAddedRows(const Staged& staged);
+
   Database* db_;
 };
 

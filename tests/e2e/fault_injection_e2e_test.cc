@@ -7,6 +7,8 @@
 //    rounds through xvctl while xvd is killed with SIGKILL at random moments (>= 20 times) and
 //    restarted on the same state directory. Afterwards every experiment is terminal, every
 //    acknowledged id is present, every round is decided once, nothing is stored twice.
+//  - DaemonKilledDuringABigSubmit: kill -9 while a 4 000-row submit is staged: nothing of it is
+//    visible, before or after the restart, nothing acknowledged is lost, and it stores afterwards;
 //  - WorkerKilledMidRun: the attempt is lost after the lease, requeued (attempt 2) and succeeds on
 //    the other worker.
 //  - TrainerKilledMidRun: failed / crashed with signal 9, one attempt (failures are not requeued).
@@ -201,11 +203,12 @@ class FaultInjectionTest : public ::testing::Test {
   }
 
   // Submit through xvctl; the acknowledged ids (empty when xvctl failed, e.g. xvd was down).
-  std::vector<int64_t> TrySubmit(const std::vector<std::string>& args, std::string* error) {
+  std::vector<int64_t> TrySubmit(const std::vector<std::string>& args, std::string* error,
+                                 double timeout_s = 20) {
     std::vector<std::string> full = {"submit"};
     full.insert(full.end(), args.begin(), args.end());
     full.push_back("--json");
-    CommandResult r = sb_.Xvctl(full, 20);
+    CommandResult r = sb_.Xvctl(full, timeout_s);
     json j = json::parse(r.out, nullptr, false);
     if (r.exit_code != 0 || !j.is_object() || !j.contains("experiment_ids")) {
       if (error) *error = r.out + r.err;
@@ -404,6 +407,72 @@ TEST_F(FaultInjectionTest, DaemonKilledDuringRounds) {
                    "c.name = 'kills' AND (r.state != 'decided' OR r.decision_summary = '')"),
             0);
   ExpectIntegrityOk("the daemon kills");
+}
+
+// A 4 000-row submit (250 candidates x 16 replicates) is staged in bounded transactions and
+// published at the end (SubmissionTable::InsertSubmission): xvd killed with SIGKILL while it is
+// staging shows none of it, before or after the restart, and loses nothing acknowledged before;
+// the restart deletes the staged rows, and the same submit then stores all of its rows.
+TEST_F(FaultInjectionTest, DaemonKilledDuringABigSubmit) {
+  StartDaemon(/*lease_ms=*/2500);
+  const int64_t acked = SubmitOne("0.0310");
+  ASSERT_GT(acked, 0);
+  std::vector<std::string> big = {SourcePath("recipes/cpu-tiny.yaml"), "--campaign", "big",
+                                  "--replicates", "16"};
+  for (int i = 0; i < 250; ++i) {
+    char value[32];
+    // 0.0010 .. 0.0259: never the base's 0.04 (a no-op is refused).
+    std::snprintf(value, sizeof(value), "matrix_lr=%.4f", 0.001 + 0.0001 * i);
+    big.push_back("--candidate");
+    big.push_back(value);
+  }
+  std::vector<int64_t> big_ids;
+  std::string big_error;
+  std::thread submitter([&] { big_ids = TrySubmit(big, &big_error, 120); });
+  // Kill as soon as the first staged rows are committed (the publish comes after all 4 000).
+  int64_t staged = 0;
+  for (auto t0 = Clock::now(); staged == 0 && Since(t0) < 60; SleepS(0.005)) {
+    staged = Db(db_path_).Int("SELECT count(*) FROM staged_experiments");
+  }
+  const int killed = staged > 0 ? xvd_.Kill(SIGKILL) : -1;
+  submitter.join();  // xvctl returns once xvd is gone (or the submit was refused)
+  ASSERT_GT(staged, 0) << "no staged rows seen within 60 s: " << big_error << Logs();
+  ASSERT_GT(killed, -1) << "xvd was not running" << Logs();
+  AfterFault("kill -9 of xvd during a 4000-row submit");
+  EXPECT_TRUE(big_ids.empty()) << "the submit was acknowledged although xvd died while staging";
+  {
+    Db db(db_path_);
+    EXPECT_EQ(db.Int("SELECT count(*) FROM campaigns WHERE name = 'big'"), 0);
+    EXPECT_EQ(db.Int("SELECT count(*) FROM experiments"), 1) << "part of the submit is visible";
+    std::printf("[big submit] killed with %lld of 4000 rows staged (%s)\n",
+                static_cast<long long>(db.Int("SELECT count(*) FROM staged_experiments")),
+                big_error.substr(0, 120).c_str());
+  }
+  RestartDaemon();
+  ASSERT_TRUE(WaitForValue("SELECT count(*) FROM staged_experiments", "0", 30))
+      << "the restart left the staged rows" << Logs();
+  {
+    Db db(db_path_);
+    EXPECT_EQ(db.Int("SELECT count(*) FROM experiments"), 1) << "part of the submit is visible";
+    const std::string state =
+        db.Value("SELECT state FROM experiments WHERE id = " + std::to_string(acked));
+    EXPECT_EQ(state, "queued") << "the submission acknowledged before the kill";
+    ++Totals().submitted;
+    if (state != "queued") ++Totals().lost;
+  }
+  // The same submit stores completely now: every row visible, with its state event.
+  std::vector<int64_t> ids = TrySubmit(big, &big_error, 120);
+  ASSERT_EQ(ids.size(), 4000u) << big_error << Logs();
+  Db db(db_path_);
+  EXPECT_EQ(db.Int("SELECT count(*) FROM experiments e JOIN campaigns c ON c.id = e.campaign_id "
+                   "WHERE c.name = 'big' AND e.state = 'queued'"),
+            4000);
+  EXPECT_EQ(db.Int("SELECT count(*) FROM events v JOIN experiments e ON e.id = v.experiment_id "
+                   "JOIN campaigns c ON c.id = e.campaign_id WHERE c.name = 'big' AND "
+                   "v.type = 'state'"),
+            4000);
+  EXPECT_EQ(db.Int("SELECT count(*) FROM staged_experiments"), 0);
+  ExpectIntegrityOk("the big submit after the kill");
 }
 
 TEST_F(FaultInjectionTest, WorkerKilledMidRun) {

@@ -1,6 +1,7 @@
-// A large submission on a real SQLite file (issue 11, finding 6): its rows are stored in bounded
-// transactions that let readers through, yet nobody sees half of it, and a crash in the middle
-// leaves nothing queued.
+// A large submission on a real SQLite file (issue 11, finding 6; issue 18): its rows are staged in
+// bounded transactions that let readers and writers through and published in one, so nobody sees
+// half of it, and a crash in the middle leaves nothing queued (the next open deletes the staged
+// rows).
 //  - while a 10,240-row submission is being stored, a reader that starts after the submission's
 //    first commit is answered before the submission returns, and sees none of it;
 //  - a writer killed (SIGKILL) between those commits leaves no round, no experiment and no event of
@@ -83,6 +84,11 @@ TEST(SubmissionInsertTest, ReadersGetThroughABigSubmissionAndSeeAllOrNothing) {
   EXPECT_GE(answered_during, 1) << "no reader was answered while the submission was stored";
   EXPECT_EQ(ids.experiment_ids.size(), static_cast<size_t>(kBigSubmission));
   EXPECT_EQ(Count(store.get(), "queued"), kBigSubmission);
+  // Staged in transactions of at most 256 rows (fewer when a chunk's 4 ms run out), then one
+  // publish: the writer is never held for the whole submission.
+  EXPECT_GE(commits, kBigSubmission / 256 + 1);
+  EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM staged_experiments"), 0)
+      << "the published submission's staged rows were left";
   std::printf("submission of %d rows: %d reads answered while it was stored, %d commits\n",
               kBigSubmission, answered_during, commits);
 }
@@ -113,8 +119,13 @@ TEST(SubmissionInsertTest, AWriterKilledMidSubmissionLeavesNothingQueued) {
   ASSERT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
       << "the child did not die mid-submission (status " << wstatus << ")";
 
+  // The child died while staging: some rows were staged, none published.
+  EXPECT_GT(QueryInt(path, "SELECT COUNT(*) FROM staged_experiments"), 0);
+  EXPECT_EQ(QueryInt(path, "SELECT COUNT(*) FROM experiments"), 0);
   std::unique_ptr<Store> store;
   ASSERT_TRUE(Store::Open(path, &store).ok());  // integrity_check passes
+  EXPECT_EQ(QueryInt(path, "SELECT COUNT(*) FROM staged_experiments"), 0)
+      << "opening the store left the interrupted submission's staged rows";
   std::map<std::string, int64_t> counts;
   ASSERT_TRUE(store->experiments().CountByState(&counts).ok());
   EXPECT_TRUE(counts.empty()) << "experiments of a killed submission are visible";
