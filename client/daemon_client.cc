@@ -149,8 +149,9 @@ Status DaemonClient::GetCampaign(const std::string& name_or_id, v1::Campaign* re
 Status DaemonClient::ListCampaigns(v1::ListCampaignsResponse* resp) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 30);
-  return NoteRowsOmitted(ctx, "of the oldest campaigns",
-                         FromGrpc(campaigns_->ListCampaigns(&ctx, v1::ListCampaignsRequest(), resp)));
+  return NoteRowsOmitted(
+      ctx, "of the oldest campaigns",
+      FromGrpc(campaigns_->ListCampaigns(&ctx, v1::ListCampaignsRequest(), resp)));
 }
 
 Status DaemonClient::SetCampaignPaused(const std::string& name_or_id, bool pause,

@@ -398,9 +398,8 @@ int Usage(FILE* out) {
 
 // The reads of a user or an agent (user_read_probes.h) against the xvd serving `state`: xvctl
 // from beside `xvd`, the dashboard on the port in state/http.port, the batched campaign.
-std::string ProbeUserReadsOf(const std::string& xvd, const std::string& state,
-                             int64_t shown_max_id, int calls,
-                             const std::shared_ptr<grpc::Channel>& channel,
+std::string ProbeUserReadsOf(const std::string& xvd, const std::string& state, int64_t shown_max_id,
+                             int calls, const std::shared_ptr<grpc::Channel>& channel,
                              std::map<std::string, std::vector<double>>* out) {
   xv::bench::UserReadTargets t;
   t.xvctl = (fs::path(xvd).parent_path() / "xvctl").string();
@@ -457,9 +456,9 @@ int RunScalePhase(const std::string& xvd, const std::string& work_dir, int64_t f
               static_cast<long long>(fill.metrics_added), fill.seconds, db_filled / 1e6);
   const double t0 = Now();
   // The dashboard too (its JSON API is probed): on a port the kernel picks, in state/http.port.
-  xv::e2e::ChildGuard daemon({xvd, "--state-dir", state, "--listen", "none", "--rate-limit", "0",
-                              "--http", "127.0.0.1:0"},
-                             {}, work_dir + "/xvd.log");
+  xv::e2e::ChildGuard daemon(
+      {xvd, "--state-dir", state, "--listen", "none", "--rate-limit", "0", "--http", "127.0.0.1:0"},
+      {}, work_dir + "/xvd.log");
   const std::string socket = state + "/xvd.sock";
   if (!xv::e2e::WaitForUnixListener(socket, 300)) {
     std::fprintf(stderr,

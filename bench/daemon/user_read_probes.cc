@@ -84,8 +84,7 @@ std::string ProbeUserReads(const UserReadTargets& t, int calls, int process_call
           xvctl("xvctl results --json", {"results", "--json"}),
           xvctl("xvctl results --campaign C --limit 20",
                 {"results", "--campaign", t.campaign, "--limit", "20"}),
-          xvctl("xvctl show ID", {"show", id}),
-          xvctl("xvctl status", {"status"})}) {
+          xvctl("xvctl show ID", {"show", id}), xvctl("xvctl status", {"status"})}) {
       if (err.empty()) err = e;
     }
   }

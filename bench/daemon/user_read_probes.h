@@ -17,11 +17,11 @@
 namespace xv::bench {
 
 struct UserReadTargets {
-  std::string xvctl;       // the binary
-  std::string state_dir;   // xvd's state dir (its socket)
-  int http_port = 0;       // the dashboard's port on 127.0.0.1; 0: no dashboard probes
-  std::string campaign;    // a large campaign's name ...
-  int64_t campaign_id = 0; // ... and id
+  std::string xvctl;              // the binary
+  std::string state_dir;          // xvd's state dir (its socket)
+  int http_port = 0;              // the dashboard's port on 127.0.0.1; 0: no dashboard probes
+  std::string campaign;           // a large campaign's name ...
+  int64_t campaign_id = 0;        // ... and id
   int64_t max_experiment_id = 0;  // the dashboard's experiment probe picks one in 1..this
   int64_t shown_max_id = 0;       // `xvctl show` picks one in 1..this (rows with stored events)
 };

@@ -96,12 +96,13 @@ Status UpsertLatestMetrics(SqliteConnection* c, int64_t exp, int attempt,
   const PendingStepUpdate::LatestStep& l = *update.latest;
   // `newer`: this transaction's step replaces the stored figures.
   const std::string newer = "(excluded.attempt > attempt OR excluded.step >= step)";
-  std::string set = "rows = CASE WHEN excluded.attempt = attempt THEN rows + excluded.rows ELSE "
-                    "excluded.rows END";
+  std::string set =
+      "rows = CASE WHEN excluded.attempt = attempt THEN rows + excluded.rows ELSE "
+      "excluded.rows END";
   for (const char* col :
        {"step", "loss", "lrm", "dt_ms", "tok_per_sec", "mfu_percent", "progress"}) {
-    set += std::string(", ") + col + " = CASE WHEN " + newer + " THEN excluded." + col +
-           " ELSE " + col + " END";
+    set += std::string(", ") + col + " = CASE WHEN " + newer + " THEN excluded." + col + " ELSE " +
+           col + " END";
   }
   SqliteStatement st;
   XV_RETURN_IF_ERROR(c->Prepare(

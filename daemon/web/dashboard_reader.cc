@@ -172,8 +172,8 @@ Status DashboardReader::ReadCurve(int64_t experiment_id, int attempt, Experiment
     auto optional = [&latest](int col) {
       return latest.IsNull(col) ? std::nullopt : std::optional<double>(latest.ColumnDouble(col));
     };
-    out->latest = LatestStep{latest.ColumnInt(1), optional(2), optional(3), optional(4),
-                             optional(5)};
+    out->latest =
+        LatestStep{latest.ColumnInt(1), optional(2), optional(3), optional(4), optional(5)};
   }
   if (out->metric_rows == 0) return Status::Ok();
   // Every n-th row (by step) keeps the curve under kMaxCurvePoints; the last row is always kept.

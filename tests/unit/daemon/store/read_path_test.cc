@@ -131,8 +131,8 @@ TEST_F(ReadPath, ListsReplaceTheirOutput) {
 xv::v1::TrainerEvent StepEvent(int64_t exp, int attempt, int64_t seq, int64_t step, double loss,
                                double tok_per_sec) {
   return MakeEvent(exp, attempt, seq, "step",
-                   R"({"type":"step","step":)" + std::to_string(step) +
-                       R"(,"loss":)" + std::to_string(loss) + R"(,"lrm":1,"dt_ms":10,"tok_per_sec":)" +
+                   R"({"type":"step","step":)" + std::to_string(step) + R"(,"loss":)" +
+                       std::to_string(loss) + R"(,"lrm":1,"dt_ms":10,"tok_per_sec":)" +
                        std::to_string(tok_per_sec) + R"(,"mfu_percent":12.5,"progress":0.5})");
 }
 
@@ -158,13 +158,13 @@ TEST_F(ReadPath, LatestMetricsFollowTheHighestStepOfTheNewestAttemptOncePerBatch
   EXPECT_EQ(LatestRow(db, exp), "(none)");
   AppliedEvents applied;
   // One batch of three steps: one row, the highest step's figures, three rows counted.
-  ASSERT_TRUE(store_->attempts()
-                  .ApplyTrainerEvents(worker_,
-                                      {StepEvent(exp, 1, 1, 0, 9.0, 100),
-                                       StepEvent(exp, 1, 2, 2, 8.0, 120),
-                                       StepEvent(exp, 1, 3, 1, 8.5, 110)},
-                                      &applied)
-                  .ok());
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEvents(worker_,
+                              {StepEvent(exp, 1, 1, 0, 9.0, 100), StepEvent(exp, 1, 2, 2, 8.0, 120),
+                               StepEvent(exp, 1, 3, 1, 8.5, 110)},
+                              &applied)
+          .ok());
   EXPECT_EQ(LatestRow(db, exp), "1 2 3 8.0 120.0 12.5");
   // A later batch with a lower step counts its row and keeps the figures; a higher one replaces
   // them; a duplicate counts nothing.
@@ -183,11 +183,12 @@ TEST_F(ReadPath, LatestMetricsFollowTheHighestStepOfTheNewestAttemptOncePerBatch
   {
     // The row already follows a newer attempt: a step of attempt 1 (a late event) leaves it.
     MutexLock lock(store_->database().mu());
-    ASSERT_TRUE(store_->database()
-                    .conn()
-                    ->Exec("UPDATE latest_metrics SET attempt = 2, rows = 1 WHERE experiment_id = " +
-                           std::to_string(exp))
-                    .ok());
+    ASSERT_TRUE(
+        store_->database()
+            .conn()
+            ->Exec("UPDATE latest_metrics SET attempt = 2, rows = 1 WHERE experiment_id = " +
+                   std::to_string(exp))
+            .ok());
   }
   ASSERT_TRUE(store_->attempts()
                   .ApplyTrainerEvents(worker_, {StepEvent(exp, 1, 6, 4, 7.0, 140)}, &applied)
@@ -199,13 +200,13 @@ TEST_F(ReadPath, MigrationFourteenBackfillsLatestMetricsFromTheMetricsRows) {
   const std::string db = dir_.file("xv.db");
   const int64_t exp = ids_.experiment_ids[0];
   AppliedEvents applied;
-  ASSERT_TRUE(store_->attempts()
-                  .ApplyTrainerEvents(worker_,
-                                      {StepEvent(exp, 1, 1, 0, 9.0, 100),
-                                       StepEvent(exp, 1, 2, 5, 8.0, 120),
-                                       StepEvent(exp, 1, 3, 1, 8.5, 110)},
-                                      &applied)
-                  .ok());
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEvents(worker_,
+                              {StepEvent(exp, 1, 1, 0, 9.0, 100), StepEvent(exp, 1, 2, 5, 8.0, 120),
+                               StepEvent(exp, 1, 3, 1, 8.5, 110)},
+                              &applied)
+          .ok());
   const std::string written = LatestRow(db, exp);
   EXPECT_EQ(written, "1 5 3 8.0 120.0 12.5");
   {

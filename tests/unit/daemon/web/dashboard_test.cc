@@ -315,16 +315,20 @@ TEST_F(RouterOverDatabase, CampaignReplyStaysUnderItsCap) {
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 8) "
         "INSERT INTO rounds (campaign_id, kind, state, base_recipe_id, decision_json) "
         "SELECT campaign_id, kind, 'decided', base_recipe_id, '{\"note\":\"' || "
-        "hex(zeroblob(150000)) || '\"}' FROM rounds, n WHERE campaign_id = " + id + " LIMIT 8");
+        "hex(zeroblob(150000)) || '\"}' FROM rounds, n WHERE campaign_id = " +
+        id + " LIMIT 8");
     ASSERT_TRUE(s.ok()) << s.ToString();
-    s = w->Exec("UPDATE experiments SET failure_detail = hex(zeroblob(300000)) "
-                "WHERE campaign_id = " + id);
+    s = w->Exec(
+        "UPDATE experiments SET failure_detail = hex(zeroblob(300000)) "
+        "WHERE campaign_id = " +
+        id);
     ASSERT_TRUE(s.ok()) << s.ToString();
-    s = w->Exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10) "
-                "INSERT INTO experiments (campaign_id, round_id, recipe_id, name, seed, "
-                "time_budget_s, hard_deadline_s, failure_detail) SELECT campaign_id, round_id, "
-                "recipe_id, 'big' || i, i, 1, 1, failure_detail FROM experiments, n WHERE id = " +
-                std::to_string(failed_id_));
+    s = w->Exec(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10) "
+        "INSERT INTO experiments (campaign_id, round_id, recipe_id, name, seed, "
+        "time_budget_s, hard_deadline_s, failure_detail) SELECT campaign_id, round_id, "
+        "recipe_id, 'big' || i, i, 1, 1, failure_detail FROM experiments, n WHERE id = " +
+        std::to_string(failed_id_));
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   const HttpReply r = Get("/api/campaigns/" + std::to_string(campaign_id_));
