@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/message.h>
 #include <google/protobuf/repeated_ptr_field.h>
 #include <grpcpp/grpcpp.h>
@@ -36,9 +37,10 @@ int64_t TrimRowsToReplyCap(const google::protobuf::Message& reply,
   int n = rows->size();
   while (bytes > cap && n > 1) {
     const Row& dropped = keep == KeepRows::kFirst ? rows->Get(n - 1) : rows->Get(rows->size() - n);
-    // The row, its length prefix and its tag (at least one byte each: never more than the reply
-    // loses, so the reply left is at most `bytes`).
-    const size_t row_bytes = dropped.ByteSizeLong() + 2;
+    // The row, its length prefix and its tag (at least one byte: never more than the reply loses,
+    // so the reply left is at most `bytes`).
+    const size_t size = dropped.ByteSizeLong();
+    const size_t row_bytes = size + google::protobuf::io::CodedOutputStream::VarintSize64(size) + 1;
     bytes = bytes > row_bytes ? bytes - row_bytes : 0;
     --n;
   }

@@ -17,6 +17,7 @@
 namespace xv::store {
 namespace {
 
+using testing::MakeEvent;
 using testing::MakeFinished;
 using testing::MakeSubmission;
 using testing::QueryInt;
