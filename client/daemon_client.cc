@@ -1,6 +1,8 @@
 #include "client/daemon_client.h"
 
 #include <chrono>
+#include <iostream>
+#include <string>
 
 #include "client/numeric_ref.h"
 #include "proto/daemon_channel.h"
@@ -21,6 +23,18 @@ v1::GetCampaignRequest CampaignRef(const std::string& name_or_id) {
     req.set_name(name_or_id);
   }
   return req;
+}
+
+// A reply the daemon trimmed under its size cap (daemon/api/reply_caps.h) says how many rows it
+// left out in the `xv-rows-omitted` trailing metadata: say so on stderr.
+Status NoteRowsOmitted(const grpc::ClientContext& ctx, const std::string& what, Status s) {
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  auto it = trailers.find("xv-rows-omitted");
+  if (s.ok() && it != trailers.end()) {
+    std::cerr << "xvctl: the daemon left out " << std::string(it->second.data(), it->second.size())
+              << " " << what << " to keep its reply under its size cap\n";
+  }
+  return s;
 }
 
 }  // namespace
@@ -128,13 +142,16 @@ Status DaemonClient::CreateCampaign(const v1::CreateCampaignRequest& req, v1::Ca
 Status DaemonClient::GetCampaign(const std::string& name_or_id, v1::Campaign* resp) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 30);
-  return FromGrpc(campaigns_->GetCampaign(&ctx, CampaignRef(name_or_id), resp));
+  return NoteRowsOmitted(ctx, "of the oldest rounds and head changes",
+                         FromGrpc(campaigns_->GetCampaign(&ctx, CampaignRef(name_or_id), resp)));
 }
 
 Status DaemonClient::ListCampaigns(v1::ListCampaignsResponse* resp) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 30);
-  return FromGrpc(campaigns_->ListCampaigns(&ctx, v1::ListCampaignsRequest(), resp));
+  return NoteRowsOmitted(
+      ctx, "of the oldest campaigns",
+      FromGrpc(campaigns_->ListCampaigns(&ctx, v1::ListCampaignsRequest(), resp)));
 }
 
 Status DaemonClient::SetCampaignPaused(const std::string& name_or_id, bool pause,
@@ -156,7 +173,7 @@ Status DaemonClient::FailureSummary(const v1::FailureSummaryRequest& req,
                                     v1::FailureSummaryResponse* resp) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 30);
-  return FromGrpc(campaigns_->FailureSummary(&ctx, req, resp));
+  return NoteRowsOmitted(ctx, "knob values", FromGrpc(campaigns_->FailureSummary(&ctx, req, resp)));
 }
 
 }  // namespace xv::client

@@ -37,6 +37,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -50,6 +51,7 @@
 
 #include "bench/daemon/database_fill.h"
 #include "bench/daemon/scale_probes.h"
+#include "bench/daemon/user_read_probes.h"
 #include "tests/e2e/process_harness.h"
 #include "tests/integration/daemon_fake_worker.h"
 #include "xv/v1/experiments.grpc.pb.h"
@@ -453,6 +455,40 @@ int Usage(FILE* out) {
   return out == stdout ? 0 : 2;
 }
 
+// The reads of a user or an agent (user_read_probes.h) against the xvd serving `state`: xvctl
+// from beside `xvd`, the dashboard on the port in state/http.port, the batched campaign.
+std::string ProbeUserReadsOf(const std::string& xvd, const std::string& state, int64_t shown_max_id,
+                             int calls, const std::shared_ptr<grpc::Channel>& channel,
+                             std::map<std::string, std::vector<double>>* out) {
+  xv::bench::UserReadTargets t;
+  t.xvctl = (fs::path(xvd).parent_path() / "xvctl").string();
+  t.state_dir = state;
+  t.campaign = "bench-batched";
+  t.shown_max_id = shown_max_id;
+  if (!fs::exists(t.xvctl)) return "no xvctl beside " + xvd + " (build it: ninja xvctl)";
+  if (!xv::e2e::WaitForPath(state + "/http.port", 30)) return "xvd wrote no http.port";
+  t.http_port = std::atoi(xv::e2e::ReadFileText(state + "/http.port").c_str());
+  auto stub = xv::v1::Campaigns::NewStub(channel);
+  xv::v1::GetCampaignRequest creq;
+  creq.set_name(t.campaign);
+  xv::v1::Campaign campaign;
+  grpc::ClientContext cctx;
+  if (!stub->GetCampaign(&cctx, creq, &campaign).ok()) return "GetCampaign " + t.campaign;
+  t.campaign_id = campaign.id();
+  xv::v1::ListExperimentsRequest newest;
+  newest.set_descending(true);
+  newest.set_limit(1);
+  xv::v1::ListExperimentsResponse top;
+  grpc::ClientContext lctx;
+  if (!xv::v1::Experiments::NewStub(channel)->ListExperiments(&lctx, newest, &top).ok() ||
+      top.experiments_size() == 0) {
+    return "ListExperiments: nothing";
+  }
+  t.max_experiment_id = top.experiments(0).id();
+  // xvctl is a process per call (its start included): fewer of them.
+  return xv::bench::ProbeUserReads(t, calls, std::min(calls, 20), out);
+}
+
 // The scale phase: xvd is stopped; the batched campaign is grown to `fill_experiments` rows with
 // `fill_metrics` metrics rows by direct SQLite copies; xvd starts again on the big database; then
 // dispatch latency, results-style queries and a big submit's effect on Status and event acks are
@@ -478,8 +514,10 @@ int RunScalePhase(const std::string& xvd, const std::string& work_dir, int64_t f
               static_cast<long long>(fill.experiments_added),
               static_cast<long long>(fill.metrics_added), fill.seconds, db_filled / 1e6);
   const double t0 = Now();
-  xv::e2e::ChildGuard daemon({xvd, "--state-dir", state, "--listen", "none", "--rate-limit", "0"},
-                             {}, work_dir + "/xvd.log");
+  // The dashboard too (its JSON API is probed): on a port the kernel picks, in state/http.port.
+  xv::e2e::ChildGuard daemon(
+      {xvd, "--state-dir", state, "--listen", "none", "--rate-limit", "0", "--http", "127.0.0.1:0"},
+      {}, work_dir + "/xvd.log");
   const std::string socket = state + "/xvd.sock";
   if (!xv::e2e::WaitForUnixListener(socket, 300)) {
     std::fprintf(stderr,
@@ -491,6 +529,9 @@ int RunScalePhase(const std::string& xvd, const std::string& work_dir, int64_t f
   auto channel = grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
   xv::bench::ScaleFigures f;
   std::string probe_err = xv::bench::ProbeQueries(channel, "bench-batched", calls, &f);
+  if (probe_err.empty()) {
+    probe_err = ProbeUserReadsOf(xvd, state, fill.source_max_id, calls, channel, &f.query_s);
+  }
   if (probe_err.empty()) probe_err = xv::bench::ProbeDispatch(channel, calls, &f);
   if (probe_err.empty() && big_submit > 0) {
     probe_err = xv::bench::ProbeBigSubmit(channel, big_submit, &f);

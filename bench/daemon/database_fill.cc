@@ -107,6 +107,7 @@ std::string FillDatabase(const std::string& db_path, const std::string& campaign
     return fail(err);
   }
   have = src_count;
+  out->source_max_id = src_max;
   // ?1 experiment id shift, ?2 round id shift, ?3 campaign, ?4/?5 source experiment ids, ?6/?7
   // source round ids.
   const std::string rounds_sql =
@@ -161,6 +162,24 @@ std::string FillDatabase(const std::string& db_path, const std::string& campaign
         "ORDER BY e.id, s.x";
     if (!(err = Run(db, sql, {metrics_per_experiment, cid, src_max})).empty()) return fail(err);
     out->metrics_added = sqlite3_changes(db);
+    int64_t has_latest = 0;
+    if (!(err = Run(db,
+                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND "
+                    "name = 'latest_metrics'",
+                    {}, &has_latest))
+             .empty()) {
+      return fail(err);
+    }
+    if (has_latest > 0 &&
+        !(err = Run(db,
+                    "INSERT INTO latest_metrics(experiment_id, attempt, step, loss, lrm, dt_ms, "
+                    "tok_per_sec, mfu_percent, progress, rows) SELECT e.id, 1, ?1 - 1, "
+                    "9.0 - 0.001 * (?1 - 1), 1.0, 100.0, 20480.0, NULL, 1.0, ?1 FROM "
+                    "experiments e WHERE e.campaign_id = ?2 AND e.id > ?3",
+                    {metrics_per_experiment, cid, src_max}))
+             .empty()) {
+      return fail(err);
+    }
   }
   if (!(err = Run(db, "COMMIT", {})).empty()) return fail(err);
   sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr);

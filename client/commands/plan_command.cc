@@ -142,7 +142,15 @@ class PlansClient {
   Status Call_(Call call, const Req& req, Resp* resp) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    return client_.FromGrpc(((*stub_).*call)(&ctx, req, resp));
+    Status s = client_.FromGrpc(((*stub_).*call)(&ctx, req, resp));
+    // A list trimmed under the daemon's reply cap (daemon/api/reply_caps.h) says what it left out.
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    if (auto it = trailers.find("xv-rows-omitted"); s.ok() && it != trailers.end()) {
+      std::cerr << "xvctl: the daemon left out the "
+                << std::string(it->second.data(), it->second.size())
+                << " oldest plans to keep its reply under its size cap\n";
+    }
+    return s;
   }
   Status Submit(const v1::SubmitPlanRequest& r, v1::Plan* p) {
     return Call_(&v1::Plans::Stub::SubmitPlan, r, p);

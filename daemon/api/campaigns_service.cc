@@ -8,6 +8,7 @@
 #include "common/recipe.h"
 #include "common/run_states.h"
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/reply_caps.h"
 #include "daemon/api/request_limits.h"
 #include "daemon/engine/budget_contract.h"
 #include "daemon/engine/campaign_policy.h"
@@ -95,7 +96,14 @@ grpc::Status CampaignsService::GetCampaign(grpc::ServerContext* ctx,
     return denied;
   }
   if (Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
-  return ToGrpcStatus(store_->campaigns().GetCampaign(req->id(), req->name(), true, resp));
+  Status s = store_->campaigns().GetCampaign(req->id(), req->name(), true, resp);
+  if (!s.ok()) return ToGrpcStatus(s);
+  // A campaign of many rounds: its newest rounds and head changes, within the cap.
+  int64_t omitted = TrimRowsToReplyCap(*resp, resp->mutable_head_history(), KeepRows::kLast,
+                                       kMaxListReplyBytes / 4);
+  omitted += TrimRowsToReplyCap(*resp, resp->mutable_rounds(), KeepRows::kLast);
+  NoteRowsOmitted(ctx, omitted);
+  return grpc::Status::OK;
 }
 
 grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext* ctx,
@@ -109,6 +117,7 @@ grpc::Status CampaignsService::ListCampaigns(grpc::ServerContext* ctx,
   Status s = store_->campaigns().ListCampaigns(&found);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& c : found) *resp->add_campaigns() = std::move(c);
+  NoteRowsOmitted(ctx, TrimRowsToReplyCap(*resp, resp->mutable_campaigns(), KeepRows::kLast));
   return grpc::Status::OK;
 }
 
@@ -188,6 +197,7 @@ grpc::Status CampaignsService::FailureSummary(grpc::ServerContext* ctx,
   s = store_->experiments().FailureSummary(req->campaign_id(), req->campaign(), &knobs);
   if (!s.ok()) return ToGrpcStatus(s);
   for (auto& k : knobs) *resp->add_knobs() = std::move(k);
+  NoteRowsOmitted(ctx, TrimRowsToReplyCap(*resp, resp->mutable_knobs(), KeepRows::kFirst));
   return grpc::Status::OK;
 }
 

@@ -7,6 +7,7 @@
 #include "common/recipe.h"
 #include "common/run_states.h"
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/reply_caps.h"
 #include "daemon/api/request_limits.h"
 #include "daemon/engine/campaign_policy.h"
 #include "daemon/sched/plan_spec.h"
@@ -154,7 +155,9 @@ grpc::Status PlansService::ListPlans(grpc::ServerContext* ctx, const xv::v1::Lis
   for (size_t i = 0; s.ok() && i < plans.size(); ++i) {
     s = runner_->Describe(plans[i], false, resp->add_plans());
   }
-  return ToGrpcStatus(s);
+  if (!s.ok()) return ToGrpcStatus(s);
+  NoteRowsOmitted(ctx, TrimRowsToReplyCap(*resp, resp->mutable_plans(), KeepRows::kLast));
+  return grpc::Status::OK;
 }
 
 grpc::Status PlansService::CancelPlan(grpc::ServerContext* ctx, const xv::v1::GetPlanRequest* req,

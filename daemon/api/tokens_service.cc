@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/reply_caps.h"
 
 namespace xv::daemon {
 namespace {
@@ -108,6 +109,7 @@ grpc::Status AuditService::ListAudit(grpc::ServerContext* ctx, const xv::v1::Lis
     out->set_outcome(r.outcome);
     out->set_detail(r.detail);
   }
+  NoteRowsOmitted(ctx, TrimRowsToReplyCap(*resp, resp->mutable_records(), KeepRows::kFirst));
   return grpc::Status::OK;
 }
 

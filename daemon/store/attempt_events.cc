@@ -79,6 +79,51 @@ Status ApplyStartEvent(const TrainerEventContext& e) {
   return at.Run();
 }
 
+// A stored step row of the attempt: counted, and kept as its latest when its step is the highest.
+void NoteLatestStep(const sched::StepFigures& fig, PendingStepUpdate* update) {
+  ++update->rows;
+  if (update->latest && fig.step < update->latest->step) return;
+  update->latest = PendingStepUpdate::LatestStep{
+      fig.step, fig.loss, fig.lrm, fig.dt_ms, fig.tok_per_sec, fig.mfu_percent, fig.progress};
+}
+
+// The attempt's latest_metrics row (migration 14), once per attempt per transaction: its rows
+// are added, and the figures replaced when this step is at least the stored one. A step of an
+// older attempt than the stored row's changes nothing; one of a newer attempt replaces the row.
+Status UpsertLatestMetrics(SqliteConnection* c, int64_t exp, int attempt,
+                           const PendingStepUpdate& update) {
+  if (!update.latest || update.rows == 0) return Status::Ok();
+  const PendingStepUpdate::LatestStep& l = *update.latest;
+  // `newer`: this transaction's step replaces the stored figures.
+  const std::string newer = "(excluded.attempt > attempt OR excluded.step >= step)";
+  std::string set =
+      "rows = CASE WHEN excluded.attempt = attempt THEN rows + excluded.rows ELSE "
+      "excluded.rows END";
+  for (const char* col :
+       {"step", "loss", "lrm", "dt_ms", "tok_per_sec", "mfu_percent", "progress"}) {
+    set += std::string(", ") + col + " = CASE WHEN " + newer + " THEN excluded." + col + " ELSE " +
+           col + " END";
+  }
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "INSERT INTO latest_metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
+      "mfu_percent, progress, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT(experiment_id) DO UPDATE SET " +
+          set + ", attempt = excluded.attempt WHERE excluded.attempt >= attempt",
+      &st));
+  st.Bind(1, exp)
+      .Bind(2, attempt)
+      .Bind(3, l.step)
+      .Bind(4, l.loss)
+      .Bind(5, l.lrm)
+      .Bind(6, l.dt_ms)
+      .Bind(7, l.tok_per_sec)
+      .Bind(8, l.mfu_percent)
+      .Bind(9, l.progress)
+      .Bind(10, update.rows);
+  return st.Run();
+}
+
 // step: a metrics row, and the experiment's progress and last loss (when plausible), the latter
 // deferred to the end of the attempt's run of step events (*e.step_update).
 Status ApplyStepEvent(const TrainerEventContext& e) {
@@ -102,6 +147,7 @@ Status ApplyStepEvent(const TrainerEventContext& e) {
   XV_RETURN_IF_ERROR(m.Run());
   if (fig.progress) e.step_update->progress = fig.progress;
   if (fig.loss) e.step_update->loss = fig.loss;
+  NoteLatestStep(fig, e.step_update);
   return Status::Ok();
 }
 
@@ -253,11 +299,13 @@ Status AttemptLedger::WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
     auto it = pending->find(*key);
     if (it == pending->end()) return Status::Ok();
     XV_RETURN_IF_ERROR(WriteStepUpdate(db_->conn(), key->first, key->second, it->second));
+    XV_RETURN_IF_ERROR(UpsertLatestMetrics(db_->conn(), key->first, key->second, it->second));
     pending->erase(it);
     return Status::Ok();
   }
   for (const auto& [k, update] : *pending) {
     XV_RETURN_IF_ERROR(WriteStepUpdate(db_->conn(), k.first, k.second, update));
+    XV_RETURN_IF_ERROR(UpsertLatestMetrics(db_->conn(), k.first, k.second, update));
   }
   pending->clear();
   return Status::Ok();

@@ -32,6 +32,14 @@ struct WorkerEvents {
 struct PendingStepUpdate {
   std::optional<double> progress;
   std::optional<double> loss;
+  // The latest_metrics row of the attempt (migration 14): the highest step's figures of this
+  // transaction and how many metrics rows it stored; upserted once with the update above.
+  struct LatestStep {
+    int64_t step = 0;
+    std::optional<double> loss, lrm, dt_ms, tok_per_sec, mfu_percent, progress;
+  };
+  std::optional<LatestStep> latest;
+  int64_t rows = 0;
 };
 
 class AttemptLedger {

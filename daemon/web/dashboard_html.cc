@@ -434,13 +434,17 @@ std::string RenderCampaignPage(const CampaignPageData& data) {
   b += CampaignHead(data);
   b += "<h2>Progress</h2>" + RenderProgressSvg(CampaignProgressPlot(data));
   b += "<h2>val_bpb over rounds</h2>" + RenderSvgPlot(ValBpbOverRoundsPlot(data));
+  if (data.rounds_omitted > 0) {
+    b += "<p class=\"muted\">The " + std::to_string(data.rounds_omitted) +
+         " oldest rounds are not shown.</p>";
+  }
   b += RoundsTable(c);
   b += DecisionsSection(c);
   b += HeadHistoryTable(c);
   b += "<h2>Experiments</h2>" + ExperimentRows(data.experiments);
   if (data.experiments_truncated) {
-    b += "<p class=\"muted\">Only the first " +
-         std::to_string(DashboardReader::kMaxCampaignExperiments) + " experiments are shown.</p>";
+    b += "<p class=\"muted\">Only the first " + std::to_string(data.experiments.size()) +
+         " experiments are shown.</p>";
   }
   return Page("campaign " + c.name(), b, "/api/campaigns/" + std::to_string(c.id()));
 }

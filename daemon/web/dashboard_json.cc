@@ -59,6 +59,7 @@ json OverviewJson(const OverviewData& data, const std::string& write_fault) {
     campaigns.push_back(std::move(cj));
   }
   j["campaigns"] = std::move(campaigns);
+  j["campaigns_omitted"] = data.campaigns_omitted;  // older campaigns not listed
   json recent = json::array();
   for (const auto& e : data.recent) recent.push_back(MessageJson(e));
   j["recent_experiments"] = std::move(recent);
@@ -82,6 +83,7 @@ json CampaignJson(const CampaignPageData& data) {
   for (const auto& e : data.experiments) experiments.push_back(MessageJson(e));
   j["experiments"] = std::move(experiments);
   j["experiments_truncated"] = data.experiments_truncated;
+  j["rounds_omitted"] = data.rounds_omitted;  // older rounds not in campaign.rounds
   return j;
 }
 
@@ -118,6 +120,15 @@ json ExperimentJson(const ExperimentPageData& data) {
   }
   j["loss_curve"] = std::move(curve);
   j["metric_rows"] = data.metric_rows;
+  json latest = nullptr;  // the current attempt's latest step row
+  if (data.latest) {
+    latest = {{"step", data.latest->step},
+              {"loss", OptionalNumber(data.latest->loss)},
+              {"tok_per_sec", OptionalNumber(data.latest->tok_per_sec)},
+              {"mfu_percent", OptionalNumber(data.latest->mfu_percent)},
+              {"progress", OptionalNumber(data.latest->progress)}};
+  }
+  j["latest_step"] = std::move(latest);
   return j;
 }
 

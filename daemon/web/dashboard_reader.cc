@@ -71,7 +71,11 @@ Status DashboardReader::ReadOverview(OverviewData* out) {
   }
 
   std::vector<xv::v1::Campaign> campaigns;
-  XV_RETURN_IF_ERROR(store_->campaigns().ListCampaigns(&campaigns));
+  XV_RETURN_IF_ERROR(store_->campaigns().ListCampaigns(&campaigns));  // oldest first
+  if (campaigns.size() > static_cast<size_t>(kMaxOverviewCampaigns)) {
+    out->campaigns_omitted = static_cast<int64_t>(campaigns.size()) - kMaxOverviewCampaigns;
+    campaigns.erase(campaigns.begin(), campaigns.begin() + out->campaigns_omitted);
+  }
   for (const auto& listed : campaigns) {
     CampaignSummary c;
     // With detail: the rounds and the head history (the head's candidate and run).
@@ -120,6 +124,24 @@ Status DashboardReader::ReadCampaign(int64_t campaign_id, CampaignPageData* out)
     out->experiments.resize(kMaxCampaignExperiments);
     out->experiments_truncated = true;
   }
+  size_t bytes = 0, kept = 0;
+  for (; kept < out->experiments.size(); ++kept) {
+    bytes += out->experiments[kept].ByteSizeLong();
+    if (bytes > kMaxReplyBytes && kept > 0) break;
+  }
+  if (kept < out->experiments.size()) {
+    out->experiments.resize(kept);
+    out->experiments_truncated = true;
+  }
+  // The newest rounds (decisions) within a quarter of the cap; they are listed oldest first.
+  auto* rounds = out->campaign.mutable_rounds();
+  bytes = 0;
+  int first = rounds->size();
+  while (first > 0 && bytes + rounds->Get(first - 1).ByteSizeLong() <= kMaxReplyBytes / 4) {
+    bytes += rounds->Get(--first).ByteSizeLong();
+  }
+  out->rounds_omitted = first;
+  if (first > 0) rounds->DeleteSubrange(0, first);
   return Status::Ok();
 }
 
@@ -135,13 +157,25 @@ Status DashboardReader::ReadExperiment(int64_t experiment_id, ExperimentPageData
 
 Status DashboardReader::ReadCurve(int64_t experiment_id, int attempt, ExperimentPageData* out) {
   MutexLock lock(&curve_mu_);
-  store::SqliteStatement count;
+  // The attempt's row count and latest step from its latest_metrics row (one row, not a count of
+  // the attempt's metrics rows); no row: the attempt stored no step yet.
+  store::SqliteStatement latest;
   XV_RETURN_IF_ERROR(curve_conn_->Prepare(
-      "SELECT COUNT(*) FROM metrics WHERE experiment_id = ? AND attempt = ?", &count));
-  count.Bind(1, experiment_id).Bind(2, attempt);
+      "SELECT rows, step, loss, tok_per_sec, mfu_percent, progress FROM latest_metrics "
+      "WHERE experiment_id = ? AND attempt = ?",
+      &latest));
+  latest.Bind(1, experiment_id).Bind(2, attempt);
   bool row = false;
-  XV_RETURN_IF_ERROR(count.Step(&row));
-  out->metric_rows = row ? count.ColumnInt(0) : 0;
+  XV_RETURN_IF_ERROR(latest.Step(&row));
+  out->metric_rows = row ? latest.ColumnInt(0) : 0;
+  if (row) {
+    auto optional = [&latest](int col) {
+      return latest.IsNull(col) ? std::nullopt : std::optional<double>(latest.ColumnDouble(col));
+    };
+    out->latest =
+        LatestStep{latest.ColumnInt(1), optional(2), optional(3), optional(4), optional(5)};
+  }
+  if (out->metric_rows == 0) return Status::Ok();
   // Every n-th row (by step) keeps the curve under kMaxCurvePoints; the last row is always kept.
   const int64_t every = out->metric_rows / kMaxCurvePoints + 1;
   store::SqliteStatement st;

@@ -42,14 +42,17 @@ struct CampaignSummary {
 struct OverviewData {
   std::map<std::string, int64_t> experiments_by_state;  // every state, zeros included
   std::vector<WorkerView> workers;
-  std::vector<CampaignSummary> campaigns;
+  std::vector<CampaignSummary> campaigns;  // the newest kMaxOverviewCampaigns, oldest first
+  int64_t campaigns_omitted = 0;           // older campaigns not shown
   std::vector<xv::v1::Experiment> recent;  // the newest experiments, newest first
 };
 
 struct CampaignPageData {
-  xv::v1::Campaign campaign;                    // with rounds and head history
-  std::vector<xv::v1::Experiment> experiments;  // every experiment of the campaign, by id
-  bool experiments_truncated = false;           // more than kMaxCampaignExperiments
+  xv::v1::Campaign campaign;                    // with its newest rounds and head history
+  int64_t rounds_omitted = 0;                   // older rounds left out (kMaxReplyBytes / 4)
+  std::vector<xv::v1::Experiment> experiments;  // the campaign's experiments, by id
+  // More than kMaxCampaignExperiments, or more than kMaxReplyBytes of them.
+  bool experiments_truncated = false;
 };
 
 struct CurvePoint {
@@ -58,10 +61,17 @@ struct CurvePoint {
   std::optional<double> tok_per_sec;
 };
 
+// The latest step row of the experiment's current attempt (the latest_metrics table).
+struct LatestStep {
+  int64_t step = 0;
+  std::optional<double> loss, tok_per_sec, mfu_percent, progress;
+};
+
 struct ExperimentPageData {
   xv::v1::Experiment experiment;
   std::vector<CurvePoint> loss_curve;  // the current attempt's step metrics, by step
   int64_t metric_rows = 0;             // rows stored for that attempt (the curve may thin them)
+  std::optional<LatestStep> latest;    // none before the attempt's first step row
 };
 
 // The database's size on disk: the main file and its -wal file.
@@ -75,6 +85,9 @@ class DashboardReader {
   static constexpr int kRecentExperiments = 20;
   static constexpr int kMaxCampaignExperiments = 10000;
   static constexpr int kMaxCurvePoints = 2000;
+  static constexpr int kMaxOverviewCampaigns = 100;
+  // A page's rows stop before this many bytes of their protobuf form (about as much JSON).
+  static constexpr size_t kMaxReplyBytes = 4 * 1024 * 1024;
 
   // Opens `db_path` (which xvd has created and migrated) read-only twice: the store and the
   // connection for the metrics table. FailedPrecondition when it is not an xv database.

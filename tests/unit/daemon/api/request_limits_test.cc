@@ -1,7 +1,8 @@
 // The table of API field limits (daemon/api/request_limits.h): every string field of every request
 // of the client services has a row, every row is enforced with an error that starts with the
 // field's path and quotes at most a short excerpt, enum-like fields refuse unknown words, and
-// docs/agent.md prints the same table.
+// docs/agent.md prints the same table; replies without paging fields are trimmed under the list
+// cap (daemon/api/reply_caps.h).
 #include "daemon/api/request_limits.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <google/protobuf/message.h>
 
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/reply_caps.h"
 #include "xv/v1/experiments.pb.h"
 
 namespace xv::daemon {
@@ -242,6 +244,48 @@ TEST(RequestLimits, AgentDocsListEveryRowWithItsLimit) {
                              std::to_string(row.max_bytes) + " |";
     EXPECT_NE(doc.find(line), std::string::npos) << "docs/agent.md lacks the line: " << line;
   }
+}
+
+// `n` campaigns of about `bytes` each, named c0, c1, ... in order.
+xv::v1::ListCampaignsResponse Campaigns(int n, size_t bytes) {
+  xv::v1::ListCampaignsResponse r;
+  for (int i = 0; i < n; ++i) {
+    xv::v1::Campaign* c = r.add_campaigns();
+    c->set_name("c" + std::to_string(i));
+    c->set_head_recipe_json(std::string(bytes, 'x'));
+  }
+  return r;
+}
+
+TEST(ReplyCaps, TrimsTheListUnderTheCapKeepingTheAskedEnd) {
+  xv::v1::ListCampaignsResponse r = Campaigns(100, 1000);
+  EXPECT_EQ(TrimRowsToReplyCap(r, r.mutable_campaigns(), KeepRows::kFirst, 20000), 81);
+  EXPECT_LE(r.ByteSizeLong(), 20000u);
+  ASSERT_EQ(r.campaigns_size(), 19);
+  EXPECT_EQ(r.campaigns(0).name(), "c0");
+  EXPECT_EQ(r.campaigns(18).name(), "c18");
+
+  r = Campaigns(100, 1000);
+  EXPECT_EQ(TrimRowsToReplyCap(r, r.mutable_campaigns(), KeepRows::kLast, 20000), 81);
+  EXPECT_LE(r.ByteSizeLong(), 20000u);
+  ASSERT_EQ(r.campaigns_size(), 19);
+  EXPECT_EQ(r.campaigns(0).name(), "c81");
+  EXPECT_EQ(r.campaigns(18).name(), "c99");
+}
+
+TEST(ReplyCaps, LeavesAReplyUnderTheCapAndOneRowAlone) {
+  xv::v1::ListCampaignsResponse r = Campaigns(10, 100);
+  EXPECT_EQ(TrimRowsToReplyCap(r, r.mutable_campaigns(), KeepRows::kFirst), 0);
+  EXPECT_EQ(r.campaigns_size(), 10);
+  r = Campaigns(3, 5000);  // one row over the cap: it stays, so the caller sees something
+  EXPECT_EQ(TrimRowsToReplyCap(r, r.mutable_campaigns(), KeepRows::kLast, 1000), 2);
+  ASSERT_EQ(r.campaigns_size(), 1);
+  EXPECT_EQ(r.campaigns(0).name(), "c2");
+  // The default cap: 6 MiB of campaigns come back under 4 MiB.
+  r = Campaigns(6 * 1024, 1024);
+  EXPECT_GT(TrimRowsToReplyCap(r, r.mutable_campaigns(), KeepRows::kLast), 0);
+  EXPECT_LE(r.ByteSizeLong(), kMaxListReplyBytes);
+  EXPECT_GT(r.ByteSizeLong(), kMaxListReplyBytes - 2 * 1040);  // within two rows of it
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // connections while the writer holds its lock and an open transaction; migration 11's per-state
 // counters agree with a count of the table through every change of state; the list functions
 // replace their output; the integrity check, run in the background after opening, finds an index
-// that does not match its table and puts the database in read-only mode for good.
+// that does not match its table and puts the database in read-only mode for good; migration 14's
+// latest_metrics row follows each experiment's steps on write and is backfilled from old rows.
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
@@ -16,6 +17,7 @@
 namespace xv::store {
 namespace {
 
+using testing::MakeEvent;
 using testing::MakeFinished;
 using testing::MakeSubmission;
 using testing::QueryInt;
@@ -124,6 +126,111 @@ TEST_F(ReadPath, ListsReplaceTheirOutput) {
   std::map<std::string, int64_t> counts{{"bogus", 7}};
   ASSERT_TRUE(store_->experiments().CountByState(&counts).ok());
   EXPECT_EQ(counts.count("bogus"), 0u);
+}
+
+// A step event of `exp`'s attempt `attempt`.
+xv::v1::TrainerEvent StepEvent(int64_t exp, int attempt, int64_t seq, int64_t step, double loss,
+                               double tok_per_sec) {
+  return MakeEvent(exp, attempt, seq, "step",
+                   R"({"type":"step","step":)" + std::to_string(step) + R"(,"loss":)" +
+                       std::to_string(loss) + R"(,"lrm":1,"dt_ms":10,"tok_per_sec":)" +
+                       std::to_string(tok_per_sec) + R"(,"mfu_percent":12.5,"progress":0.5})");
+}
+
+// The latest_metrics row of `exp` as "attempt step rows loss tok_per_sec mfu_percent".
+std::string LatestRow(const std::string& db, int64_t exp) {
+  std::unique_ptr<SqliteConnection> conn;
+  EXPECT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadOnly, &conn).ok());
+  SqliteStatement st;
+  EXPECT_TRUE(conn->Prepare("SELECT attempt || ' ' || step || ' ' || rows || ' ' || COALESCE(loss, "
+                            "'') || ' ' || COALESCE(tok_per_sec, '') || ' ' || "
+                            "COALESCE(mfu_percent, '') FROM latest_metrics WHERE experiment_id = " +
+                                std::to_string(exp),
+                            &st)
+                  .ok());
+  bool row = false;
+  EXPECT_TRUE(st.Step(&row).ok());
+  return row ? st.ColumnText(0) : "(none)";
+}
+
+TEST_F(ReadPath, LatestMetricsFollowTheHighestStepOfTheNewestAttemptOncePerBatch) {
+  const std::string db = dir_.file("xv.db");
+  const int64_t exp = ids_.experiment_ids[0];
+  EXPECT_EQ(LatestRow(db, exp), "(none)");
+  AppliedEvents applied;
+  // One batch of three steps: one row, the highest step's figures, three rows counted.
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEvents(worker_,
+                              {StepEvent(exp, 1, 1, 0, 9.0, 100), StepEvent(exp, 1, 2, 2, 8.0, 120),
+                               StepEvent(exp, 1, 3, 1, 8.5, 110)},
+                              &applied)
+          .ok());
+  EXPECT_EQ(LatestRow(db, exp), "1 2 3 8.0 120.0 12.5");
+  // A later batch with a lower step counts its row and keeps the figures; a higher one replaces
+  // them; a duplicate counts nothing.
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(worker_, {StepEvent(exp, 1, 4, 1, 7.0, 1)}, &applied)
+                  .ok());
+  EXPECT_EQ(LatestRow(db, exp), "1 2 4 8.0 120.0 12.5");
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
+                      worker_, {StepEvent(exp, 1, 4, 9, 1.0, 1), StepEvent(exp, 1, 5, 3, 7.5, 130)},
+                      &applied)
+                  .ok());
+  EXPECT_EQ(applied.duplicates, 1);
+  EXPECT_EQ(LatestRow(db, exp), "1 3 5 7.5 130.0 12.5");
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics WHERE experiment_id = " + std::to_string(exp)), 5);
+  {
+    // The row already follows a newer attempt: a step of attempt 1 (a late event) leaves it.
+    MutexLock lock(store_->database().mu());
+    ASSERT_TRUE(
+        store_->database()
+            .conn()
+            ->Exec("UPDATE latest_metrics SET attempt = 2, rows = 1 WHERE experiment_id = " +
+                   std::to_string(exp))
+            .ok());
+  }
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(worker_, {StepEvent(exp, 1, 6, 4, 7.0, 140)}, &applied)
+                  .ok());
+  EXPECT_EQ(LatestRow(db, exp), "2 3 1 7.5 130.0 12.5");
+}
+
+TEST_F(ReadPath, MigrationFourteenBackfillsLatestMetricsFromTheMetricsRows) {
+  const std::string db = dir_.file("xv.db");
+  const int64_t exp = ids_.experiment_ids[0];
+  AppliedEvents applied;
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEvents(worker_,
+                              {StepEvent(exp, 1, 1, 0, 9.0, 100), StepEvent(exp, 1, 2, 5, 8.0, 120),
+                               StepEvent(exp, 1, 3, 1, 8.5, 110)},
+                              &applied)
+          .ok());
+  const std::string written = LatestRow(db, exp);
+  EXPECT_EQ(written, "1 5 3 8.0 120.0 12.5");
+  {
+    // Rows of an older attempt of the other experiment and of this one: the newest attempt wins.
+    MutexLock lock(store_->database().mu());
+    const std::string other = std::to_string(ids_.experiment_ids[1]);
+    ASSERT_TRUE(store_->database()
+                    .conn()
+                    ->Exec("INSERT INTO metrics(experiment_id, attempt, step, loss) VALUES (" +
+                           other + ", 1, 7, 3.0), (" + other + ", 2, 1, 4.0), (" + other +
+                           ", 2, 2, 5.0), (" + std::to_string(exp) + ", 0, 99, 1.0)")
+                    .ok());
+  }
+  store_.reset();
+  {
+    // The database as schema 13 left it: no latest_metrics table.
+    std::unique_ptr<SqliteConnection> conn;
+    ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &conn).ok());
+    ASSERT_TRUE(conn->Exec("DROP TABLE latest_metrics; PRAGMA user_version = 13").ok());
+  }
+  ASSERT_TRUE(Store::Open(db, &store_).ok());
+  EXPECT_EQ(LatestRow(db, exp), written);
+  EXPECT_EQ(LatestRow(db, ids_.experiment_ids[1]), "2 2 2 5.0  ");
 }
 
 // An index whose definition no longer matches its entries: the schema reads, so the file opens,

@@ -286,12 +286,64 @@ TEST_F(RouterOverDatabase, JsonEndpointsMirrorThePages) {
   EXPECT_DOUBLE_EQ(j["figures"]["mfu_peak_flops"].get<double>(), 989e12);
   ASSERT_EQ(j["loss_curve"].size(), 4u);
   EXPECT_DOUBLE_EQ(j["loss_curve"][3]["loss"].get<double>(), 2.25);
+  // The latest step, from the latest_metrics row the step events left.
+  EXPECT_EQ(j["metric_rows"], 4);
+  EXPECT_EQ(j["latest_step"]["step"], 4);
+  EXPECT_DOUBLE_EQ(j["latest_step"]["loss"].get<double>(), 2.25);
+  EXPECT_DOUBLE_EQ(j["latest_step"]["tok_per_sec"].get<double>(), 100);
+  EXPECT_TRUE(j["latest_step"]["mfu_percent"].is_null());
+  r = Get("/api/experiments/" + std::to_string(failed_id_));
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["metric_rows"], 0);
+  EXPECT_TRUE(j["latest_step"].is_null());
 
   r = Get("/api/campaigns/" + std::to_string(campaign_id_));
   ASSERT_EQ(r.status, 200) << r.body;
   j = nlohmann::json::parse(r.body);
   EXPECT_EQ(j["experiments"].size(), 2u);
   EXPECT_EQ(j["campaign"]["name"], kHostileCampaign);
+}
+
+TEST_F(RouterOverDatabase, CampaignReplyStaysUnderItsCap) {
+  {
+    // 8 rounds of 300 KiB decisions and experiments with 600 KiB of text each: over the caps.
+    MutexLock lock(writer_->database().mu());
+    store::SqliteConnection* w = writer_->database().conn();
+    const std::string id = std::to_string(campaign_id_);
+    Status s = w->Exec(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 8) "
+        "INSERT INTO rounds (campaign_id, kind, state, base_recipe_id, decision_json) "
+        "SELECT campaign_id, kind, 'decided', base_recipe_id, '{\"note\":\"' || "
+        "hex(zeroblob(150000)) || '\"}' FROM rounds, n WHERE campaign_id = " +
+        id + " LIMIT 8");
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    s = w->Exec(
+        "UPDATE experiments SET failure_detail = hex(zeroblob(300000)) "
+        "WHERE campaign_id = " +
+        id);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    s = w->Exec(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10) "
+        "INSERT INTO experiments (campaign_id, round_id, recipe_id, name, seed, "
+        "time_budget_s, hard_deadline_s, failure_detail) SELECT campaign_id, round_id, "
+        "recipe_id, 'big' || i, i, 1, 1, failure_detail FROM experiments, n WHERE id = " +
+        std::to_string(failed_id_));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  const HttpReply r = Get("/api/campaigns/" + std::to_string(campaign_id_));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_LT(r.body.size(), 6u * 1024 * 1024);
+  const nlohmann::json j = nlohmann::json::parse(r.body);
+  EXPECT_TRUE(j["experiments_truncated"].get<bool>());
+  EXPECT_GE(j["experiments"].size(), 2u);
+  EXPECT_LT(j["experiments"].size(), 12u);
+  EXPECT_GT(j["rounds_omitted"].get<int>(), 0);
+  EXPECT_GE(j["campaign"]["rounds"].size(), 1u);
+  const HttpReply page = Get("/campaigns/" + std::to_string(campaign_id_));
+  ASSERT_EQ(page.status, 200);
+  EXPECT_NE(page.body.find("oldest rounds are not shown"), std::string::npos);
+  EXPECT_NE(page.body.find("experiments are shown"), std::string::npos);
 }
 
 TEST_F(RouterOverDatabase, ReadOnlyAndErrorAnswers) {
