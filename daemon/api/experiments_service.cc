@@ -101,13 +101,14 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
   for (int64_t id : ids.experiment_ids) resp->add_experiment_ids(id);
   spdlog::info("submitted round {} of campaign '{}': {} experiment(s)", ids.round_id, sub.campaign,
                ids.experiment_ids.size());
+  // The experiments are queued: the dispatcher places them now, not at its next tick.
+  dispatcher_->RequestSchedule();
   // A round made only of reused results is complete at once. A failure here is logged; the
   // daemon loop decides the round on its next tick.
   if (closer_ != nullptr) {
     const xv::Status decided = closer_->DecideReadyRounds(nullptr);
     if (!decided.ok()) spdlog::error("submit: deciding rounds: {}", decided.ToString());
   }
-  dispatcher_->Schedule();
   return grpc::Status::OK;
 }
 
