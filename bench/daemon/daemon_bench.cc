@@ -564,6 +564,8 @@ int RunScalePhase(const std::string& xvd, const std::string& work_dir, int64_t f
               "calls", "p50 ms", "p99 ms", "max ms");
   for (const auto& [name, v] : f.query_s) row(name, v);
   row("dispatch: Submit start .. Assign read", f.dispatch_s);
+  row("dispatch: Submit reply .. Assign read", f.dispatch_queued_s);
+  row("dispatch: the Submit call itself", f.dispatch_submit_s);
   row("Status, idle", f.status_idle_s);
   row("Status, during the big submit", f.status_during_submit_s);
   row("ack of 64 step events, idle", f.ack_idle_s);
@@ -582,6 +584,8 @@ int RunScalePhase(const std::string& xvd, const std::string& work_dir, int64_t f
   j["startup_s"] = startup_s;
   for (const auto& [name, v] : f.query_s) j["queries"][name] = LatencyJson(v);
   j["dispatch"] = LatencyJson(f.dispatch_s);
+  j["dispatch_queued"] = LatencyJson(f.dispatch_queued_s);
+  j["dispatch_submit"] = LatencyJson(f.dispatch_submit_s);
   j["status_idle"] = LatencyJson(f.status_idle_s);
   j["status_during_submit"] = LatencyJson(f.status_during_submit_s);
   j["ack_idle"] = LatencyJson(f.ack_idle_s);

@@ -136,18 +136,30 @@ std::string ProbeDispatch(const std::shared_ptr<grpc::Channel>& channel, int cal
   worker.StartHeartbeats(std::chrono::milliseconds(msg.registered().heartbeat_interval_ms()));
   std::string err;
   for (int i = 0; i < calls && err.empty(); ++i) {
-    const double t0 = Now();
-    xv::v1::SubmitResponse resp;
-    const grpc::Status s = Submit(stub.get(), "bench-dispatch", 1, 1, 5000000 + i, &resp);
+    // The Submit runs on a thread of its own while this one reads the worker's stream, so the
+    // Assign's arrival is timed on its own, whether it comes before or after the Submit's reply.
+    double t0 = 0, replied = 0;
+    grpc::Status s;
+    std::thread submitter([&] {
+      xv::v1::SubmitResponse resp;
+      t0 = Now();
+      s = Submit(stub.get(), "bench-dispatch", 1, 1, 5000000 + i, &resp);
+      replied = Now();
+    });
+    const bool assigned = worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg);
+    const double assign_read = Now();
+    submitter.join();
     if (!s.ok()) {
       err = "dispatch Submit: " + s.error_message();
       break;
     }
-    if (!worker.ReadUntil([](auto& m) { return m.has_assign(); }, &msg)) {
+    if (!assigned) {
       err = "dispatch worker: stream ended before an Assign";
       break;
     }
-    out->dispatch_s.push_back(Now() - t0);
+    out->dispatch_s.push_back(assign_read - t0);
+    out->dispatch_queued_s.push_back(assign_read - replied);
+    out->dispatch_submit_s.push_back(replied - t0);
     const auto& spec = msg.assign().spec();
     worker.SendEvent(spec.experiment_id(), spec.attempt(), 1, xv::daemon::fake::SummaryJson(2.0));
     xv::v1::WorkerMessage fin;

@@ -2,8 +2,11 @@
 // large (database_fill.h). Each probe is a plain function of the channel; figures are seconds.
 //   ProbeQueries:   results-style reads (newest page, best by val_bpb, newest of a state no row
 //                   has, a page deep in the table, one experiment, Status), `calls` of each;
-//   ProbeDispatch:  one idle fake worker; `calls` times: Submit one experiment and time from the
-//                   call's start to the worker reading its Assign (the run then finishes at once);
+//   ProbeDispatch:  one idle fake worker; `calls` times: Submit one experiment (on a thread of its
+//                   own) and time the worker reading its Assign from the call's start and from its
+//                   reply (the experiment is queued once its transaction committed, before the
+//                   reply: so the queued .. Assign latency lies between the two; negative when the
+//                   Assign came first); the run then finishes at once;
 //   ProbeBigSubmit: one fake worker holding a running experiment; Status latency and the ack
 //                   latency of a batch of 64 step events, first idle (1 s), then while a submit
 //                   of `rows` rows (calls of 250 candidates x 16 replicates) goes on.
@@ -22,7 +25,9 @@ namespace xv::bench {
 
 struct ScaleFigures {
   std::map<std::string, std::vector<double>> query_s;  // by probe name
-  std::vector<double> dispatch_s;
+  std::vector<double> dispatch_s;                      // Submit start .. Assign read
+  std::vector<double> dispatch_queued_s;  // Submit reply .. Assign read (< 0: Assign first)
+  std::vector<double> dispatch_submit_s;  // Submit start .. its reply
   std::vector<double> status_idle_s, status_during_submit_s;
   std::vector<double> ack_idle_s, ack_during_submit_s;
   double big_submit_s = 0;

@@ -127,7 +127,7 @@ grpc::Status CampaignsService::SetState(const xv::v1::GetCampaignRequest& req, C
   if (!s.ok()) return ToGrpcStatus(s);
   s = store_->campaigns().SetCampaignState(req.id(), req.name(), state);
   if (!s.ok()) return ToGrpcStatus(s);
-  if (state == CampaignState::kActive) dispatcher_->Schedule();
+  if (state == CampaignState::kActive) dispatcher_->RequestSchedule();
   return ToGrpcStatus(store_->campaigns().GetCampaign(req.id(), req.name(), false, resp));
 }
 

@@ -125,6 +125,7 @@ Status DaemonServer::Start(const DaemonOptions& options, std::unique_ptr<DaemonS
       [st = d->store_.get()] { return st->database().WriteFault(); }, DatabasePath(options));
   if (http.enabled) XV_RETURN_IF_ERROR(d->StartDashboard(options, http));
   XV_RETURN_IF_ERROR(d->StartHealthListener(options));
+  d->dispatcher_->StartPassThread();
   d->loop_->Start();
   d->health_->SetServing(true);
   spdlog::info("xvd {} listening on unix:{}{}{}; tokens {}", XV_VERSION, d->socket_path_,

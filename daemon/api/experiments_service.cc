@@ -108,18 +108,19 @@ grpc::Status ExperimentsService::Submit(grpc::ServerContext* ctx, const xv::v1::
   resp->set_campaign_id(ids.campaign_id);
   resp->set_round_id(ids.round_id);
   for (int64_t id : ids.experiment_ids) resp->add_experiment_ids(id);
+  // The experiments are queued: the dispatcher places them now, not at its next tick.
+  dispatcher_->RequestSchedule();
   // A round made only of reused results is complete at once. A failure here is logged; the
   // daemon loop decides the round on its next tick.
   if (closer_ != nullptr) {
     const xv::Status decided = closer_->DecideReadyRounds(nullptr);
     if (!decided.ok()) spdlog::error("submit: deciding rounds: {}", decided.ToString());
   }
-  dispatcher_->Schedule();
   // Where a Submit's time goes: validating and resolving (no lock), storing (bounded
-  // transactions and the publish), deciding and scheduling.
+  // transactions and the publish), and deciding (the pass runs on the dispatcher's thread).
   spdlog::info(
       "submitted round {} of campaign '{}': {} experiment(s) (built {} ms, stored {} ms, "
-      "decided and scheduled {} ms)",
+      "decided {} ms)",
       ids.round_id, sub.campaign, ids.experiment_ids.size(), MillisBetween(started, built),
       MillisBetween(built, stored), MillisBetween(stored, std::chrono::steady_clock::now()));
   return grpc::Status::OK;

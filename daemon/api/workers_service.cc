@@ -98,7 +98,7 @@ grpc::Status WorkersService::Session(grpc::ServerContext* ctx, Stream* stream) {
   if (!status.ok()) return status;
 
   std::thread writer([&] { WriteOutbox(stream, session.get()); });
-  dispatcher_->Schedule();
+  dispatcher_->RequestSchedule();
   const std::string protocol_error = ServeMessages(stream, reg, session);
   // What failed to store was not acknowledged: the worker sends it again when it reconnects.
   if (!event_writer_->Flush(*session)) {
@@ -357,7 +357,7 @@ void WorkersService::HandleFinished(const xv::v1::Register& reg,
                  finished->attempt(), reg.worker_name(), finished->state());
   }
   session->Push(std::move(ack));
-  dispatcher_->Schedule();
+  dispatcher_->RequestSchedule();
 }
 
 void WorkersService::HandleInterrupted(const xv::v1::Register& reg,
@@ -400,7 +400,7 @@ void WorkersService::HandleInterrupted(const xv::v1::Register& reg,
   ack.mutable_ack()->set_seq(seq);
   ack.mutable_ack()->set_finished(true);
   session->Push(std::move(ack));
-  dispatcher_->Schedule();
+  dispatcher_->RequestSchedule();
 }
 
 grpc::Status WorkersService::EndSession(const xv::v1::Register& reg, int64_t worker_id,

@@ -12,7 +12,13 @@
 namespace xv::daemon {
 namespace {
 
-// Queued experiments one scheduling pass reads at least (the head of the queue).
+// The head of the queue a pass reads first: this many experiments per free slot, at least
+// kHeadWindowMin. Placement is greedy in queue order, so when the head fills every free slot a
+// longer window would place exactly the same experiments.
+constexpr size_t kHeadWindowPerFreeSlot = 4;
+constexpr size_t kHeadWindowMin = 16;
+// The window read when the head left slots free (experiments no free worker can take: another
+// trainer, a device filter, a campaign at its max_concurrent): wide enough to pass over them.
 constexpr size_t kQueueWindow = 1024;
 
 // For each campaign of `queued` whose budget contract sets max_concurrent: that limit minus its
@@ -50,6 +56,11 @@ Dispatcher::Dispatcher(store::Store* store, DispatcherOptions options)
 
 Dispatcher::~Dispatcher() { Stop(); }
 
+void Dispatcher::StartPassThread() {
+  pass_thread_ = std::thread([this] { RunPasses(); });
+  pass_thread_started_ = true;
+}
+
 void Dispatcher::Stop() {
   std::map<int64_t, std::shared_ptr<ConnectedWorker>> sessions;
   {
@@ -57,7 +68,40 @@ void Dispatcher::Stop() {
     stopping_ = true;
     sessions.swap(sessions_);
   }
+  {
+    MutexLock lock(&wake_mu_);
+    passes_stopping_ = true;
+  }
+  wake_cv_.notify_all();
+  if (pass_thread_.joinable()) pass_thread_.join();
   for (auto& [id, s] : sessions) s->Close();
+}
+
+void Dispatcher::RequestSchedule() {
+  if (!pass_thread_started_) {
+    Schedule();
+    return;
+  }
+  {
+    MutexLock lock(&wake_mu_);
+    pass_requested_ = true;
+  }
+  wake_cv_.notify_one();
+}
+
+void Dispatcher::RunPasses() {
+  while (true) {
+    {
+      MutexLock lock(&wake_mu_);
+      wake_cv_.wait(wake_mu_, [this] {
+        wake_mu_.AssertHeld();
+        return pass_requested_ || passes_stopping_;
+      });
+      if (passes_stopping_) return;
+      pass_requested_ = false;  // a request from here on gets a pass after this one
+    }
+    Schedule();
+  }
 }
 
 void Dispatcher::Attach(const std::shared_ptr<ConnectedWorker>& session,
@@ -188,20 +232,23 @@ std::shared_ptr<ConnectedWorker> Dispatcher::SessionOf(int64_t worker_id) const 
   return it == sessions_.end() ? nullptr : it->second;
 }
 
+std::vector<std::shared_ptr<ConnectedWorker>> Dispatcher::SchedulableSessions() {
+  std::vector<std::shared_ptr<ConnectedWorker>> sessions;
+  MutexLock lock(&mu_);
+  if (stopping_) return sessions;
+  // A worker whose lease lapsed (a silent stream: a network cut) gets nothing new: the attempt
+  // just requeued from it would go straight back to it and be lost again.
+  const auto now = sched::LeaseTable::Clock::now();
+  for (auto& [id, s] : sessions_) {
+    if (!s->closed() && !drains_.count(id) && !returning_.count(id) && !leases_.Expired(id, now))
+      sessions.push_back(s);
+  }
+  return sessions;
+}
+
 void Dispatcher::Schedule() {
   MutexLock pass(&schedule_mu_);
-  std::vector<std::shared_ptr<ConnectedWorker>> sessions;
-  {
-    MutexLock lock(&mu_);
-    if (stopping_) return;
-    // A worker whose lease lapsed (a silent stream: a network cut) gets nothing new: the attempt
-    // just requeued from it would go straight back to it and be lost again.
-    const auto now = sched::LeaseTable::Clock::now();
-    for (auto& [id, s] : sessions_) {
-      if (!s->closed() && !drains_.count(id) && !returning_.count(id) && !leases_.Expired(id, now))
-        sessions.push_back(s);
-    }
-  }
+  const std::vector<std::shared_ptr<ConnectedWorker>> sessions = SchedulableSessions();
   if (sessions.empty()) return;
   // Read-only mode (the database refuses writes): no new assignments until writes work again.
   if (!store_->database().WriteFault().empty()) return;
@@ -232,27 +279,9 @@ void Dispatcher::Schedule() {
     by_id[session->worker_id()] = session;
   }
   if (slots.empty()) return;
-  // The head of the queue only: its cost must not grow with the queue (issue 18). The window is
-  // wide enough for experiments that no free worker can take (another trainer, a device filter,
-  // a campaign at its max_concurrent) to be passed over.
-  std::vector<store::QueuedExperiment> queued;
-  s = store_->experiments().ListQueued(&queued, std::max(kQueueWindow, 64 * free_slots));
-  if (!s.ok()) {
-    spdlog::error("scheduling: {}", s.ToString());
-    return;
-  }
-  if (queued.empty()) return;
-  // Earlier attempts of the candidates in this window only: placement asks about no other round.
-  std::set<int64_t> rounds;
-  for (const auto& q : queued) rounds.insert(q.round_id);
-  std::vector<store::CandidateWorkerCount> history;
-  s = store_->experiments().CountCandidateAttempts(rounds, &history);
-  if (!s.ok()) {
-    spdlog::error("scheduling: {}", s.ToString());
-    return;
-  }
-  for (const sched::Placement& p :
-       sched::PlanPlacements(queued, slots, history, CampaignFreeSlots(queued, active))) {
+  std::vector<sched::Placement> placements;
+  if (!PlanFromQueueHead(slots, free_slots, active, &placements)) return;
+  for (const sched::Placement& p : placements) {
     xv::v1::DaemonMessage msg;
     s = store_->attempts().AssignExperiment(p.experiment_id, p.worker_id,
                                             msg.mutable_assign()->mutable_spec());
@@ -266,6 +295,34 @@ void Dispatcher::Schedule() {
     // If the session closed meanwhile, the attempt stays assigned and the lease reclaims it.
     session->Push(std::move(msg));
   }
+}
+
+bool Dispatcher::PlanFromQueueHead(const std::vector<sched::WorkerSlot>& slots, size_t free_slots,
+                                   const std::vector<store::ActiveAttempt>& active,
+                                   std::vector<sched::Placement>* placements) {
+  const size_t head = std::max(kHeadWindowMin, kHeadWindowPerFreeSlot * free_slots);
+  for (const size_t window : {head, std::max(kQueueWindow, 64 * free_slots)}) {
+    std::vector<store::QueuedExperiment> queued;
+    Status s = store_->experiments().ListQueued(&queued, window);
+    if (!s.ok()) {
+      spdlog::error("scheduling: {}", s.ToString());
+      return false;
+    }
+    // Earlier attempts of the candidates in this window only: placement asks about no other
+    // round.
+    std::set<int64_t> rounds;
+    for (const auto& q : queued) rounds.insert(q.round_id);
+    std::vector<store::CandidateWorkerCount> history;
+    s = store_->experiments().CountCandidateAttempts(rounds, &history);
+    if (!s.ok()) {
+      spdlog::error("scheduling: {}", s.ToString());
+      return false;
+    }
+    *placements = sched::PlanPlacements(queued, slots, history, CampaignFreeSlots(queued, active));
+    // Every slot filled, or the whole queue read: a wider window would place the same.
+    if (placements->size() >= free_slots || queued.size() < window) return true;
+  }
+  return true;
 }
 
 void Dispatcher::SendCancel(int64_t worker_id, int64_t experiment_id, int attempt,

@@ -1,7 +1,14 @@
 // Dispatcher: connects the store, the placement policy and the connected workers. It assigns queued
 // experiments to free workers and pushes the Assign messages, forwards cancels, and checks the
 // leases: attempts whose worker stays silent longer than the lease are lost. DaemonLoop
-// (daemon_loop.h) calls CheckLeases and Schedule every tick.
+// (daemon_loop.h) calls CheckLeases and Schedule every tick; what may make work placeable (a
+// Submit, a Finished, a new session, a resumed campaign) calls RequestSchedule, which wakes the
+// pass thread at once (issue 18: a freed worker does not wait for a tick, and the requests of many
+// workers finishing together are served by one pass, not one serialised pass each).
+//
+// Cost of a pass: the connected workers, the active attempts (one per busy slot) and the head of
+// the queue (a few experiments per free slot; the wider window only while free slots are left
+// that the head could not fill), never the whole queue or table.
 //
 // Thread-safety: every public method is safe to call concurrently; scheduling passes are serialised
 // by schedule_mu_, the session map is guarded by mu_. The store outlives the dispatcher.
@@ -9,6 +16,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -22,6 +30,7 @@
 #include "common/thread_annotations.h"
 #include "daemon/engine/connected_worker.h"
 #include "daemon/sched/lease_table.h"
+#include "daemon/sched/placement.h"
 #include "daemon/store/store.h"
 
 namespace xv::daemon {
@@ -41,7 +50,11 @@ class Dispatcher {
 
   const DispatcherOptions& options() const { return options_; }
 
-  // Closes every session; later passes and attaches do nothing. Idempotent.
+  // Starts the pass thread: from then on RequestSchedule() wakes it instead of running the pass in
+  // the caller. Call at most once; Stop() ends it.
+  void StartPassThread();
+  // Closes every session and ends the pass thread; later passes and attaches do nothing.
+  // Idempotent.
   void Stop();
 
   // A worker registered: runs `reconcile` (which compares the attempts the store gives this worker
@@ -63,9 +76,13 @@ class Dispatcher {
   // is not connected).
   std::vector<std::string> TrainersOf(int64_t worker_id) const;
 
-  // One scheduling pass: assigns queued experiments to connected workers with free slots and pushes
-  // the Assign messages. Errors are logged; the next pass retries.
+  // One scheduling pass now, in the caller: assigns queued experiments to connected workers with
+  // free slots and pushes the Assign messages. Errors are logged; the next pass retries.
   void Schedule();
+  // Work may have become placeable: a pass as soon as possible. With the pass thread started, wakes
+  // it and returns at once (requests made while a pass runs are folded into the one pass after
+  // it); without it (tests that drive the dispatcher by hand), runs Schedule() in the caller.
+  void RequestSchedule();
   // Tells the worker holding (experiment, attempt) to stop it.
   void SendCancel(int64_t worker_id, int64_t experiment_id, int attempt, const std::string& reason);
   // A heartbeat lists the attempts the worker holds. An attempt the store gives this worker that
@@ -102,6 +119,17 @@ class Dispatcher {
 
  private:
   std::shared_ptr<ConnectedWorker> SessionOf(int64_t worker_id) const;
+  // The pass thread: one Schedule() per wake, requests made meanwhile folded into the next.
+  void RunPasses();
+  // Schedule()'s steps. The open sessions that may take work (not draining, not returning, lease
+  // current).
+  std::vector<std::shared_ptr<ConnectedWorker>> SchedulableSessions();
+  // Plans the pass from the head of the queue: a window of a few experiments per free slot, widened
+  // once while slots are left free and the window was full. False (logged) on a store error.
+  bool PlanFromQueueHead(const std::vector<sched::WorkerSlot>& slots, size_t free_slots,
+                         const std::vector<store::ActiveAttempt>& active,
+                         std::vector<sched::Placement>* placements)
+      EXCLUSIVE_LOCKS_REQUIRED(schedule_mu_);
 
   store::Store* const store_;
   const DispatcherOptions options_;
@@ -118,6 +146,14 @@ class Dispatcher {
   // new work for them meanwhile (see Touch).
   std::set<int64_t> returning_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
+
+  // The pass thread and its wake-ups (a leaf lock: nothing else is taken under it).
+  Mutex wake_mu_;
+  std::condition_variable_any wake_cv_;
+  bool pass_requested_ GUARDED_BY(wake_mu_) = false;
+  bool passes_stopping_ GUARDED_BY(wake_mu_) = false;
+  std::atomic<bool> pass_thread_started_{false};
+  std::thread pass_thread_;
 };
 
 }  // namespace xv::daemon

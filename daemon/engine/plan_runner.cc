@@ -331,7 +331,7 @@ Status PlanRunner::StartPhaseRoundLocked(PlanProgress* p, bool* moved_on) {
     if (!decided.ok())
       spdlog::error("plan {}: deciding rounds: {}", p->plan.id, decided.ToString());
   }
-  if (dispatcher_ != nullptr) dispatcher_->Schedule();
+  if (dispatcher_ != nullptr) dispatcher_->RequestSchedule();
   *moved_on = true;  // a round decided at once moves on in the next pass
   return Status::Ok();
 }

@@ -193,5 +193,29 @@ TEST_F(DaemonLoopTest, StartRunsTicksUntilStop) {
   loop_->Stop();  // idempotent
 }
 
+// Issue 18: a pass reads the head of the queue first (a few experiments per free slot) and looks
+// further only when free slots are left. Here the 40 experiments at the head need a GPU, the one
+// idle worker has none, and the experiment it can run is behind them.
+TEST_F(DaemonLoopTest, RequestedPassLooksPastAQueueHeadNoFreeWorkerCanTake) {
+  store::NewSubmission gpu_only = store::testing::MakeSubmission(40, "gpu-only");
+  for (auto& e : gpu_only.experiments) e.device_requirement = "gpu";
+  store::SubmissionIds head, behind;
+  ASSERT_TRUE(store_->submissions().InsertSubmission(gpu_only, &head).ok());
+  ASSERT_TRUE(store_->submissions()
+                  .InsertSubmission(store::testing::MakeSubmission(1, "any"), &behind)
+                  .ok());
+  BuildEngine(/*lease_ms=*/15000);
+  auto session = std::make_shared<ConnectedWorker>(
+      worker_id_, store::testing::MakeRegister("silent", "cpu"), nullptr);
+  dispatcher_->Attach(session);
+
+  dispatcher_->RequestSchedule();  // no pass thread started: the pass runs here
+  xv::v1::DaemonMessage msg;
+  ASSERT_TRUE(session->Pop(&msg, std::chrono::milliseconds(0)));
+  ASSERT_TRUE(msg.has_assign());
+  EXPECT_EQ(msg.assign().spec().experiment_id(), behind.experiment_ids[0]);
+  EXPECT_FALSE(session->Pop(&msg, std::chrono::milliseconds(0)));  // one slot, one Assign
+}
+
 }  // namespace
 }  // namespace xv::daemon
