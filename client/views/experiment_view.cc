@@ -160,10 +160,10 @@ std::string RenderResultsTable(const std::vector<v1::Experiment>& experiments, s
       row.push_back(e.has_result() ? EnergyCell(e.result()) : "-");
       row.push_back(e.has_result() ? TokensPerJouleCell(e.result()) : "-");
     }
-    row.insert(row.end(),
-               {e.device_name().empty() ? "-" : e.device_name(), e.worker().empty() ? "-" : e.worker(),
-                TimeOfDayCell(e.started_at()), TimeOfDayCell(e.finished_at()),
-                e.decision().empty() ? "-" : e.decision(), ReasonCell(e)});
+    row.insert(row.end(), {e.device_name().empty() ? "-" : e.device_name(),
+                           e.worker().empty() ? "-" : e.worker(), TimeOfDayCell(e.started_at()),
+                           TimeOfDayCell(e.finished_at()),
+                           e.decision().empty() ? "-" : e.decision(), ReasonCell(e)});
     t.AddRow(std::move(row));
   }
   return t.RenderFitting(max_width);
