@@ -87,14 +87,10 @@ void NoteLatestStep(const sched::StepFigures& fig, PendingStepUpdate* update) {
       fig.step, fig.loss, fig.lrm, fig.dt_ms, fig.tok_per_sec, fig.mfu_percent, fig.progress};
 }
 
-// The attempt's latest_metrics row (migration 14), once per attempt per transaction: its rows
-// are added, and the figures replaced when this step is at least the stored one. A step of an
-// older attempt than the stored row's changes nothing; one of a newer attempt replaces the row.
-Status UpsertLatestMetrics(SqliteConnection* c, int64_t exp, int attempt,
-                           const PendingStepUpdate& update) {
-  if (!update.latest || update.rows == 0) return Status::Ok();
-  const PendingStepUpdate::LatestStep& l = *update.latest;
-  // `newer`: this transaction's step replaces the stored figures.
+// The upsert of an attempt's latest_metrics row: its rows are added, and the figures replaced
+// when this transaction's step is at least the stored one (or of a newer attempt). A step of an
+// older attempt than the stored row's changes nothing.
+std::string LatestMetricsUpsertSql() {
   const std::string newer = "(excluded.attempt > attempt OR excluded.step >= step)";
   std::string set =
       "rows = CASE WHEN excluded.attempt = attempt THEN rows + excluded.rows ELSE "
@@ -104,13 +100,20 @@ Status UpsertLatestMetrics(SqliteConnection* c, int64_t exp, int attempt,
     set += std::string(", ") + col + " = CASE WHEN " + newer + " THEN excluded." + col + " ELSE " +
            col + " END";
   }
+  return "INSERT INTO latest_metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
+         "mfu_percent, progress, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+         "ON CONFLICT(experiment_id) DO UPDATE SET " +
+         set + ", attempt = excluded.attempt WHERE excluded.attempt >= attempt";
+}
+
+// The attempt's latest_metrics row (migration 14), once per attempt per transaction.
+Status UpsertLatestMetrics(SqliteConnection* c, int64_t exp, int attempt,
+                           const PendingStepUpdate& update) {
+  if (!update.latest || update.rows == 0) return Status::Ok();
+  const PendingStepUpdate::LatestStep& l = *update.latest;
+  static const std::string* const kUpsert = new std::string(LatestMetricsUpsertSql());
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(c->Prepare(
-      "INSERT INTO latest_metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
-      "mfu_percent, progress, rows) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-      "ON CONFLICT(experiment_id) DO UPDATE SET " +
-          set + ", attempt = excluded.attempt WHERE excluded.attempt >= attempt",
-      &st));
+  XV_RETURN_IF_ERROR(c->Prepare(*kUpsert, &st));
   st.Bind(1, exp)
       .Bind(2, attempt)
       .Bind(3, l.step)
@@ -152,7 +155,7 @@ Status ApplyStepEvent(const TrainerEventContext& e) {
 }
 
 // The experiment-row update of an attempt's step events (ApplyStepEvent): running, its progress
-// and last loss, started_at when not yet set.
+// and last loss, started_at when not yet set; then its latest_metrics row (UpsertLatestMetrics).
 Status WriteStepUpdate(SqliteConnection* c, int64_t exp, int attempt,
                        const PendingStepUpdate& update) {
   SqliteStatement up;
@@ -163,7 +166,8 @@ Status WriteStepUpdate(SqliteConnection* c, int64_t exp, int attempt,
           kActiveAttemptOnly,
       &up));
   up.Bind(1, update.progress).Bind(2, update.loss).Bind(3, exp).Bind(4, attempt);
-  return up.Run();
+  XV_RETURN_IF_ERROR(up.Run());
+  return UpsertLatestMetrics(c, exp, attempt, update);
 }
 
 // nan: a nan_events row with the experiment's knobs, for the failure summary.
@@ -299,13 +303,11 @@ Status AttemptLedger::WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
     auto it = pending->find(*key);
     if (it == pending->end()) return Status::Ok();
     XV_RETURN_IF_ERROR(WriteStepUpdate(db_->conn(), key->first, key->second, it->second));
-    XV_RETURN_IF_ERROR(UpsertLatestMetrics(db_->conn(), key->first, key->second, it->second));
     pending->erase(it);
     return Status::Ok();
   }
   for (const auto& [k, update] : *pending) {
     XV_RETURN_IF_ERROR(WriteStepUpdate(db_->conn(), k.first, k.second, update));
-    XV_RETURN_IF_ERROR(UpsertLatestMetrics(db_->conn(), k.first, k.second, update));
   }
   pending->clear();
   return Status::Ok();
