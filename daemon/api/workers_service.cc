@@ -254,6 +254,7 @@ std::string WorkersService::ServeMessages(Stream* stream, const xv::v1::Register
   UnreadableWorkerMessage unreadable;
   Status read_error;
   std::string protocol_error;  // set: the session ends with INVALID_ARGUMENT saying this
+  std::chrono::steady_clock::time_point last_heartbeat_stamp;  // none yet
   while (protocol_error.empty() && !session->closed()) {
     if (!ReadWorkerMessage(stream, &msg, &unreadable, &read_error)) {
       if (read_error.ok()) break;  // the worker closed the stream
@@ -269,7 +270,8 @@ std::string WorkersService::ServeMessages(Stream* stream, const xv::v1::Register
     dispatcher_->Touch(session->worker_id());
     switch (msg.msg_case()) {
       case xv::v1::WorkerMessage::kHeartbeat:
-        protocol_error = HandleHeartbeat(reg, session->worker_id(), msg.heartbeat());
+        protocol_error =
+            HandleHeartbeat(reg, session->worker_id(), msg.heartbeat(), &last_heartbeat_stamp);
         break;
       case xv::v1::WorkerMessage::kEvent:
         for (const std::string& note : RepairTrainerEvent(msg.mutable_event())) {
@@ -317,13 +319,22 @@ std::string WorkersService::QueueEventBatch(const xv::v1::Register& reg,
 }
 
 std::string WorkersService::HandleHeartbeat(const xv::v1::Register& reg, int64_t worker_id,
-                                            const xv::v1::Heartbeat& heartbeat) {
+                                            const xv::v1::Heartbeat& heartbeat,
+                                            std::chrono::steady_clock::time_point* last_stamp) {
   if (heartbeat.running_size() > kMaxRunningAttempts) {
     return "heartbeat.running: " + std::to_string(heartbeat.running_size()) +
            " entries, over the limit of " + std::to_string(kMaxRunningAttempts);
   }
-  Status s = store_->workers().TouchWorker(worker_id);
-  if (!s.ok()) spdlog::warn("worker {}: heartbeat: {}", reg.worker_name(), s.ToString());
+  const auto now = std::chrono::steady_clock::now();
+  if (*last_stamp == std::chrono::steady_clock::time_point() ||
+      now - *last_stamp >= kHeartbeatStampInterval) {
+    Status s = store_->workers().TouchWorker(worker_id);
+    if (s.ok()) {
+      *last_stamp = now;
+    } else {
+      spdlog::warn("worker {}: heartbeat: {}", reg.worker_name(), s.ToString());
+    }
+  }
   dispatcher_->ReconcileHeartbeat(worker_id, heartbeat);
   return "";
 }

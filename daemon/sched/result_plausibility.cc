@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/bounded_json.h"
+#include "common/flat_json_object.h"
 
 namespace xv::sched {
 namespace {
@@ -61,6 +62,34 @@ Status ReadMillions(const json& j, const char* field, std::optional<int64_t>* ou
 
 bool Any(double) { return true; }
 bool NonNegative(double v) { return v >= 0; }
+bool Fraction(double v) { return v >= 0 && v <= 1; }
+
+// ReadDouble's judgement of a FlatJsonObject member: true (and *out set or reset) exactly where
+// ReadDouble would return Ok on the same text.
+template <typename Accept>
+bool PlausibleDouble(const FlatJsonObject& j, const char* field, Accept ok,
+                     std::optional<double>* out) {
+  out->reset();
+  const FlatJsonObject::Member* m = j.Find(field);
+  if (m == nullptr || m->kind == FlatJsonObject::Kind::kNull) return true;
+  if (!m->is_number() || !std::isfinite(m->number) || !ok(m->number)) return false;
+  *out = m->number;
+  return true;
+}
+
+// ReadCount's judgement (JsonInt64: a float is truncated) of a FlatJsonObject member.
+bool PlausibleCount(const FlatJsonObject& j, const char* field, int64_t max,
+                    std::optional<int64_t>* out) {
+  out->reset();
+  const FlatJsonObject::Member* m = j.Find(field);
+  if (m == nullptr || m->kind == FlatJsonObject::Kind::kNull) return true;
+  std::optional<int64_t> v;
+  if (m->kind == FlatJsonObject::Kind::kInteger) v = m->integer;
+  if (m->kind == FlatJsonObject::Kind::kFloat) v = DoubleToInt64(m->number);
+  if (!v || *v < 0 || *v > max) return false;
+  *out = v;
+  return true;
+}
 
 }  // namespace
 
@@ -123,10 +152,20 @@ Status ReadStepFigures(const json& step, StepFigures* out) {
   XV_RETURN_IF_ERROR(ReadDouble(step, "dt_ms", NonNegative, kNonNegative, &out->dt_ms));
   XV_RETURN_IF_ERROR(ReadDouble(step, "tok_per_sec", NonNegative, kNonNegative, &out->tok_per_sec));
   XV_RETURN_IF_ERROR(ReadDouble(step, "mfu_percent", Any, "a finite number", &out->mfu_percent));
-  XV_RETURN_IF_ERROR(ReadDouble(
-      step, "progress", [](double v) { return v >= 0 && v <= 1; }, "a number in [0, 1]",
-      &out->progress));
+  XV_RETURN_IF_ERROR(ReadDouble(step, "progress", Fraction, "a number in [0, 1]", &out->progress));
   return Status::Ok();
+}
+
+bool ReadPlausibleStepFigures(const FlatJsonObject& step, StepFigures* out) {
+  std::optional<int64_t> n;
+  if (!PlausibleCount(step, "step", std::numeric_limits<int64_t>::max(), &n)) return false;
+  out->step = n.value_or(0);
+  return PlausibleDouble(step, "loss", Any, &out->loss) &&
+         PlausibleDouble(step, "lrm", Any, &out->lrm) &&
+         PlausibleDouble(step, "dt_ms", NonNegative, &out->dt_ms) &&
+         PlausibleDouble(step, "tok_per_sec", NonNegative, &out->tok_per_sec) &&
+         PlausibleDouble(step, "mfu_percent", Any, &out->mfu_percent) &&
+         PlausibleDouble(step, "progress", Fraction, &out->progress);
 }
 
 }  // namespace xv::sched

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json_or_discarded.h"
+#include "common/flat_json_object.h"
 #include "common/untrusted_text.h"
 #include "daemon/sched/result_plausibility.h"
 #include "daemon/store/attempt_ledger.h"
@@ -127,19 +128,17 @@ Status UpsertLatestMetrics(SqliteConnection* c, int64_t exp, int attempt,
   return st.Run();
 }
 
-// step: a metrics row, and the experiment's progress and last loss (when plausible), the latter
-// deferred to the end of the attempt's run of step events (*e.step_update).
-Status ApplyStepEvent(const TrainerEventContext& e) {
-  sched::StepFigures fig;
-  Status plausible = sched::ReadStepFigures(e.j, &fig);
-  if (!plausible.ok()) return MarkAttemptImplausible(e.c, e.ev, plausible);
+// The metrics row of a plausible step event, and the experiment's progress and last loss, the
+// latter deferred to the end of the attempt's run of step events (*update).
+Status StoreStepFigures(SqliteConnection* c, int64_t exp, int attempt,
+                        const sched::StepFigures& fig, PendingStepUpdate* update) {
   SqliteStatement m;
-  XV_RETURN_IF_ERROR(e.c->Prepare(
-      "INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
-      "mfu_percent, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      &m));
-  m.Bind(1, e.exp)
-      .Bind(2, e.attempt)
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
+                 "mfu_percent, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 &m));
+  m.Bind(1, exp)
+      .Bind(2, attempt)
       .Bind(3, fig.step)
       .Bind(4, fig.loss)
       .Bind(5, fig.lrm)
@@ -148,10 +147,18 @@ Status ApplyStepEvent(const TrainerEventContext& e) {
       .Bind(8, fig.mfu_percent)
       .Bind(9, fig.progress);
   XV_RETURN_IF_ERROR(m.Run());
-  if (fig.progress) e.step_update->progress = fig.progress;
-  if (fig.loss) e.step_update->loss = fig.loss;
-  NoteLatestStep(fig, e.step_update);
+  if (fig.progress) update->progress = fig.progress;
+  if (fig.loss) update->loss = fig.loss;
+  NoteLatestStep(fig, update);
   return Status::Ok();
+}
+
+// step: StoreStepFigures when its figures are plausible.
+Status ApplyStepEvent(const TrainerEventContext& e) {
+  sched::StepFigures fig;
+  Status plausible = sched::ReadStepFigures(e.j, &fig);
+  if (!plausible.ok()) return MarkAttemptImplausible(e.c, e.ev, plausible);
+  return StoreStepFigures(e.c, e.exp, e.attempt, fig, e.step_update);
 }
 
 // The experiment-row update of an attempt's step events (ApplyStepEvent): running, its progress
@@ -251,18 +258,21 @@ TrainerEventApplier ApplierFor(const std::string& type) {
   return it == kAppliers.end() ? nullptr : it->second;
 }
 
-// Stores the event once per (experiment, attempt, seq); *duplicate when it was stored before.
-Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev, bool* duplicate) {
+// Stores the event once per (experiment, attempt, seq), created at `stored_at` (XV_NOW's format);
+// *duplicate when it was stored before.
+Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev,
+                         const std::string& stored_at, bool* duplicate) {
   SqliteStatement ins;
   XV_RETURN_IF_ERROR(c->Prepare(
-      "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms) "
-      "VALUES ('trainer', ?, ?, ?, ?, ?, ?)",
+      "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms, "
+      "created_at) VALUES ('trainer', ?, ?, ?, ?, ?, ?, ?)",
       &ins));
   ins.Bind(1, ev.experiment_id())
       .Bind(2, ev.attempt())
       .Bind(3, ev.seq())
       .Bind(4, ev.type())
-      .Bind(6, ev.unix_ms());
+      .Bind(6, ev.unix_ms())
+      .Bind(7, stored_at);
   if (ev.json().size() <= kMaxEventJson) {
     ins.Bind(5, ev.json());  // the common case: bound as is, not copied first
   } else {
@@ -274,13 +284,39 @@ Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev, bo
   return Status::Ok();
 }
 
+// The store's clock now, in XV_NOW's format.
+Status ReadStoreClock(SqliteConnection* c, std::string* now) {
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(c->Prepare("SELECT " XV_NOW, &st));
+  bool row = false;
+  XV_RETURN_IF_ERROR(st.Step(&row));
+  if (!row) return Status::Internal("SELECT " XV_NOW ": no row");
+  *now = st.ColumnText(0);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev,
-                                          PendingStepUpdates* pending, bool* duplicate) {
+                                          TrainerEventTransaction* tx, bool* duplicate) {
   SqliteConnection* c = db_->conn();
-  XV_RETURN_IF_ERROR(StoreTrainerEvent(c, ev, duplicate));
+  XV_RETURN_IF_ERROR(StoreTrainerEvent(c, ev, tx->stored_at, duplicate));
   if (*duplicate) return Status::Ok();
+  PendingStepUpdates* pending = &tx->pending;
+  // The fast path: a flat step event with plausible figures (most of what trainers send). The
+  // full parse below decides everything else, with the same outcome for these.
+  FlatJsonObject flat;
+  if (FlatJsonObject::Parse(ev.json(), &flat)) {
+    const FlatJsonObject::Member* type = flat.Find("type");
+    const bool step = type != nullptr && type->kind == FlatJsonObject::Kind::kString
+                          ? type->string == "step"
+                          : ev.type() == "step";
+    sched::StepFigures fig;
+    if (step && sched::ReadPlausibleStepFigures(flat, &fig)) {
+      return StoreStepFigures(c, ev.experiment_id(), ev.attempt(), fig,
+                              &(*pending)[{ev.experiment_id(), ev.attempt()}]);
+    }
+  }
   const json j = ParseBoundedJsonOrDiscarded(ev.json());
   if (!j.is_object()) return Status::Ok();  // stored verbatim; nothing to interpret
   const std::string type =
@@ -314,7 +350,7 @@ Status AttemptLedger::WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
 }
 
 Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch,
-                                              PendingStepUpdates* pending, AppliedEvents* out) {
+                                              TrainerEventTransaction* tx, AppliedEvents* out) {
   SqliteConnection* c = db_->conn();
   std::vector<std::pair<int64_t, int>> touched;
   std::map<std::pair<int64_t, int>, bool> owned;  // per attempt of the batch, looked up once
@@ -337,11 +373,11 @@ Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch,
       continue;
     }
     bool duplicate = false;
-    XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, pending, &duplicate));
+    XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, tx, &duplicate));
     if (duplicate) ++out->duplicates;
     if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
   }
-  XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(pending, nullptr));
+  XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(&tx->pending, nullptr));
   for (const auto& [exp, attempt] : touched) {
     xv::v1::EventAck ack;
     ack.set_experiment_id(exp);
@@ -370,9 +406,10 @@ Status AttemptLedger::ApplyTrainerEventBatches(const std::vector<WorkerEvents>& 
   std::vector<AppliedEvents> results(batches.size());
   XV_RETURN_IF_ERROR(InWriteTransaction(db_->conn(), [&]() -> Status {
     db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
-    PendingStepUpdates pending;
+    TrainerEventTransaction tx;
+    XV_RETURN_IF_ERROR(ReadStoreClock(db_->conn(), &tx.stored_at));
     for (size_t i = 0; i < batches.size(); ++i) {
-      XV_RETURN_IF_ERROR(ApplyWorkerEventsLocked(batches[i], &pending, &results[i]));
+      XV_RETURN_IF_ERROR(ApplyWorkerEventsLocked(batches[i], &tx, &results[i]));
     }
     return Status::Ok();
   }));

@@ -105,10 +105,16 @@ class AttemptLedger {
   Status HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq)
       EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   using PendingStepUpdates = std::map<std::pair<int64_t, int>, PendingStepUpdate>;
+  // One transaction of ApplyTrainerEventBatches: the step updates not yet written, and when its
+  // events are stored (the created_at of their rows: one reading of the clock per transaction).
+  struct TrainerEventTransaction {
+    PendingStepUpdates pending;
+    std::string stored_at;
+  };
   // One worker's batch inside the transaction of ApplyTrainerEventBatches.
-  Status ApplyWorkerEventsLocked(const WorkerEvents& batch, PendingStepUpdates* pending,
+  Status ApplyWorkerEventsLocked(const WorkerEvents& batch, TrainerEventTransaction* tx,
                                  AppliedEvents* out) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
-  Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, PendingStepUpdates* pending,
+  Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, TrainerEventTransaction* tx,
                              bool* duplicate) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   // Writes the pending step update of (experiment, attempt), or of every attempt when key is null.
   Status WritePendingStepUpdatesLocked(PendingStepUpdates* pending,

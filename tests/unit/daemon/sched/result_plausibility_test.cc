@@ -134,5 +134,48 @@ TEST(ReadStepFigures, ProgressInZeroToOneAndStepsCounted) {
   EXPECT_EQ(verdict(R"({"step":1,"loss":"nan"})").rfind("loss: a string", 0), 0u);
 }
 
+// The flat fast path (ReadPlausibleStepFigures) accepts exactly the steps ReadStepFigures finds
+// plausible, with the same figures, and leaves every other one to ReadStepFigures.
+TEST(ReadPlausibleStepFigures, AgreesWithReadStepFigures) {
+  int plausible = 0;
+  for (const std::string text : {
+           R"({"type":"step","step":12,"loss":3.4,"lrm":1.0,"dt_ms":312,"tok_per_sec":1.6e6,)"
+           R"("mfu_percent":null,"progress":1.0,"epoch":1})",
+           R"({"type":"step"})",
+           R"({"step":0,"loss":-2.5,"lrm":-1,"dt_ms":0,"tok_per_sec":0,"progress":0})",
+           R"({"step":7.9,"mfu_percent":41.5})",  // a float count is truncated
+           R"({"step":9223372036854775807})",
+           R"({"step":1,"progress":1e9})",
+           R"({"step":1,"progress":-0.1})",
+           R"({"step":1,"progress":1.0000001})",
+           R"({"step":-1})",
+           R"({"step":-0.5})",  // truncates to 0: plausible
+           R"({"step":1e300})",
+           R"({"step":1,"dt_ms":-3})",
+           R"({"step":1,"tok_per_sec":-0.001})",
+           R"({"step":1,"loss":"nan"})",
+           R"({"step":true})",
+           R"({"step":1,"loss":false})",
+           R"({"step":"12"})",
+       }) {
+    FlatJsonObject flat;
+    ASSERT_TRUE(FlatJsonObject::Parse(text, &flat)) << text;
+    StepFigures full, fast;
+    const bool full_ok = ReadStepFigures(json::parse(text), &full).ok();
+    const bool fast_ok = ReadPlausibleStepFigures(flat, &fast);
+    ASSERT_EQ(fast_ok, full_ok) << text;
+    if (!full_ok) continue;
+    ++plausible;
+    EXPECT_EQ(fast.step, full.step) << text;
+    EXPECT_EQ(fast.loss, full.loss) << text;
+    EXPECT_EQ(fast.lrm, full.lrm) << text;
+    EXPECT_EQ(fast.dt_ms, full.dt_ms) << text;
+    EXPECT_EQ(fast.tok_per_sec, full.tok_per_sec) << text;
+    EXPECT_EQ(fast.mfu_percent, full.mfu_percent) << text;
+    EXPECT_EQ(fast.progress, full.progress) << text;
+  }
+  EXPECT_EQ(plausible, 6);
+}
+
 }  // namespace
 }  // namespace xv::sched
