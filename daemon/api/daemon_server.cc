@@ -172,7 +172,9 @@ Status DaemonServer::StartAuthorizer(const DaemonOptions& options, const ListenA
 
 void DaemonServer::BuildEngine(const DaemonOptions& options) {
   dispatcher_ = std::make_unique<Dispatcher>(store_.get(), options.dispatcher);
-  event_writer_ = std::make_unique<EventWriter>(store_.get());
+  // A stored Finished frees its worker: the dispatcher's next pass places work on it.
+  event_writer_ = std::make_unique<EventWriter>(
+      store_.get(), [dispatcher = dispatcher_.get()] { dispatcher->RequestSchedule(); });
   closer_ = std::make_unique<RoundCloser>(store_.get());
   plan_runner_ =
       std::make_unique<PlanRunner>(store_.get(), dispatcher_.get(), closer_.get(), options.limits);

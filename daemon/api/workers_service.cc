@@ -346,29 +346,19 @@ void WorkersService::HandleFinished(const xv::v1::Register& reg,
     spdlog::warn("worker {}: experiment {} attempt {}: {}", reg.worker_name(),
                  finished->experiment_id(), finished->attempt(), note);
   }
-  // The attempt's events first; when some failed to store, the Finished stays unacknowledged
-  // too and the worker sends it again after them.
-  if (!event_writer_->Flush(*session)) return;
   if (finished->state() == kInterruptedFinishedState) {
+    // The attempt's events first; when some failed to store, the Finished stays unacknowledged
+    // too and the worker sends it again after them.
+    if (!event_writer_->Flush(*session)) return;
     HandleInterrupted(reg, session, *finished);
     return;
   }
-  xv::v1::DaemonMessage ack;
-  Status s = store_->attempts().FinishAttempt(session->worker_id(), *finished, ack.mutable_ack());
-  if (!s.ok()) {
-    spdlog::warn("worker {}: finished {}/{}: {}", reg.worker_name(), finished->experiment_id(),
-                 finished->attempt(), s.ToString());
-    if (s.code() != Status::Code::kFailedPrecondition) return;
-    // Not this worker's attempt: acknowledge so it stops resending.
-    ack.mutable_ack()->set_experiment_id(finished->experiment_id());
-    ack.mutable_ack()->set_attempt(finished->attempt());
-    ack.mutable_ack()->set_finished(true);
-  } else {
-    spdlog::info("experiment {} attempt {} finished on {}: {}", finished->experiment_id(),
-                 finished->attempt(), reg.worker_name(), finished->state());
+  // Applied by the event writer after the events queued before it, in its next transaction; the
+  // writer acknowledges it and asks the dispatcher for a pass (DaemonServer::BuildEngine). When
+  // the daemon is stopping it stays unacknowledged and the worker sends it again.
+  if (!event_writer_->EnqueueFinished(session, std::move(*finished))) {
+    spdlog::warn("worker {}: finished report not taken: the daemon is stopping", reg.worker_name());
   }
-  session->Push(std::move(ack));
-  dispatcher_->RequestSchedule();
 }
 
 void WorkersService::HandleInterrupted(const xv::v1::Register& reg,

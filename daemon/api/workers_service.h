@@ -5,8 +5,9 @@
 //   Finished.
 // Trainer events go to the daemon's one EventWriter (daemon/engine/event_writer.h), which stores
 // the events of all sessions together, one transaction per batch; the EventAck then carries the
-// highest contiguous seq stored. Finished waits for the session's events first, so an attempt's
-// events are always stored before its terminal state. Thread-safety:
+// highest contiguous seq stored. A Finished goes to the same writer after the session's events
+// (applied after them in its transaction, or in a later one), so an attempt's events are always
+// stored before its terminal state. Thread-safety:
 // gRPC runs each Session on its own thread; the handler starts one writer thread per session (gRPC
 // allows one concurrent reader and one concurrent writer per stream).
 #pragma once
@@ -89,8 +90,9 @@ class WorkersService final : public grpc::Service {
   std::string HandleHeartbeat(const xv::v1::Register& reg, int64_t worker_id,
                               const xv::v1::Heartbeat& heartbeat,
                               std::chrono::steady_clock::time_point* last_stamp);
-  // Waits for the session's events to be stored, then stores the attempt's end and acks it
-  // (unless the store failed).
+  // Queues the attempt's end to the event writer (EventWriter::EnqueueFinished), which stores and
+  // acknowledges it after the session's events; an interrupted one waits for them here and goes
+  // to HandleInterrupted.
   void HandleFinished(const xv::v1::Register& reg, const std::shared_ptr<ConnectedWorker>& session,
                       xv::v1::Finished* finished);
   // A Finished the worker sent as interrupted (it was stopped while the trainer ran;

@@ -7,7 +7,8 @@
 
 namespace xv::daemon {
 
-EventWriter::EventWriter(store::Store* store) : store_(store) {
+EventWriter::EventWriter(store::Store* store, std::function<void()> after_finished)
+    : store_(store), after_finished_(std::move(after_finished)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -25,6 +26,19 @@ void EventWriter::Stop() {
 bool EventWriter::Enqueue(const std::shared_ptr<ConnectedWorker>& session,
                           std::vector<xv::v1::TrainerEvent> events) {
   if (events.empty()) return true;
+  const size_t size = events.size();
+  return EnqueueEntry(session, Queued{0, session, std::move(events), {}}, size);
+}
+
+bool EventWriter::EnqueueFinished(const std::shared_ptr<ConnectedWorker>& session,
+                                  xv::v1::Finished finished) {
+  Queued entry{0, session, {}, {}};
+  entry.finished.push_back(std::move(finished));
+  return EnqueueEntry(session, std::move(entry), 1);
+}
+
+bool EventWriter::EnqueueEntry(const std::shared_ptr<ConnectedWorker>& session, Queued entry,
+                               size_t size) {
   MutexLock lock(&mu_);
   cv_.wait(mu_, [this] {
     mu_.AssertHeld();
@@ -35,11 +49,11 @@ bool EventWriter::Enqueue(const std::shared_ptr<ConnectedWorker>& session,
     progress.dropped = true;
     return false;
   }
-  const uint64_t ticket = next_ticket_++;
-  progress.last_ticket = ticket;
-  queued_events_ += events.size();
+  entry.ticket = next_ticket_++;
+  progress.last_ticket = entry.ticket;
+  queued_events_ += size;
   const bool was_empty = queue_.empty();
-  queue_.push_back(Queued{ticket, session, std::move(events)});
+  queue_.push_back(std::move(entry));
   if (was_empty) cv_.notify_all();
   return true;
 }
@@ -86,18 +100,20 @@ bool EventWriter::TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_
   if (queue_.empty()) return false;                // stopping, and everything is stored
   std::map<const ConnectedWorker*, size_t> index;  // session -> its entry in *batches
   size_t taken = 0;
+  auto size = [](const Queued& q) { return q.events.size() + q.finished.size(); };
   while (!queue_.empty() &&
-         (taken == 0 || taken + queue_.front().events.size() <= kMaxEventsPerTransaction)) {
+         (taken == 0 || taken + size(queue_.front()) <= kMaxEventsPerTransaction)) {
     Queued& q = queue_.front();
     auto [it, added] = index.emplace(q.session.get(), batches->size());
-    if (added) batches->push_back(SessionBatch{q.session, {}});
-    std::vector<xv::v1::TrainerEvent>& events = (*batches)[it->second].events;
-    taken += q.events.size();
-    if (events.empty()) {
-      events = std::move(q.events);
+    if (added) batches->push_back(SessionBatch{q.session, {}, {}});
+    SessionBatch& batch = (*batches)[it->second];
+    taken += size(q);
+    if (batch.events.empty()) {
+      batch.events = std::move(q.events);
     } else {
-      for (auto& ev : q.events) events.push_back(std::move(ev));
+      for (auto& ev : q.events) batch.events.push_back(std::move(ev));
     }
+    for (auto& f : q.finished) batch.finished.push_back(std::move(f));
     *last_ticket = q.ticket;
     queue_.pop_front();
   }
@@ -110,13 +126,16 @@ std::vector<const ConnectedWorker*> EventWriter::StoreBatches(
     const std::vector<SessionBatch>& batches) {
   std::vector<store::WorkerEvents> parts;
   parts.reserve(batches.size());
+  bool any_finished = false;
   for (const SessionBatch& b : batches) {
-    parts.push_back(store::WorkerEvents{b.session->worker_id(), &b.events});
+    parts.push_back(store::WorkerEvents{b.session->worker_id(), &b.events, &b.finished});
+    any_finished = any_finished || !b.finished.empty();
   }
   std::vector<store::AppliedEvents> applied;
   Status s = store_->attempts().ApplyTrainerEventBatches(parts, &applied);
   if (s.ok()) {
     for (size_t i = 0; i < batches.size(); ++i) PushAcks(batches[i], &applied[i]);
+    if (any_finished && after_finished_) after_finished_();
     return {};
   }
   if (batches.size() > 1) {
@@ -125,19 +144,22 @@ std::vector<const ConnectedWorker*> EventWriter::StoreBatches(
   }
   // One by one: only the part at fault is dropped.
   std::vector<const ConnectedWorker*> dropped;
-  for (const SessionBatch& b : batches) {
-    store::AppliedEvents one;
-    Status bs = batches.size() > 1
-                    ? store_->attempts().ApplyTrainerEvents(b.session->worker_id(), b.events, &one)
-                    : s;
+  bool finished_stored = false;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const SessionBatch& b = batches[i];
+    std::vector<store::AppliedEvents> one;
+    Status bs =
+        batches.size() > 1 ? store_->attempts().ApplyTrainerEventBatches({parts[i]}, &one) : s;
     if (!bs.ok()) {
-      spdlog::error("worker {}: storing {} event(s): {}", b.session->name(), b.events.size(),
-                    bs.ToString());
+      spdlog::error("worker {}: storing {} event(s) and {} finished report(s): {}",
+                    b.session->name(), b.events.size(), b.finished.size(), bs.ToString());
       dropped.push_back(b.session.get());
       continue;
     }
-    PushAcks(b, &one);
+    PushAcks(b, &one.front());
+    finished_stored = finished_stored || !b.finished.empty();
   }
+  if (finished_stored && after_finished_) after_finished_();
   return dropped;
 }
 
@@ -149,6 +171,18 @@ void EventWriter::PushAcks(const SessionBatch& batch, store::AppliedEvents* appl
   for (auto& ack : applied->acks) {
     xv::v1::DaemonMessage msg;
     *msg.mutable_ack() = std::move(ack);
+    batch.session->Push(std::move(msg));
+  }
+  for (store::AppliedFinished& f : applied->finished) {
+    if (f.not_held.empty()) {
+      spdlog::info("experiment {} attempt {} finished on {}: {}", f.ack.experiment_id(),
+                   f.ack.attempt(), batch.session->name(), f.state);
+    } else {
+      spdlog::warn("worker {}: finished {}/{}: {}", batch.session->name(), f.ack.experiment_id(),
+                   f.ack.attempt(), f.not_held);
+    }
+    xv::v1::DaemonMessage msg;
+    *msg.mutable_ack() = std::move(f.ack);
     batch.session->Push(std::move(msg));
   }
 }

@@ -5,6 +5,12 @@
 // While a transaction commits, the next one's events gather in the queue, so the batch grows with
 // the load and an event waits at most about two transactions, never a timer.
 //
+// A worker's Finished report goes the same way (EnqueueFinished): applied in the transaction
+// after the events queued before it (AttemptLedger::ApplyTrainerEventBatches), acknowledged after
+// the commit, then `after_finished` runs (the dispatcher's next pass: the worker is free). So a
+// run's last events and its end share one commit with the other workers' work, and the session's
+// reader never waits for the store.
+//
 // Durability: an event is acknowledged only after the transaction that stored it committed. When
 // a transaction fails, each session's part is tried again alone, so that one worker's bad event
 // cannot keep the others' from being stored; a part that fails alone is dropped unacknowledged
@@ -21,6 +27,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -40,8 +47,9 @@ class EventWriter {
   // Enqueue waits while this many events are queued.
   static constexpr size_t kMaxQueuedEvents = 65536;
 
-  // Starts the writer thread.
-  explicit EventWriter(store::Store* store);
+  // Starts the writer thread. `after_finished` (may be empty) runs on it after each transaction
+  // that applied a Finished, once its acknowledgements are pushed.
+  explicit EventWriter(store::Store* store, std::function<void()> after_finished = {});
   ~EventWriter();  // Stop()
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
@@ -54,6 +62,11 @@ class EventWriter {
   // full. False when the writer is stopped.
   bool Enqueue(const std::shared_ptr<ConnectedWorker>& session,
                std::vector<xv::v1::TrainerEvent> events);
+  // Queues the session's Finished report after everything it queued before (Enqueue's waits and
+  // result). Its acknowledgement (or, for an attempt the worker never held, an acknowledgement
+  // all the same) is pushed to the session after the commit; when the store fails, it is
+  // dropped like the session's events and the worker sends it again.
+  bool EnqueueFinished(const std::shared_ptr<ConnectedWorker>& session, xv::v1::Finished finished);
   // Waits until every event `session` queued before this call has been stored or dropped. False
   // when any of this session's events was dropped since its previous Flush (store error, or the
   // writer stopped).
@@ -66,6 +79,7 @@ class EventWriter {
     uint64_t ticket = 0;
     std::shared_ptr<ConnectedWorker> session;
     std::vector<xv::v1::TrainerEvent> events;
+    std::vector<xv::v1::Finished> finished;  // EnqueueFinished: one report, no events
   };
   struct SessionProgress {
     uint64_t last_ticket = 0;  // of its newest queued events
@@ -75,8 +89,11 @@ class EventWriter {
   struct SessionBatch {
     std::shared_ptr<ConnectedWorker> session;
     std::vector<xv::v1::TrainerEvent> events;
+    std::vector<xv::v1::Finished> finished;
   };
 
+  // Queues one entry (Enqueue, EnqueueFinished); `size` counts against kMaxQueuedEvents.
+  bool EnqueueEntry(const std::shared_ptr<ConnectedWorker>& session, Queued entry, size_t size);
   void Run();
   // Takes what is queued (up to kMaxEventsPerTransaction events), grouped by session; waits while
   // nothing is. False when stopping with nothing queued. *last_ticket: the newest ticket taken.
@@ -85,10 +102,11 @@ class EventWriter {
   // returns the sessions whose events were dropped.
   std::vector<const ConnectedWorker*> StoreBatches(const std::vector<SessionBatch>& batches)
       LOCKS_EXCLUDED(mu_);
-  // Pushes one session its acknowledgements.
+  // Pushes one session its acknowledgements (events, then Finished reports).
   static void PushAcks(const SessionBatch& batch, store::AppliedEvents* applied);
 
   store::Store* const store_;
+  const std::function<void()> after_finished_;
   Mutex mu_;
   std::condition_variable_any cv_;  // queue changed, tickets done, or stopping
   std::deque<Queued> queue_ GUARDED_BY(mu_);

@@ -411,6 +411,26 @@ Status AttemptLedger::ApplyTrainerEventBatches(const std::vector<WorkerEvents>& 
     for (size_t i = 0; i < batches.size(); ++i) {
       XV_RETURN_IF_ERROR(ApplyWorkerEventsLocked(batches[i], &tx, &results[i]));
     }
+    // Each worker's Finished reports after every event of the transaction (a worker sends an
+    // attempt's Finished after its events).
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (batches[i].finished == nullptr) continue;
+      for (const xv::v1::Finished& f : *batches[i].finished) {
+        AppliedFinished out;
+        out.state = f.state();
+        Status s = FinishAttemptLocked(batches[i].worker_id, f, &out.ack);
+        if (s.code() == Status::Code::kFailedPrecondition) {
+          // Never this worker's attempt (nothing was written): acknowledged all the same.
+          out.not_held = s.message();
+          out.ack.set_experiment_id(f.experiment_id());
+          out.ack.set_attempt(f.attempt());
+          out.ack.set_finished(true);
+        } else if (!s.ok()) {
+          return s;
+        }
+        results[i].finished.push_back(std::move(out));
+      }
+    }
     return Status::Ok();
   }));
   // Committed: the acknowledged seqs are where the next batch's search starts.

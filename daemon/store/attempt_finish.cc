@@ -220,48 +220,53 @@ Status AttemptLedger::FinishAttempt(int64_t worker_id, const xv::v1::Finished& f
                                     xv::v1::EventAck* ack) {
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock lock(db_->mu());
+  return InWriteTransaction(db_->conn(), [&]() -> Status {
+    db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
+    return FinishAttemptLocked(worker_id, f, ack);
+  });
+}
+
+Status AttemptLedger::FinishAttemptLocked(int64_t worker_id, const xv::v1::Finished& f,
+                                          xv::v1::EventAck* ack) {
   SqliteConnection* c = db_->conn();
   const int64_t exp = f.experiment_id();
   const int attempt = f.attempt();
-  return InWriteTransaction(c, [&]() -> Status {
-    db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
-    HeldAttempt held;
-    XV_RETURN_IF_ERROR(ReadHeldAttempt(c, worker_id, exp, attempt, &held));
-    // The acknowledgement ends the worker's resending whether or not the report is applied: a
-    // second or late Finished for an attempt that already ended is recorded, not applied.
-    if (!AttemptIsLive(held.state)) {
-      XV_RETURN_IF_ERROR(RecordIgnoredFinished(c, worker_id, f, held.state_text,
-                                               "the attempt had already ended " + held.state_text));
-      return AcknowledgeFinishedLocked(worker_id, exp, attempt, ack);
-    }
-    sched::FinishedReport report;
-    report.state = f.state();
-    report.failure_kind = f.failure_kind();
-    report.failure_detail = f.failure_detail();
-    report.marked_implausible = held.marked_implausible;
-    report.implausible_detail = held.implausible_detail;
-    XV_RETURN_IF_ERROR(ReadStoredSummary(c, exp, attempt, &report.summary));
-    const sched::AttemptOutcome outcome = sched::DecideFinishedOutcome(report);
-    const std::string tail = Tail(f.stderr_tail(), kMaxStderrTail);
-    sched::ExperimentAtFinish experiment;
-    bool found = false;
-    XV_RETURN_IF_ERROR(ReadExperimentAtFinish(c, exp, &experiment, &found));
-    const bool experiment_moved =
-        found && sched::ExperimentTakesOutcome(experiment, attempt, outcome.state);
-    if (experiment_moved) {
-      XV_RETURN_IF_ERROR(EndExperiment(c, exp, attempt, worker_id, outcome, tail));
-    }
-    XV_RETURN_IF_ERROR(EndAttemptRow(c, f, outcome, tail));
-    XV_RETURN_IF_ERROR(StoreAttemptHealth(c, worker_id, f));
-    if (experiment_moved) {
-      const std::string& kind = outcome.failure_kind;
-      const std::string& detail = outcome.failure_detail;
-      XV_RETURN_IF_ERROR(InsertStateEvent(
-          c, exp, kind.empty() ? detail : kind + (detail.empty() ? "" : ": " + detail)));
-    }
-    XV_RETURN_IF_ERROR(KeepCancelledTail(c, exp, attempt, tail));
+  HeldAttempt held;
+  XV_RETURN_IF_ERROR(ReadHeldAttempt(c, worker_id, exp, attempt, &held));
+  // The acknowledgement ends the worker's resending whether or not the report is applied: a
+  // second or late Finished for an attempt that already ended is recorded, not applied.
+  if (!AttemptIsLive(held.state)) {
+    XV_RETURN_IF_ERROR(RecordIgnoredFinished(c, worker_id, f, held.state_text,
+                                             "the attempt had already ended " + held.state_text));
     return AcknowledgeFinishedLocked(worker_id, exp, attempt, ack);
-  });
+  }
+  sched::FinishedReport report;
+  report.state = f.state();
+  report.failure_kind = f.failure_kind();
+  report.failure_detail = f.failure_detail();
+  report.marked_implausible = held.marked_implausible;
+  report.implausible_detail = held.implausible_detail;
+  XV_RETURN_IF_ERROR(ReadStoredSummary(c, exp, attempt, &report.summary));
+  const sched::AttemptOutcome outcome = sched::DecideFinishedOutcome(report);
+  const std::string tail = Tail(f.stderr_tail(), kMaxStderrTail);
+  sched::ExperimentAtFinish experiment;
+  bool found = false;
+  XV_RETURN_IF_ERROR(ReadExperimentAtFinish(c, exp, &experiment, &found));
+  const bool experiment_moved =
+      found && sched::ExperimentTakesOutcome(experiment, attempt, outcome.state);
+  if (experiment_moved) {
+    XV_RETURN_IF_ERROR(EndExperiment(c, exp, attempt, worker_id, outcome, tail));
+  }
+  XV_RETURN_IF_ERROR(EndAttemptRow(c, f, outcome, tail));
+  XV_RETURN_IF_ERROR(StoreAttemptHealth(c, worker_id, f));
+  if (experiment_moved) {
+    const std::string& kind = outcome.failure_kind;
+    const std::string& detail = outcome.failure_detail;
+    XV_RETURN_IF_ERROR(InsertStateEvent(
+        c, exp, kind.empty() ? detail : kind + (detail.empty() ? "" : ": " + detail)));
+  }
+  XV_RETURN_IF_ERROR(KeepCancelledTail(c, exp, attempt, tail));
+  return AcknowledgeFinishedLocked(worker_id, exp, attempt, ack);
 }
 
 }  // namespace xv::store

@@ -21,10 +21,12 @@
 
 namespace xv::store {
 
-// One worker's trainer events, in the order it sent them, for ApplyTrainerEventBatches.
+// One worker's trainer events, in the order it sent them, and the Finished reports it sent with
+// or after them, for ApplyTrainerEventBatches.
 struct WorkerEvents {
   int64_t worker_id = 0;
   const std::vector<xv::v1::TrainerEvent>* events = nullptr;  // not owned
+  const std::vector<xv::v1::Finished>* finished = nullptr;    // not owned; may be null
 };
 
 // What an attempt's step events of one transaction leave in its experiment row (progress and
@@ -68,8 +70,10 @@ class AttemptLedger {
   Status ApplyTrainerEvents(int64_t worker_id, const std::vector<xv::v1::TrainerEvent>& events,
                             AppliedEvents* applied);
   // Group commit: the events of several workers in ONE transaction (one fsync), each batch
-  // applied as ApplyTrainerEvents would; (*applied)[i] answers batches[i]. An error rolls back
-  // all of them (the caller may then retry the batches one by one to find the one at fault).
+  // applied as ApplyTrainerEvents would, then each batch's Finished reports as FinishAttempt
+  // would (a Finished for an attempt its worker never held changes nothing and is answered in
+  // (*applied)[i].finished with not_held set); (*applied)[i] answers batches[i]. An error rolls
+  // back all of them (the caller may then retry the batches one by one to find the one at fault).
   // Consecutive step events of an attempt update its experiment row once, with their last
   // figures, as applying them one by one would leave it.
   Status ApplyTrainerEventBatches(const std::vector<WorkerEvents>& batches,
@@ -119,6 +123,10 @@ class AttemptLedger {
   // Writes the pending step update of (experiment, attempt), or of every attempt when key is null.
   Status WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
                                        const std::pair<int64_t, int>* key)
+      EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // FinishAttempt inside the caller's transaction. FailedPrecondition (before any write) when
+  // the worker never held the attempt.
+  Status FinishAttemptLocked(int64_t worker_id, const xv::v1::Finished& f, xv::v1::EventAck* ack)
       EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   // Ends the worker's resending of a Finished: the worker goes idle, *ack carries the attempt's
   // contiguous seq with finished set.

@@ -209,10 +209,19 @@ struct StoredEvent {
 };
 
 // What the daemon must tell a worker after an event batch or a Finished was stored.
+// What one Finished of a group commit (AttemptLedger::ApplyTrainerEventBatches) came to.
+struct AppliedFinished {
+  xv::v1::EventAck ack;  // finished set: the worker stops resending it
+  // Non-empty: the worker never held this attempt (why); nothing was applied.
+  std::string not_held;
+  std::string state;  // the state the worker reported (for the log)
+};
+
 struct AppliedEvents {
-  std::vector<xv::v1::EventAck> acks;  // one per (experiment, attempt) touched
-  int duplicates = 0;                  // events already stored before (ignored)
-  int rejected = 0;                    // events for attempts this worker does not hold
+  std::vector<xv::v1::EventAck> acks;     // one per (experiment, attempt) touched
+  int duplicates = 0;                     // events already stored before (ignored)
+  int rejected = 0;                       // events for attempts this worker does not hold
+  std::vector<AppliedFinished> finished;  // one per Finished of the batch, in order
 };
 
 // What ReclaimLostAttempt decided about an attempt a worker reports still running.

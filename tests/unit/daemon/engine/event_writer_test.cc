@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -97,6 +98,54 @@ TEST_F(EventWriterTest, StoresEverySessionsEventsAndAcknowledgesEachItsOwn) {
   EXPECT_TRUE(writer.Flush(*sessions_[0]));
   EXPECT_EQ(AckedSeq(0), 500);
   EXPECT_EQ(MetricsRows(), 1000);
+  writer.Forget(*sessions_[0]);
+  writer.Forget(*sessions_[1]);
+}
+
+TEST_F(EventWriterTest, AFinishedIsStoredAfterItsEventsAndAcknowledgedThenTheCallbackRuns) {
+  std::atomic<int> passes{0};
+  EventWriter writer(store_.get(), [&] { ++passes; });
+  std::vector<xv::v1::TrainerEvent> events = Steps(0, 1, 3);
+  events.push_back(MakeEvent(ids_.experiment_ids[0], 1, 4, "summary",
+                             R"({"type":"summary","val_bpb":1.25,"training_seconds":1.0})"));
+  ASSERT_TRUE(writer.Enqueue(sessions_[0], std::move(events)));
+  xv::v1::Finished fin;
+  fin.set_experiment_id(ids_.experiment_ids[0]);
+  fin.set_attempt(1);
+  fin.set_state("succeeded");
+  fin.set_last_seq(4);
+  ASSERT_TRUE(writer.EnqueueFinished(sessions_[0], fin));
+  // Session 1 reports the end of an attempt it never held: acknowledged, nothing changes.
+  xv::v1::Finished foreign = fin;
+  ASSERT_TRUE(writer.EnqueueFinished(sessions_[1], foreign));
+  EXPECT_TRUE(writer.Flush(*sessions_[0]));
+  EXPECT_TRUE(writer.Flush(*sessions_[1]));
+  const std::string db = dir_.file("xv.db");
+  const std::string exp0 = std::to_string(ids_.experiment_ids[0]);
+  EXPECT_EQ(store::testing::QueryInt(
+                db, "SELECT state = 'succeeded' FROM experiments WHERE id = " + exp0),
+            1);
+  EXPECT_EQ(store::testing::QueryInt(db, "SELECT COUNT(*) FROM results WHERE experiment_id = " +
+                                             exp0 + " AND val_bpb = 1.25"),
+            1);
+  // Session 0: the events' ack, then the Finished's (seq 4, finished); session 1: finished only.
+  std::vector<xv::v1::EventAck> acks0, acks1;
+  xv::v1::DaemonMessage msg;
+  while (sessions_[0]->Pop(&msg, std::chrono::milliseconds(0))) acks0.push_back(msg.ack());
+  while (sessions_[1]->Pop(&msg, std::chrono::milliseconds(0))) acks1.push_back(msg.ack());
+  ASSERT_EQ(acks0.size(), 2u);
+  EXPECT_FALSE(acks0[0].finished());
+  EXPECT_EQ(acks0[0].seq(), 4);
+  EXPECT_TRUE(acks0[1].finished());
+  EXPECT_EQ(acks0[1].seq(), 4);
+  ASSERT_EQ(acks1.size(), 1u);
+  EXPECT_TRUE(acks1[0].finished());
+  EXPECT_EQ(acks1[0].experiment_id(), ids_.experiment_ids[0]);
+  EXPECT_GE(passes.load(), 1);
+  // The experiment session 1 holds is untouched.
+  EXPECT_EQ(store::testing::QueryInt(db, "SELECT state = 'assigned' FROM experiments WHERE id = " +
+                                             std::to_string(ids_.experiment_ids[1])),
+            1);
   writer.Forget(*sessions_[0]);
   writer.Forget(*sessions_[1]);
 }
