@@ -281,14 +281,25 @@ void Dispatcher::Schedule() {
   if (slots.empty()) return;
   std::vector<sched::Placement> placements;
   if (!PlanFromQueueHead(slots, free_slots, active, &placements)) return;
-  for (const sched::Placement& p : placements) {
-    xv::v1::DaemonMessage msg;
-    s = store_->attempts().AssignExperiment(p.experiment_id, p.worker_id,
-                                            msg.mutable_assign()->mutable_spec());
-    if (!s.ok()) {
-      spdlog::warn("assign experiment {}: {}", p.experiment_id, s.ToString());
+  // One transaction (one commit) for the pass's assignments.
+  std::vector<store::AttemptLedger::Assignment> assignments;
+  for (const sched::Placement& p : placements)
+    assignments.push_back({p.experiment_id, p.worker_id});
+  std::vector<xv::v1::ExperimentSpec> specs;
+  std::vector<Status> assigned;
+  s = store_->attempts().AssignExperiments(assignments, &specs, &assigned);
+  if (!s.ok()) {
+    spdlog::warn("assigning {} experiment(s): {}", assignments.size(), s.ToString());
+    return;
+  }
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const sched::Placement& p = placements[i];
+    if (!assigned[i].ok()) {
+      spdlog::warn("assign experiment {}: {}", p.experiment_id, assigned[i].ToString());
       continue;
     }
+    xv::v1::DaemonMessage msg;
+    *msg.mutable_assign()->mutable_spec() = std::move(specs[i]);
     const auto& session = by_id[p.worker_id];
     spdlog::info("experiment {} attempt {} -> worker {}", p.experiment_id,
                  msg.assign().spec().attempt(), session->name());

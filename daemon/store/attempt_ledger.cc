@@ -23,60 +23,93 @@ Status AttemptLedger::AssignExperiment(int64_t experiment_id, int64_t worker_id,
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock lock(db_->mu());
   XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
-  SqliteConnection* c = db_->conn();
-  return InWriteTransaction(c, [&]() -> Status {
-    SqliteStatement sel;
-    XV_RETURN_IF_ERROR(c->Prepare(
-        "SELECT e.state, e.attempt, e.trainer, r.recipe_json, r.hash, e.seed, e.time_budget_s, "
-        "e.hard_deadline_s, e.campaign_id, e.round_id, COALESCE(s.sha256, ''), "
-        "COALESCE(s.text, '') FROM experiments e JOIN recipes r ON r.id = e.recipe_id "
-        "LEFT JOIN sources s ON s.id = r.source_id WHERE e.id = ?",
-        &sel));
-    sel.Bind(1, experiment_id);
-    bool row = false;
-    XV_RETURN_IF_ERROR(sel.Step(&row));
-    if (!row) return Status::NotFound("experiment " + std::to_string(experiment_id));
-    ExperimentState state = ExperimentState::kQueued;
-    XV_RETURN_IF_ERROR(ColumnEnum(sel, 0, ParseExperimentState, "experiments.state", &state));
-    if (state != ExperimentState::kQueued) {
-      return Status::FailedPrecondition("experiment " + std::to_string(experiment_id) + " is " +
-                                        sel.ColumnText(0) + ", not queued");
-    }
-    const int attempt = static_cast<int>(sel.ColumnInt(1)) + 1;
-    spec->set_experiment_id(experiment_id);
-    spec->set_attempt(attempt);
-    spec->set_trainer(sel.ColumnText(2));
-    spec->set_recipe_json(sel.ColumnText(3));
-    spec->set_recipe_hash(sel.ColumnText(4));
-    spec->set_seed(sel.ColumnInt(5));
-    spec->set_time_budget_s(sel.ColumnDouble(6));
-    spec->set_hard_deadline_s(sel.ColumnDouble(7));
-    spec->set_campaign_id(sel.ColumnInt(8));
-    spec->set_round_id(sel.ColumnInt(9));
-    // A code candidate (issue 16): the worker runs this text instead of its configured file.
-    spec->set_source_sha256(sel.ColumnText(10));
-    spec->set_source_text(sel.ColumnText(11));
-    SqliteStatement up;
-    XV_RETURN_IF_ERROR(c->Prepare(
-        "UPDATE experiments SET state = 'assigned', attempt = ?, worker_id = ?, progress = 0, "
-        "last_loss = NULL, failure_kind = '', failure_detail = '', assigned_at = " XV_NOW
-        " WHERE id = ?",
-        &up));
-    up.Bind(1, attempt).Bind(2, worker_id).Bind(3, experiment_id);
-    XV_RETURN_IF_ERROR(up.Run());
-    SqliteStatement ins;
-    XV_RETURN_IF_ERROR(
-        c->Prepare("INSERT INTO attempts(experiment_id, attempt, worker_id, state) VALUES (?, ?, "
-                   "?, 'assigned')",
-                   &ins));
-    ins.Bind(1, experiment_id).Bind(2, attempt).Bind(3, worker_id);
-    XV_RETURN_IF_ERROR(ins.Run());
-    XV_RETURN_IF_ERROR(InsertStateEvent(c, experiment_id, "worker " + std::to_string(worker_id)));
-    SqliteStatement ws;
-    XV_RETURN_IF_ERROR(c->Prepare("UPDATE workers SET state = 'busy' WHERE id = ?", &ws));
-    ws.Bind(1, worker_id);
-    return ws.Run();
+  return InWriteTransaction(db_->conn(), [&]() -> Status {
+    db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
+    return AssignExperimentLocked(experiment_id, worker_id, spec);
   });
+}
+
+Status AttemptLedger::AssignExperiments(const std::vector<Assignment>& assignments,
+                                        std::vector<xv::v1::ExperimentSpec>* specs,
+                                        std::vector<Status>* results) {
+  XV_RETURN_IF_ERROR(db_->CheckWritable());
+  MutexLock lock(db_->mu());
+  XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
+  std::vector<xv::v1::ExperimentSpec> out_specs(assignments.size());
+  std::vector<Status> out(assignments.size());
+  XV_RETURN_IF_ERROR(InWriteTransaction(db_->conn(), [&]() -> Status {
+    db_->mu()->AssertHeld();  // the lambda runs inside this function, under `lock`
+    for (size_t i = 0; i < assignments.size(); ++i) {
+      out[i] = AssignExperimentLocked(assignments[i].experiment_id, assignments[i].worker_id,
+                                      &out_specs[i]);
+      // Refusals come before any write of that assignment: the others go on.
+      const Status::Code code = out[i].code();
+      if (!out[i].ok() && code != Status::Code::kNotFound &&
+          code != Status::Code::kFailedPrecondition) {
+        return out[i];
+      }
+    }
+    return Status::Ok();
+  }));
+  *specs = std::move(out_specs);
+  *results = std::move(out);
+  return Status::Ok();
+}
+
+Status AttemptLedger::AssignExperimentLocked(int64_t experiment_id, int64_t worker_id,
+                                             xv::v1::ExperimentSpec* spec) {
+  SqliteConnection* c = db_->conn();
+  SqliteStatement sel;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "SELECT e.state, e.attempt, e.trainer, r.recipe_json, r.hash, e.seed, e.time_budget_s, "
+      "e.hard_deadline_s, e.campaign_id, e.round_id, COALESCE(s.sha256, ''), "
+      "COALESCE(s.text, '') FROM experiments e JOIN recipes r ON r.id = e.recipe_id "
+      "LEFT JOIN sources s ON s.id = r.source_id WHERE e.id = ?",
+      &sel));
+  sel.Bind(1, experiment_id);
+  bool row = false;
+  XV_RETURN_IF_ERROR(sel.Step(&row));
+  if (!row) return Status::NotFound("experiment " + std::to_string(experiment_id));
+  ExperimentState state = ExperimentState::kQueued;
+  XV_RETURN_IF_ERROR(ColumnEnum(sel, 0, ParseExperimentState, "experiments.state", &state));
+  if (state != ExperimentState::kQueued) {
+    return Status::FailedPrecondition("experiment " + std::to_string(experiment_id) + " is " +
+                                      sel.ColumnText(0) + ", not queued");
+  }
+  const int attempt = static_cast<int>(sel.ColumnInt(1)) + 1;
+  spec->set_experiment_id(experiment_id);
+  spec->set_attempt(attempt);
+  spec->set_trainer(sel.ColumnText(2));
+  spec->set_recipe_json(sel.ColumnText(3));
+  spec->set_recipe_hash(sel.ColumnText(4));
+  spec->set_seed(sel.ColumnInt(5));
+  spec->set_time_budget_s(sel.ColumnDouble(6));
+  spec->set_hard_deadline_s(sel.ColumnDouble(7));
+  spec->set_campaign_id(sel.ColumnInt(8));
+  spec->set_round_id(sel.ColumnInt(9));
+  // A code candidate (issue 16): the worker runs this text instead of its configured file.
+  spec->set_source_sha256(sel.ColumnText(10));
+  spec->set_source_text(sel.ColumnText(11));
+  SqliteStatement up;
+  XV_RETURN_IF_ERROR(c->Prepare(
+      "UPDATE experiments SET state = 'assigned', attempt = ?, worker_id = ?, progress = 0, "
+      "last_loss = NULL, failure_kind = '', failure_detail = '', assigned_at = " XV_NOW
+      " WHERE id = ?",
+      &up));
+  up.Bind(1, attempt).Bind(2, worker_id).Bind(3, experiment_id);
+  XV_RETURN_IF_ERROR(up.Run());
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(
+      c->Prepare("INSERT INTO attempts(experiment_id, attempt, worker_id, state) VALUES (?, ?, "
+                 "?, 'assigned')",
+                 &ins));
+  ins.Bind(1, experiment_id).Bind(2, attempt).Bind(3, worker_id);
+  XV_RETURN_IF_ERROR(ins.Run());
+  XV_RETURN_IF_ERROR(InsertStateEvent(c, experiment_id, "worker " + std::to_string(worker_id)));
+  SqliteStatement ws;
+  XV_RETURN_IF_ERROR(c->Prepare("UPDATE workers SET state = 'busy' WHERE id = ?", &ws));
+  ws.Bind(1, worker_id);
+  return ws.Run();
 }
 
 Status AttemptLedger::MarkAttemptLost(int64_t experiment_id, int attempt, const std::string& detail,

@@ -51,6 +51,17 @@ class AttemptLedger {
   // queued -> assigned: attempt + 1, an attempts row, the spec to send. FailedPrecondition when the
   // experiment is no longer queued (cancelled meanwhile).
   Status AssignExperiment(int64_t experiment_id, int64_t worker_id, xv::v1::ExperimentSpec* spec);
+  struct Assignment {
+    int64_t experiment_id = 0;
+    int64_t worker_id = 0;
+  };
+  // A dispatcher pass's assignments in ONE transaction, each as AssignExperiment would make it:
+  // (*results)[i] answers assignments[i], Ok with (*specs)[i] set, or NotFound /
+  // FailedPrecondition (the experiment is gone or no longer queued; nothing of it is written).
+  // Any other error rolls back all of them and is returned.
+  Status AssignExperiments(const std::vector<Assignment>& assignments,
+                           std::vector<xv::v1::ExperimentSpec>* specs,
+                           std::vector<Status>* results);
   // An attempt lost its worker (no contact within the lease). max_attempts <= 0: the campaign's
   // own limit (campaigns.max_attempts, default 2). When attempt < max_attempts the
   // experiment goes back to the queue (*requeued = true), else it ends in state lost. No-op (ok,
@@ -124,6 +135,10 @@ class AttemptLedger {
   Status WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
                                        const std::pair<int64_t, int>* key)
       EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // AssignExperiment inside the caller's transaction. NotFound / FailedPrecondition before any
+  // write.
+  Status AssignExperimentLocked(int64_t experiment_id, int64_t worker_id,
+                                xv::v1::ExperimentSpec* spec) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   // FinishAttempt inside the caller's transaction. FailedPrecondition (before any write) when
   // the worker never held the attempt.
   Status FinishAttemptLocked(int64_t worker_id, const xv::v1::Finished& f, xv::v1::EventAck* ack)

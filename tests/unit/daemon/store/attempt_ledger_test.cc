@@ -40,6 +40,38 @@ TEST_F(StoreWithWorker, AssignBuildsSpecAndRefusesTwice) {
   EXPECT_EQ(queued[0].id, ids_.experiment_ids[1]);
 }
 
+// A pass's assignments share one transaction; one that can no longer be made (here: its
+// experiment is already assigned) is refused alone, and the others are made as one by one.
+TEST_F(StoreWithWorker, AssignmentsOfAPassAreMadeTogetherAndARefusalStaysAlone) {
+  int64_t second = 0;
+  ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("host:gpu1"), &second).ok());
+  std::vector<xv::v1::ExperimentSpec> specs;
+  std::vector<Status> results;
+  ASSERT_TRUE(store_->attempts()
+                  .AssignExperiments({{ids_.experiment_ids[0], second},
+                                      {ids_.experiment_ids[1], second},
+                                      {987654, second}},
+                                     &specs, &results)
+                  .ok());
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].code(), Status::Code::kFailedPrecondition);  // assigned in SetUp
+  EXPECT_TRUE(results[1].ok()) << results[1].ToString();
+  EXPECT_EQ(results[2].code(), Status::Code::kNotFound);
+  EXPECT_EQ(specs[1].experiment_id(), ids_.experiment_ids[1]);
+  EXPECT_EQ(specs[1].attempt(), 1);
+  EXPECT_EQ(specs[1].recipe_hash(), "default-hash-1");
+  const std::string e1 = std::to_string(ids_.experiment_ids[1]);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM experiments WHERE id = " + e1 +
+                  " AND state = 'assigned' AND worker_id = " + std::to_string(second)),
+            1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM attempts WHERE experiment_id = " + e1), 1);
+  // The refused one kept its first worker and its one attempt.
+  const std::string e0 = std::to_string(ids_.experiment_ids[0]);
+  EXPECT_EQ(Count("SELECT worker_id FROM experiments WHERE id = " + e0), worker_);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM attempts WHERE experiment_id = " + e0), 1);
+  EXPECT_EQ(Count("SELECT state = 'busy' FROM workers WHERE id = " + std::to_string(second)), 1);
+}
+
 TEST_F(StoreWithWorker, EventsAreAppliedExactlyOnce) {
   const int64_t exp = ids_.experiment_ids[0];
   std::vector<xv::v1::TrainerEvent> batch = {
