@@ -17,11 +17,12 @@ constexpr int kPageSize = 500;
 using PageFetch = std::function<Status(const v1::ListExperimentsRequest&,
                                        std::vector<v1::Experiment>*, int64_t* matching)>;
 
-// The `filter.limit` highest ids, in id order: newest-first pages of at most kPageSize, so the
-// cost follows the limit, not the table.
+// The `filter.limit` highest ids below filter.before_id (0: the newest), in id order:
+// newest-first pages of at most kPageSize, so the cost follows the limit, not the table.
 Status ListNewest(const ExperimentFilter& filter, const PageFetch& fetch,
-                  std::vector<v1::Experiment>* out) {
-  int64_t before = 0;  // 0: from the newest
+                  std::vector<v1::Experiment>* out, int64_t* matching = nullptr) {
+  int64_t before = filter.before_id;  // 0: from the newest
+  bool first = true;
   while (static_cast<int>(out->size()) < filter.limit) {
     v1::ListExperimentsRequest req;
     ApplyFilter(filter, &req);
