@@ -210,9 +210,8 @@ int RunResults(const ResultsArgs& args, const ClientOptions& options) {
       }
     }
   }
-  if (page.more) {
-    std::cout << WrapToWidth(NextPageNote(a, page), a.wide ? 0 : TerminalColumns(), "   ");
-  }
+  // Not wrapped: the next page's command stays one line to copy.
+  if (page.more) std::cout << NextPageNote(a, page) << "\n";
   return kExitOk;
 }
 
