@@ -254,8 +254,12 @@ TEST_F(DashboardE2eTest, HttpEndpoints) {
   const size_t total = j["experiments"].size();
   ASSERT_GE(total, 5u) << c.body;
   EXPECT_EQ(j["experiments_total"], total);
+  // Experiments are protobuf JSON: int64 ids are strings.
+  auto id_of = [](const json& x) {
+    return x["id"].is_string() ? std::stoll(x["id"].get<std::string>()) : x["id"].get<int64_t>();
+  };
   std::vector<int64_t> every, walked;
-  for (const auto& x : j["experiments"]) every.push_back(x["id"].get<int64_t>());
+  for (const auto& x : j["experiments"]) every.push_back(id_of(x));
   std::string target = "/api/campaigns/" + campaign_id_ + "?limit=2";
   while (true) {
     HttpResponse p = Http(port_, "GET", target);
@@ -263,7 +267,7 @@ TEST_F(DashboardE2eTest, HttpEndpoints) {
     json page = json::parse(p.body);
     EXPECT_EQ(page["limit"], 2);
     std::vector<int64_t> ids;
-    for (const auto& x : page["experiments"]) ids.push_back(x["id"].get<int64_t>());
+    for (const auto& x : page["experiments"]) ids.push_back(id_of(x));
     ASSERT_FALSE(ids.empty()) << p.body;
     walked.insert(walked.begin(), ids.begin(), ids.end());
     if (!page["experiments_truncated"].get<bool>()) break;
