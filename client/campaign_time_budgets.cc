@@ -23,7 +23,7 @@ double CampaignTimeBudgets::ForCampaign(int64_t campaign_id) {
   if (it != budgets_.end()) return it->second;
   double budget = 0;
   v1::Campaign campaign;
-  if (campaign_id > 0 && client_->GetCampaign(std::to_string(campaign_id), &campaign).ok()) {
+  if (campaign_id > 0 && client_->GetCampaignSummary(std::to_string(campaign_id), &campaign).ok()) {
     budget = TimeBudgetIn(campaign.budget_json());
     if (!(budget > 0)) budget = TimeBudgetIn(campaign.head_recipe_json());
   }

@@ -100,6 +100,24 @@ Status DaemonClient::ListExperiments(const v1::ListExperimentsRequest& req,
   return FromGrpc(stub_->ListExperiments(&ctx, req, resp));
 }
 
+Status DaemonClient::ListExperiments(const v1::ListExperimentsRequest& req,
+                                     v1::ListExperimentsResponse* resp, int64_t* matching) {
+  *matching = -1;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  ctx.AddMetadata("xv-count-matching", "1");  // daemon/api/reply_caps.h
+  Status st = FromGrpc(stub_->ListExperiments(&ctx, req, resp));
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  const auto it = trailers.find("xv-rows-matching");
+  if (st.ok() && it != trailers.end()) {
+    const std::string n(it->second.data(), it->second.size());
+    if (!n.empty() && n.size() < 19 && n.find_first_not_of("0123456789") == std::string::npos) {
+      *matching = std::stoll(n);
+    }
+  }
+  return st;
+}
+
 Status DaemonClient::GetExperiment(int64_t id, v1::Experiment* resp) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, 30);
@@ -144,6 +162,30 @@ Status DaemonClient::GetCampaign(const std::string& name_or_id, v1::Campaign* re
   SetDeadline(&ctx, 30);
   return NoteRowsOmitted(ctx, "of the oldest rounds and head changes",
                          FromGrpc(campaigns_->GetCampaign(&ctx, CampaignRef(name_or_id), resp)));
+}
+
+Status DaemonClient::GetCampaignSummary(const std::string& name_or_id, v1::Campaign* resp) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  ctx.AddMetadata("xv-campaign-rounds", "none");  // daemon/api/reply_caps.h
+  return FromGrpc(campaigns_->GetCampaign(&ctx, CampaignRef(name_or_id), resp));
+}
+
+Status DaemonClient::GetCampaignRounds(const std::string& name_or_id,
+                                       const std::vector<int64_t>& round_ids, v1::Campaign* resp) {
+  if (round_ids.empty()) return GetCampaignSummary(name_or_id, resp);
+  if (round_ids.size() > 1000) {
+    return Status::InvalidArgument("round_ids: at most 1000, got " +
+                                   std::to_string(round_ids.size()));
+  }
+  std::string ids = "ids:";
+  for (size_t i = 0; i < round_ids.size(); ++i) {
+    ids += (i == 0 ? "" : ",") + std::to_string(round_ids[i]);
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, 30);
+  ctx.AddMetadata("xv-campaign-rounds", ids);  // daemon/api/reply_caps.h
+  return FromGrpc(campaigns_->GetCampaign(&ctx, CampaignRef(name_or_id), resp));
 }
 
 Status DaemonClient::ListCampaigns(v1::ListCampaignsResponse* resp) {

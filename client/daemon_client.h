@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -26,6 +27,11 @@ class DaemonClient {
 
   Status Submit(const v1::SubmitRequest& req, v1::SubmitResponse* resp);
   Status ListExperiments(const v1::ListExperimentsRequest& req, v1::ListExperimentsResponse* resp);
+  // The same, and *matching: how many experiments match the filters past the request's cursor
+  // (this page's rows and every later page's), counted by the daemon (the `xv-count-matching`
+  // request metadata, daemon/api/reply_caps.h); -1 when the daemon did not say (an older one).
+  Status ListExperiments(const v1::ListExperimentsRequest& req, v1::ListExperimentsResponse* resp,
+                         int64_t* matching);
   Status GetExperiment(int64_t id, v1::Experiment* resp);
   Status GetStatus(v1::StatusResponse* resp);
   // Experiments.Watch: a stream read with reader->Read until it returns false, then Finish().
@@ -41,6 +47,14 @@ class DaemonClient {
   // Campaigns service. `name_or_id` is a campaign name, or its numeric id.
   Status CreateCampaign(const v1::CreateCampaignRequest& req, v1::Campaign* resp);
   Status GetCampaign(const std::string& name_or_id, v1::Campaign* resp);
+  // The campaign without its rounds and head history (its budget, head recipe and policy): one
+  // row, whatever the campaign's size (the `xv-campaign-rounds: none` request metadata,
+  // daemon/api/reply_caps.h; an older daemon sends everything).
+  Status GetCampaignSummary(const std::string& name_or_id, v1::Campaign* resp);
+  // The campaign with only the rounds of `round_ids` (at most 1000; ids of other campaigns match
+  // none) and no head history. An older daemon sends every round: callers look theirs up by id.
+  Status GetCampaignRounds(const std::string& name_or_id, const std::vector<int64_t>& round_ids,
+                           v1::Campaign* resp);
   Status ListCampaigns(v1::ListCampaignsResponse* resp);
   // pause = true: PauseCampaign, else ResumeCampaign.
   Status SetCampaignPaused(const std::string& name_or_id, bool pause, v1::Campaign* resp);

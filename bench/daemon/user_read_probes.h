@@ -1,11 +1,15 @@
 // The reads a user or an agent makes of a large database, timed end to end as they make them
 // (issue 18's "results-style queries" goal): xvctl as a child process (its start included) and the
 // dashboard's JSON API over HTTP. Part of xv-bench-daemon's scale phase (scale_probes.h).
-//   xvctl results                    the default listing (the newest 10,000 rows at most)
+//   xvctl results                    the default listing (a page of 50; before paging, the
+//                                    newest 10,000 rows: main's xvctl beside main's xvd)
 //   xvctl results --json             the same as JSON
+//   xvctl results --before ID        an older page, from the middle of the table
 //   xvctl results --campaign C --limit 20
 //   xvctl show ID / status           one experiment in full (its events replayed); the daemon
-//   GET /api/overview, /api/campaigns/ID, /api/experiments/ID (one experiment's metrics curve)
+//   xvctl results [--json] --limit 10000   the old default, 3 calls at most
+//   GET /api/overview, /api/campaigns/ID (its default page), /api/campaigns/ID?before=ID (an
+//   older page), /api/experiments/ID (one experiment's metrics curve)
 // Thread-safety: runs on the caller's thread.
 #pragma once
 

@@ -80,7 +80,7 @@ int RunShow(const ShowArgs& a, const ClientOptions& options) {
   Status st = client.GetExperiment(a.id, &e);
   if (!st.ok()) return ReportError(st);
   v1::Campaign campaign;
-  st = client.GetCampaign(std::to_string(e.campaign_id()), &campaign);
+  st = client.GetCampaignSummary(std::to_string(e.campaign_id()), &campaign);
   if (!st.ok()) return ReportError(st);
   const EventsSummary events = ReadEvents(&client, e);
   if (a.json) {

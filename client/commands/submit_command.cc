@@ -23,7 +23,7 @@ namespace {
 // pending` is not read as "still deciding". Silent when the campaign cannot be read.
 void SayWhenNothingWillBeDecided(DaemonClient* client, int64_t campaign_id) {
   v1::Campaign campaign;
-  if (!client->GetCampaign(std::to_string(campaign_id), &campaign).ok()) return;
+  if (!client->GetCampaignSummary(std::to_string(campaign_id), &campaign).ok()) return;
   const std::string& policy = campaign.policy_json();
   if (!policy.empty() && policy != "{}") return;
   std::cout << "note: campaign " << campaign.name()

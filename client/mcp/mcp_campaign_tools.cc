@@ -523,7 +523,7 @@ Status CampaignNameOf(DaemonClient* client, const nlohmann::json& value, const s
     return Status::InvalidArgument(field + ": expected a campaign name or id");
   }
   v1::Campaign c;
-  Status st = client->GetCampaign(std::to_string(value.get<int64_t>()), &c);
+  Status st = client->GetCampaignSummary(std::to_string(value.get<int64_t>()), &c);
   if (st.code() == Status::Code::kNotFound) st = st.WithContext(field + ": ");
   XV_RETURN_IF_ERROR(st);
   *name = c.name();

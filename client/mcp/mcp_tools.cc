@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -412,16 +413,50 @@ McpTool ResultsTool(std::shared_ptr<DaemonClient> client, ClientOptions options)
     page.after_id = Int(args, "after_id", 0);
     page.limit = static_cast<int>(Int(args, "limit", 20));
     page.best_first = filter.sort == "val_bpb" && page.after_id == 0;
-    std::vector<v1::Experiment> rows;
+    filter.round_id = page.round_id;  // the daemon filters the round
     std::string source = "daemon";
-    Status st = ListFromDaemon(client.get(), filter, &rows);
-    if (st.code() == Status::Code::kUnavailable) {
-      const std::string db = options.StateDir() + "/xv.db";
-      if (std::filesystem::exists(db)) {
+    const std::string db = options.StateDir() + "/xv.db";
+    // From the daemon, or (no daemon answers) the database read-only.
+    auto read = [&](const std::function<Status(bool)>& from) {
+      Status st = from(true);
+      if (st.code() == Status::Code::kUnavailable && std::filesystem::exists(db)) {
         source = "database " + db + " (read-only; no xvd answers at " + client->address() + ")";
-        st = ListFromDatabase(db, filter, &rows);
+        st = from(false);
       }
+      return st;
+    };
+    if (page.ids.empty() && page.limit > 0) {
+      // One page, counted in SQL: the cost follows the page, not the table.
+      ExperimentFilter f = filter;
+      f.limit = page.limit;
+      if (page.after_id > 0) f.sort = "id";
+      f.after_id = page.after_id;
+      ExperimentPage got;
+      Status st = read([&](bool daemon) {
+        return daemon ? PageFromDaemon(client.get(), f, &got) : PageFromDatabase(db, f, &got);
+      });
+      if (!st.ok()) return McpToolResult::Error(st);
+      json experiments = json::array();
+      const size_t shown = std::min(got.rows.size(), static_cast<size_t>(page.limit));
+      for (size_t i = 0; i < shown; ++i) experiments.push_back(ExperimentSummary(got.rows[i]));
+      // An older daemon does not count: at least one more when more follow.
+      const int64_t total = got.matching >= 0
+                                ? got.matching
+                                : static_cast<int64_t>(got.rows.size()) + (got.more ? 1 : 0);
+      json j = {{"experiments", experiments}, {"count", shown}, {"total", total}};
+      if (page.after_id > 0 && got.more) j["next_after_id"] = got.next_after;
+      if (page.after_id == 0 && static_cast<int64_t>(shown) < total) {
+        j["left_out"] = total - static_cast<int64_t>(shown);
+      }
+      j["source"] = source;
+      return McpToolResult::Json(j);
     }
+    // Every matching row (limit 0), or a list of ids: filtered here.
+    std::vector<v1::Experiment> rows;
+    Status st = read([&](bool daemon) {
+      return daemon ? ListFromDaemon(client.get(), filter, &rows)
+                    : ListFromDatabase(db, filter, &rows);
+    });
     if (!st.ok()) return McpToolResult::Error(st);
     json j = ResultsAnswer(rows, page);
     j["source"] = source;

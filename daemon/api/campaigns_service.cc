@@ -1,5 +1,6 @@
 #include "daemon/api/campaigns_service.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include <spdlog/spdlog.h>
@@ -14,6 +15,45 @@
 #include "daemon/engine/campaign_policy.h"
 
 namespace xv::daemon {
+
+namespace {
+
+// The `xv-campaign-rounds` request metadata of GetCampaign (reply_caps.h) as a CampaignDetail.
+Status ParseCampaignRoundsMetadata(const grpc::ServerContext& ctx, store::CampaignDetail* what) {
+  *what = store::CampaignDetail();
+  const auto& md = ctx.client_metadata();
+  const auto it = md.find(kCampaignRoundsMetadata);
+  if (it == md.end()) return Status::Ok();
+  const std::string value(it->second.data(), it->second.size());
+  const auto bad = [&value](const std::string& why) {
+    return Status::InvalidArgument(std::string(kCampaignRoundsMetadata) + " metadata: " + why +
+                                   " (got '" + value.substr(0, 60) +
+                                   "'; send none or ids:ID,ID,...)");
+  };
+  what->newest_head_changes = 0;
+  if (value == "none") {
+    what->rounds = false;
+    return Status::Ok();
+  }
+  if (value.rfind("ids:", 0) != 0) return bad("unknown form");
+  size_t pos = 4;
+  while (pos <= value.size()) {
+    const size_t comma = std::min(value.find(',', pos), value.size());
+    const std::string part = value.substr(pos, comma - pos);
+    if (part.empty() || part.size() > 18 ||
+        part.find_first_not_of("0123456789") != std::string::npos) {
+      return bad("a round id is not a positive integer");
+    }
+    what->round_ids.push_back(std::stoll(part));
+    if (what->round_ids.size() > static_cast<size_t>(kMaxCampaignRoundIds)) {
+      return bad("more than " + std::to_string(kMaxCampaignRoundIds) + " round ids");
+    }
+    pos = comma + 1;
+  }
+  return Status::Ok();  // an id of another campaign's round matches none
+}
+
+}  // namespace
 
 CampaignsService::CampaignsService(store::Store* store, Dispatcher* dispatcher, RoundCloser* closer,
                                    SubmissionLimits limits)
@@ -96,7 +136,9 @@ grpc::Status CampaignsService::GetCampaign(grpc::ServerContext* ctx,
     return denied;
   }
   if (Status s = CheckRequestLimits(*req); !s.ok()) return ToGrpcStatus(s);
-  Status s = store_->campaigns().GetCampaign(req->id(), req->name(), true, resp);
+  store::CampaignDetail what;
+  if (Status s = ParseCampaignRoundsMetadata(*ctx, &what); !s.ok()) return ToGrpcStatus(s);
+  Status s = store_->campaigns().GetCampaign(req->id(), req->name(), what, resp);
   if (!s.ok()) return ToGrpcStatus(s);
   // A campaign of many rounds: its newest rounds and head changes, within the cap.
   int64_t omitted = TrimRowsToReplyCap(*resp, resp->mutable_head_history(), KeepRows::kLast,

@@ -13,6 +13,7 @@
 #include "common/recipe.h"
 #include "common/run_states.h"
 #include "daemon/api/grpc_status.h"
+#include "daemon/api/reply_caps.h"
 #include "daemon/api/request_limits.h"
 #include "daemon/api/watch_stream.h"
 #include "daemon/engine/campaign_policy.h"
@@ -138,6 +139,12 @@ grpc::Status ExperimentsService::ListExperiments(grpc::ServerContext* ctx,
   std::vector<xv::v1::Experiment> found;
   s = store_->experiments().ListExperiments(*req, &found);
   if (!s.ok()) return ToGrpcStatus(s);
+  if (ctx->client_metadata().count(kCountMatchingMetadata) > 0) {
+    int64_t matching = 0;
+    s = store_->experiments().CountExperiments(*req, &matching);
+    if (!s.ok()) return ToGrpcStatus(s);
+    ctx->AddTrailingMetadata(kRowsMatchingMetadata, std::to_string(matching));
+  }
   size_t bytes = 0;
   for (auto& e : found) {
     const size_t row = e.ByteSizeLong() + 8;  // the row and its field header

@@ -20,6 +20,20 @@
 
 namespace xv::daemon {
 
+// GetCampaign's request metadata key: which rounds the reply holds, for a caller that needs a few
+// of them (the reply message has no such field; a campaign of 100k experiments has thousands of
+// rounds). "none": the campaign alone, no rounds and no head history (the budget, the head
+// recipe); "ids:7,9,12": only these rounds (at most kMaxCampaignRoundIds), no head history.
+// Absent: every round and the head history, trimmed to the cap. Anything else: INVALID_ARGUMENT.
+inline constexpr char kCampaignRoundsMetadata[] = "xv-campaign-rounds";
+inline constexpr int kMaxCampaignRoundIds = 1000;
+
+// ListExperiments' request metadata key: with any value, the reply's trailing metadata
+// kRowsMatchingMetadata says how many experiments match the request's filters past its cursor
+// (ExperimentQueries::CountExperiments): this page's rows and every later page's, counted in SQL.
+inline constexpr char kCountMatchingMetadata[] = "xv-count-matching";
+inline constexpr char kRowsMatchingMetadata[] = "xv-rows-matching";
+
 // The trailing metadata key of a trimmed reply: the rows left out, in decimal.
 inline constexpr char kRowsOmittedMetadata[] = "xv-rows-omitted";
 

@@ -162,7 +162,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<xv::v1::WatchEvent> {
         replay_up_to_ = hub_->published();
       }
       std::vector<store::StoredEvent> rows;
-      Status s = store_->events().ListEventsAfter(cursor_, replay_up_to_, kReplayBatch, &rows);
+      // One experiment's replay reads its own rows (an index), not the whole log.
+      Status s =
+          filter_.experiment_id != 0
+              ? store_->events().ListExperimentEventsAfter(filter_.experiment_id, cursor_,
+                                                           replay_up_to_, kReplayBatch, &rows)
+              : store_->events().ListEventsAfter(cursor_, replay_up_to_, kReplayBatch, &rows);
       if (!s.ok()) {
         *error = ToGrpcStatus(s);
         return false;

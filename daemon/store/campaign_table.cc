@@ -2,6 +2,7 @@
 // campaign_table.h.
 #include "daemon/store/campaign_table.h"
 
+#include <algorithm>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -135,16 +136,33 @@ Status CampaignTable::CreateCampaign(const NewCampaign& nc, int64_t* id) {
 
 namespace {
 
-// Each round's runs in their recorded order (rounds stored with one; migration 7).
-Status AddRunOrders(SqliteConnection* c, int64_t campaign_id, xv::v1::Campaign* out) {
+// Each round's runs in their recorded order (rounds stored with one; migration 7). `all`: every
+// round of the campaign is in `out`; otherwise only the runs of out's rounds are read.
+Status AddRunOrders(SqliteConnection* c, int64_t campaign_id, bool all, xv::v1::Campaign* out) {
   std::map<int64_t, xv::v1::RoundInfo*> rounds;
-  for (auto& r : *out->mutable_rounds()) rounds[r.id()] = &r;
+  nlohmann::json ids = nlohmann::json::array();
+  for (auto& r : *out->mutable_rounds()) {
+    rounds[r.id()] = &r;
+    ids.push_back(r.id());
+  }
+  if (rounds.empty()) return Status::Ok();
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(
-      c->Prepare("SELECT round_id, run_order, COALESCE(run_block, 0), id, name FROM experiments "
-                 "WHERE campaign_id = ? AND run_order IS NOT NULL ORDER BY round_id, run_order",
-                 &st));
-  st.Bind(1, campaign_id);
+  if (all) {
+    XV_RETURN_IF_ERROR(
+        c->Prepare("SELECT round_id, run_order, COALESCE(run_block, 0), id, name FROM experiments "
+                   "WHERE campaign_id = ? AND run_order IS NOT NULL ORDER BY round_id, run_order",
+                   &st));
+    st.Bind(1, campaign_id);
+  } else {
+    // By the round index (experiments_round), one round at a time: `+campaign_id` keeps the
+    // planner off the campaign's indexes, which would read every experiment of the campaign.
+    XV_RETURN_IF_ERROR(
+        c->Prepare("SELECT round_id, run_order, COALESCE(run_block, 0), id, name FROM experiments "
+                   "WHERE round_id IN (SELECT value FROM json_each(?)) AND +campaign_id = ? AND "
+                   "run_order IS NOT NULL ORDER BY round_id, run_order",
+                   &st));
+    st.Bind(1, ids.dump()).Bind(2, campaign_id);
+  }
   return ForEachRow(&st, [&rounds](const SqliteStatement& row) {
     const auto it = rounds.find(row.ColumnInt(0));
     if (it == rounds.end()) return;
@@ -160,6 +178,15 @@ Status AddRunOrders(SqliteConnection* c, int64_t campaign_id, xv::v1::Campaign* 
 
 Status CampaignTable::GetCampaign(int64_t id, const std::string& name, bool detail,
                                   xv::v1::Campaign* out) {
+  if (detail) return GetCampaign(id, name, CampaignDetail(), out);
+  CampaignDetail none;
+  none.rounds = false;
+  none.newest_head_changes = 0;
+  return GetCampaign(id, name, none, out);
+}
+
+Status CampaignTable::GetCampaign(int64_t id, const std::string& name, const CampaignDetail& what,
+                                  xv::v1::Campaign* out) {
   MutexLock lock(db_->mu());
   SqliteConnection* c = db_->conn();
   int64_t cid = 0;
@@ -171,45 +198,59 @@ Status CampaignTable::GetCampaign(int64_t id, const std::string& name, bool deta
   XV_RETURN_IF_ERROR(st.Step(&row));
   if (!row) return Status::NotFound("campaign id " + std::to_string(cid) + " vanished");
   RowToCampaign(st, out);
-  if (!detail) return Status::Ok();
-  SqliteStatement rounds;
-  XV_RETURN_IF_ERROR(c->Prepare(
-      "SELECT rd.id, rd.kind, rd.state, rd.decision_summary, rd.decision_json, "
-      "COALESCE(rd.kept_experiment_id, 0), COALESCE(k.name, ''), COALESCE(b.hash, ''), "
-      "(SELECT COUNT(*) FROM experiments x WHERE x.round_id = rd.id), "
-      "(SELECT COUNT(*) FROM experiments x WHERE x.round_id = rd.id AND x.state NOT IN " +
-          std::string(kTerminalStatesSql) +
-          "), rd.created_at, COALESCE(rd.decided_at, ''), COALESCE(rd.order_seed, 0), "
-          "rd.drift_json FROM rounds rd "
-          "LEFT JOIN experiments k ON k.id = rd.kept_experiment_id "
-          "LEFT JOIN recipes b ON b.id = rd.base_recipe_id WHERE rd.campaign_id = ? ORDER BY rd.id",
-      &rounds));
-  rounds.Bind(1, cid);
-  XV_RETURN_IF_ERROR(ForEachRow(&rounds, [out](const SqliteStatement& row) {
-    xv::v1::RoundInfo* r = out->add_rounds();
-    r->set_id(row.ColumnInt(0));
-    r->set_kind(row.ColumnText(1));
-    r->set_state(row.ColumnText(2));
-    r->set_decision_summary(row.ColumnText(3));
-    r->set_decision_json(row.ColumnText(4));
-    r->set_kept_experiment_id(row.ColumnInt(5));
-    r->set_kept_candidate(row.ColumnText(6));
-    r->set_head_recipe_hash(row.ColumnText(7));
-    r->set_experiments(static_cast<int32_t>(row.ColumnInt(8)));
-    r->set_unfinished(static_cast<int32_t>(row.ColumnInt(9)));
-    r->set_created_at(row.ColumnText(10));
-    r->set_decided_at(row.ColumnText(11));
-    r->set_order_seed(row.ColumnInt(12));
-    r->set_drift_json(row.ColumnText(13));
-  }));
-  XV_RETURN_IF_ERROR(AddRunOrders(c, cid, out));
+  const bool all_rounds = what.round_ids.empty() && what.newest_rounds <= 0;
+  if (what.rounds) {
+    // ?1 campaign; ?2 a JSON array of round ids or NULL (every round); ?3 the newest N or 0.
+    SqliteStatement rounds;
+    XV_RETURN_IF_ERROR(c->Prepare(
+        "SELECT rd.id, rd.kind, rd.state, rd.decision_summary, rd.decision_json, "
+        "COALESCE(rd.kept_experiment_id, 0), COALESCE(k.name, ''), COALESCE(b.hash, ''), "
+        "(SELECT COUNT(*) FROM experiments x WHERE x.round_id = rd.id), "
+        "(SELECT COUNT(*) FROM experiments x WHERE x.round_id = rd.id AND x.state NOT IN " +
+            std::string(kTerminalStatesSql) +
+            "), rd.created_at, COALESCE(rd.decided_at, ''), COALESCE(rd.order_seed, 0), "
+            "rd.drift_json FROM rounds rd "
+            "LEFT JOIN experiments k ON k.id = rd.kept_experiment_id "
+            "LEFT JOIN recipes b ON b.id = rd.base_recipe_id WHERE rd.campaign_id = ?1 "
+            "AND (?2 IS NULL OR rd.id IN (SELECT value FROM json_each(?2))) "
+            "AND (?3 = 0 OR rd.id IN (SELECT id FROM rounds WHERE campaign_id = ?1 "
+            "ORDER BY id DESC LIMIT ?3)) ORDER BY rd.id",
+        &rounds));
+    rounds.Bind(1, cid);
+    if (what.round_ids.empty()) {
+      rounds.BindNull(2);
+    } else {
+      rounds.Bind(2, nlohmann::json(what.round_ids).dump());
+    }
+    rounds.Bind(3, static_cast<int64_t>(std::max(0, what.newest_rounds)));
+    XV_RETURN_IF_ERROR(ForEachRow(&rounds, [out](const SqliteStatement& row) {
+      xv::v1::RoundInfo* r = out->add_rounds();
+      r->set_id(row.ColumnInt(0));
+      r->set_kind(row.ColumnText(1));
+      r->set_state(row.ColumnText(2));
+      r->set_decision_summary(row.ColumnText(3));
+      r->set_decision_json(row.ColumnText(4));
+      r->set_kept_experiment_id(row.ColumnInt(5));
+      r->set_kept_candidate(row.ColumnText(6));
+      r->set_head_recipe_hash(row.ColumnText(7));
+      r->set_experiments(static_cast<int32_t>(row.ColumnInt(8)));
+      r->set_unfinished(static_cast<int32_t>(row.ColumnInt(9)));
+      r->set_created_at(row.ColumnText(10));
+      r->set_decided_at(row.ColumnText(11));
+      r->set_order_seed(row.ColumnInt(12));
+      r->set_drift_json(row.ColumnText(13));
+    }));
+    XV_RETURN_IF_ERROR(AddRunOrders(c, cid, all_rounds, out));
+  }
+  if (what.newest_head_changes == 0) return Status::Ok();
   SqliteStatement hist;
   XV_RETURN_IF_ERROR(c->Prepare(
-      "SELECT r.hash, COALESCE(h.round_id, 0), COALESCE(h.experiment_id, 0), h.candidate, "
-      "h.reason, h.created_at FROM head_history h JOIN recipes r ON r.id = h.recipe_id "
-      "WHERE h.campaign_id = ? ORDER BY h.id",
+      "SELECT * FROM (SELECT r.hash, COALESCE(h.round_id, 0), COALESCE(h.experiment_id, 0), "
+      "h.candidate, h.reason, h.created_at, h.id FROM head_history h "
+      "JOIN recipes r ON r.id = h.recipe_id WHERE h.campaign_id = ? ORDER BY h.id DESC LIMIT ?) "
+      "ORDER BY 7",
       &hist));
-  hist.Bind(1, cid);
+  hist.Bind(1, cid).Bind(2, static_cast<int64_t>(what.newest_head_changes));  // -1: no limit
   return ForEachRow(&hist, [out](const SqliteStatement& row) {
     xv::v1::HeadChange* h = out->add_head_history();
     h->set_recipe_hash(row.ColumnText(0));
@@ -218,6 +259,17 @@ Status CampaignTable::GetCampaign(int64_t id, const std::string& name, bool deta
     h->set_candidate(row.ColumnText(3));
     h->set_reason(row.ColumnText(4));
     h->set_created_at(row.ColumnText(5));
+  });
+}
+
+Status CampaignTable::CountRounds(std::map<int64_t, RoundCounts>* out) {
+  out->clear();
+  MutexLock lock(db_->mu());
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+      "SELECT campaign_id, COUNT(*), SUM(state = 'open') FROM rounds GROUP BY campaign_id", &st));
+  return ForEachRow(&st, [out](const SqliteStatement& row) {
+    (*out)[row.ColumnInt(0)] = RoundCounts{row.ColumnInt(1), row.ColumnInt(2)};
   });
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,21 @@
 
 namespace xv::store {
 
+// Which of a campaign's rounds and head changes a detailed read fills, so that a caller that
+// needs a few of them never reads them all (a campaign of 100k experiments has thousands).
+struct CampaignDetail {
+  bool rounds = true;              // false: no rounds
+  int newest_rounds = 0;           // > 0: only the newest this many rounds
+  std::vector<int64_t> round_ids;  // non-empty: only these rounds (ids of other campaigns: none)
+  int newest_head_changes = -1;    // -1: the whole head history; 0: none; N: the newest N
+};
+
+// A campaign's rounds counted in SQL.
+struct RoundCounts {
+  int64_t rounds = 0;
+  int64_t open = 0;
+};
+
 class CampaignTable {
  public:
   explicit CampaignTable(Database* db) : db_(db) {}
@@ -23,6 +39,12 @@ class CampaignTable {
   // By id, or by name when id is 0. NotFound names what was asked. With `detail`, fills rounds
   // and head_history too.
   Status GetCampaign(int64_t id, const std::string& name, bool detail, xv::v1::Campaign* out);
+  // As GetCampaign with detail, filling only the rounds and head changes `what` names (each list
+  // oldest first, as GetCampaign's).
+  Status GetCampaign(int64_t id, const std::string& name, const CampaignDetail& what,
+                     xv::v1::Campaign* out);
+  // Every campaign's round counts, by campaign id (campaigns without rounds are absent).
+  Status CountRounds(std::map<int64_t, RoundCounts>* out);
   Status ListCampaigns(std::vector<xv::v1::Campaign>* out);
   // state: kActive or kPaused (InvalidArgument otherwise). NotFound as GetCampaign.
   Status SetCampaignState(int64_t id, const std::string& name, CampaignState state);

@@ -79,36 +79,61 @@ const std::string& EventSelectSql() {
 
 }  // namespace
 
+namespace {
+
+Status ReadEventRows(SqliteStatement* st, std::vector<StoredEvent>* out) {
+  bool row = false;
+  while (true) {
+    XV_RETURN_IF_ERROR(st->Step(&row));
+    if (!row) return Status::Ok();
+    StoredEvent e;
+    e.id = st->ColumnInt(EventColumn::kId);
+    e.created_at = st->ColumnText(EventColumn::kCreatedAt);
+    e.source = st->ColumnText(EventColumn::kSource);
+    e.experiment_id = st->ColumnInt(EventColumn::kExperimentId);
+    e.attempt = static_cast<int>(st->ColumnInt(EventColumn::kAttempt));
+    e.type = st->ColumnText(EventColumn::kType);
+    e.json = st->ColumnText(EventColumn::kJson);
+    e.campaign_id = st->ColumnInt(EventColumn::kCampaignId);
+    e.campaign = st->ColumnText(EventColumn::kCampaign);
+    e.round_id = st->ColumnInt(EventColumn::kRoundId);
+    e.name = st->ColumnText(EventColumn::kName);
+    out->push_back(std::move(e));
+  }
+}
+
+const char kEventJoins[] =
+    "FROM events e LEFT JOIN experiments x ON x.id = e.experiment_id "
+    "LEFT JOIN campaigns c ON c.id = COALESCE(x.campaign_id, CASE WHEN "
+    "json_valid(e.json) THEN json_extract(e.json, '$.campaign_id') END) ";
+
+}  // namespace
+
 Status EventLog::ListEventsAfter(int64_t after_id, int64_t up_to_id, int limit,
                                  std::vector<StoredEvent>* out) {
   MutexLock lock(db_->mu());
   SqliteStatement st;
-  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
-      EventSelectSql() + "FROM events e LEFT JOIN experiments x ON x.id = e.experiment_id "
-                         "LEFT JOIN campaigns c ON c.id = COALESCE(x.campaign_id, CASE WHEN "
-                         "json_valid(e.json) THEN "
-                         "json_extract(e.json, '$.campaign_id') END) "
-                         "WHERE e.id > ? AND (? = 0 OR e.id <= ?) ORDER BY e.id LIMIT ?",
-      &st));
+  XV_RETURN_IF_ERROR(
+      db_->conn()->Prepare(EventSelectSql() + kEventJoins +
+                               "WHERE e.id > ? AND (? = 0 OR e.id <= ?) ORDER BY e.id LIMIT ?",
+                           &st));
   st.Bind(1, after_id).Bind(2, up_to_id).Bind(3, up_to_id).Bind(4, limit);
-  bool row = false;
-  while (true) {
-    XV_RETURN_IF_ERROR(st.Step(&row));
-    if (!row) return Status::Ok();
-    StoredEvent e;
-    e.id = st.ColumnInt(EventColumn::kId);
-    e.created_at = st.ColumnText(EventColumn::kCreatedAt);
-    e.source = st.ColumnText(EventColumn::kSource);
-    e.experiment_id = st.ColumnInt(EventColumn::kExperimentId);
-    e.attempt = static_cast<int>(st.ColumnInt(EventColumn::kAttempt));
-    e.type = st.ColumnText(EventColumn::kType);
-    e.json = st.ColumnText(EventColumn::kJson);
-    e.campaign_id = st.ColumnInt(EventColumn::kCampaignId);
-    e.campaign = st.ColumnText(EventColumn::kCampaign);
-    e.round_id = st.ColumnInt(EventColumn::kRoundId);
-    e.name = st.ColumnText(EventColumn::kName);
-    out->push_back(std::move(e));
-  }
+  return ReadEventRows(&st, out);
+}
+
+Status EventLog::ListExperimentEventsAfter(int64_t experiment_id, int64_t after_id,
+                                           int64_t up_to_id, int limit,
+                                           std::vector<StoredEvent>* out) {
+  MutexLock lock(db_->mu());
+  SqliteStatement st;
+  // The experiment's rows come from the UNIQUE (experiment_id, attempt, seq) index; sorting them
+  // by id is a sort of that experiment's rows only.
+  XV_RETURN_IF_ERROR(db_->conn()->Prepare(
+      EventSelectSql() + kEventJoins +
+          "WHERE e.experiment_id = ? AND +e.id > ? AND (? = 0 OR +e.id <= ?) ORDER BY e.id LIMIT ?",
+      &st));
+  st.Bind(1, experiment_id).Bind(2, after_id).Bind(3, up_to_id).Bind(4, up_to_id).Bind(5, limit);
+  return ReadEventRows(&st, out);
 }
 
 Status EventLog::MaxEventId(int64_t* id) {

@@ -38,6 +38,10 @@ class EventLog {
   // Events with after_id < id (and id <= up_to_id unless it is 0), oldest first, at most `limit`.
   Status ListEventsAfter(int64_t after_id, int64_t up_to_id, int limit,
                          std::vector<StoredEvent>* out);
+  // The same, of one experiment only (every attempt): read through the events table's
+  // (experiment_id, attempt, seq) index, so its cost follows the experiment's events, not the log.
+  Status ListExperimentEventsAfter(int64_t experiment_id, int64_t after_id, int64_t up_to_id,
+                                   int limit, std::vector<StoredEvent>* out);
   // The newest event id (0 when there is none).
   Status MaxEventId(int64_t* id);
   // True when the campaign (0 = every campaign) has no experiment queued, assigned or running and

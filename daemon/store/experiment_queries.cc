@@ -310,42 +310,78 @@ const std::string& QueuedSelectSql() {
 
 }  // namespace
 
-Status ExperimentQueries::ListExperiments(const xv::v1::ListExperimentsRequest& req,
-                                          std::vector<xv::v1::Experiment>* out) {
-  std::string where = "WHERE 1";
-  std::vector<QueryParam> params;
+namespace {
+
+// The WHERE clause (over experiments e) of ListExperiments' and CountExperiments' filters, and
+// its parameters.
+void ListFilterSql(const xv::v1::ListExperimentsRequest& req, std::string* where,
+                   std::vector<QueryParam>* params) {
+  *where = "WHERE 1";
+  params->clear();
   // Ids are positive: after_id 0 adds no condition (which would keep the planner from the
   // val_bpb index).
   if (!req.descending() && req.after_id() > 0) {
-    where += " AND e.id > ?";
-    params.push_back({false, "", req.after_id()});
+    *where += " AND e.id > ?";
+    params->push_back({false, "", req.after_id()});
   } else if (req.descending() && req.after_id() > 0) {
-    where += " AND e.id < ?";
-    params.push_back({false, "", req.after_id()});
+    *where += " AND e.id < ?";
+    params->push_back({false, "", req.after_id()});
   }
   // "control" filters on the role: head controls are measured, never decided on.
   if (req.decision() == ToString(RunRole::kControl)) {
-    where += " AND e.role = 'control'";
+    *where += " AND e.role = 'control'";
   } else if (!req.decision().empty()) {
-    where += " AND e.role = 'candidate' AND e.decision = ?";
-    params.push_back({true, req.decision(), 0});
+    *where += " AND e.role = 'candidate' AND e.decision = ?";
+    params->push_back({true, req.decision(), 0});
   }
   if (req.campaign_id() != 0) {
-    where += " AND e.campaign_id = ?";
-    params.push_back({false, "", req.campaign_id()});
+    *where += " AND e.campaign_id = ?";
+    params->push_back({false, "", req.campaign_id()});
   }
   if (req.campaign_id() == 0 && !req.campaign().empty()) {
-    where += " AND e.campaign_id = (SELECT id FROM campaigns WHERE name = ?)";
-    params.push_back({true, req.campaign(), 0});
+    *where += " AND e.campaign_id = (SELECT id FROM campaigns WHERE name = ?)";
+    params->push_back({true, req.campaign(), 0});
   }
   if (req.round_id() != 0) {
-    where += " AND e.round_id = ?";
-    params.push_back({false, "", req.round_id()});
+    *where += " AND e.round_id = ?";
+    params->push_back({false, "", req.round_id()});
   }
   if (!req.state().empty()) {
-    where += " AND e.state = ?";
-    params.push_back({true, req.state(), 0});
+    *where += " AND e.state = ?";
+    params->push_back({true, req.state(), 0});
   }
+}
+
+}  // namespace
+
+Status ExperimentQueries::CountExperiments(const xv::v1::ListExperimentsRequest& req,
+                                           int64_t* out) {
+  *out = 0;
+  std::string where;
+  std::vector<QueryParam> params;
+  ListFilterSql(req, &where, &params);
+  ReadLease read = db_->Read();
+  SqliteStatement st;
+  XV_RETURN_IF_ERROR(read.conn()->Prepare("SELECT COUNT(*) FROM experiments e " + where, &st));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int index = static_cast<int>(i) + 1;
+    if (params[i].is_text) {
+      st.Bind(index, params[i].text);
+    } else {
+      st.Bind(index, params[i].number);
+    }
+  }
+  bool row = false;
+  XV_RETURN_IF_ERROR(st.Step(&row));
+  if (row) *out = st.ColumnInt(0);
+  return Status::Ok();
+}
+
+Status ExperimentQueries::ListExperiments(const xv::v1::ListExperimentsRequest& req,
+                                          std::vector<xv::v1::Experiment>* out) {
+  std::string where;
+  std::vector<QueryParam> params;
+  ListFilterSql(req, &where, &params);
   int limit = req.limit() <= 0 ? 100 : std::min(req.limit(), 10000);
   out->clear();
   if (!req.order_by().empty() && req.order_by() != "id" && req.order_by() != "val_bpb") {

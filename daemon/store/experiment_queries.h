@@ -25,6 +25,10 @@ class ExperimentQueries {
   // Filters of `req` as documented in experiments.proto; ordered by id.
   Status ListExperiments(const xv::v1::ListExperimentsRequest& req,
                          std::vector<xv::v1::Experiment>* out);
+  // How many experiments match the filters of `req` past its cursor (after_id, in the direction
+  // of `descending`), ignoring limit and offset: the rows of this page and of every page after
+  // it. Counted in SQL through the same indexes as ListExperiments.
+  Status CountExperiments(const xv::v1::ListExperimentsRequest& req, int64_t* out);
   // NotFound when no experiment has this id.
   Status GetExperiment(int64_t id, xv::v1::Experiment* out);
   // The submitter recorded with the round of experiment `id` (the caller's token label,

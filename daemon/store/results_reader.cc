@@ -22,6 +22,10 @@ Status ResultsReader::ListExperiments(const xv::v1::ListExperimentsRequest& req,
   return store_->experiments().ListExperiments(req, out);
 }
 
+Status ResultsReader::CountExperiments(const xv::v1::ListExperimentsRequest& req, int64_t* out) {
+  return store_->experiments().CountExperiments(req, out);
+}
+
 Status ResultsReader::GetExperiment(int64_t id, xv::v1::Experiment* out) {
   return store_->experiments().GetExperiment(id, out);
 }

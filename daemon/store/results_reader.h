@@ -29,6 +29,8 @@ class ResultsReader {
   // As ExperimentQueries::ListExperiments: the filters of `req`, ordered by id.
   Status ListExperiments(const xv::v1::ListExperimentsRequest& req,
                          std::vector<xv::v1::Experiment>* out);
+  // As ExperimentQueries::CountExperiments: the rows of `req`'s page and every page after it.
+  Status CountExperiments(const xv::v1::ListExperimentsRequest& req, int64_t* out);
   // As ExperimentQueries::GetExperiment: NotFound when no experiment has this id.
   Status GetExperiment(int64_t id, xv::v1::Experiment* out);
   // As CampaignTable::GetCampaign: by id, or by name when id is 0; `detail` adds rounds and head

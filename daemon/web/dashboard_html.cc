@@ -426,6 +426,31 @@ std::string HeadHistoryTable(const xv::v1::Campaign& c) {
   return b + "</table>";
 }
 
+// Where the campaign page's experiments stand among all of them, and links to the newest and
+// the next older page.
+std::string PageNavigation(const CampaignPageData& data) {
+  const std::string base = "/campaigns/" + std::to_string(data.campaign.id());
+  const std::string limit = data.query.limit == DashboardReader::kCampaignPageExperiments
+                                ? ""
+                                : "limit=" + std::to_string(data.query.limit);
+  std::string b = "<p class=\"pager\">" + std::to_string(data.experiments.size()) + " of " +
+                  std::to_string(data.experiments_total) + " experiments are shown";
+  if (!data.experiments.empty()) {
+    b += " (ids " + std::to_string(data.experiments.front().id()) + " to " +
+         std::to_string(data.experiments.back().id()) + "; the plots show these)";
+  }
+  if (data.query.before_id > 0) {
+    b += " &middot; <a class=\"newest\" href=\"" + base + (limit.empty() ? "" : "?" + limit) +
+         "\">newest</a>";
+  }
+  if (data.experiments_truncated) {
+    b += " &middot; <a class=\"older\" href=\"" + base +
+         "?before=" + std::to_string(data.next_before) + (limit.empty() ? "" : "&amp;" + limit) +
+         "\">older &rarr;</a>";
+  }
+  return b + "</p>";
+}
+
 }  // namespace
 
 std::string RenderCampaignPage(const CampaignPageData& data) {
@@ -441,11 +466,8 @@ std::string RenderCampaignPage(const CampaignPageData& data) {
   b += RoundsTable(c);
   b += DecisionsSection(c);
   b += HeadHistoryTable(c);
-  b += "<h2>Experiments</h2>" + ExperimentRows(data.experiments);
-  if (data.experiments_truncated) {
-    b += "<p class=\"muted\">Only the first " + std::to_string(data.experiments.size()) +
-         " experiments are shown.</p>";
-  }
+  b += "<h2>Experiments</h2>" + PageNavigation(data) + ExperimentRows(data.experiments) +
+       PageNavigation(data);
   return Page("campaign " + c.name(), b, "/api/campaigns/" + std::to_string(c.id()));
 }
 

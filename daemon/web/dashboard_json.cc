@@ -82,7 +82,13 @@ json CampaignJson(const CampaignPageData& data) {
   json experiments = json::array();
   for (const auto& e : data.experiments) experiments.push_back(MessageJson(e));
   j["experiments"] = std::move(experiments);
+  // A page of the campaign's experiments: older ones follow when experiments_truncated;
+  // GET /api/campaigns/ID?before=<next_before>&limit=<limit> is the next page.
   j["experiments_truncated"] = data.experiments_truncated;
+  j["experiments_total"] = data.experiments_total;
+  j["next_before"] = data.experiments_truncated ? json(data.next_before) : json(nullptr);
+  j["before"] = data.query.before_id > 0 ? json(data.query.before_id) : json(nullptr);
+  j["limit"] = data.query.limit;
   j["rounds_omitted"] = data.rounds_omitted;  // older rounds not in campaign.rounds
   return j;
 }

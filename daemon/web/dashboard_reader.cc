@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -76,14 +77,22 @@ Status DashboardReader::ReadOverview(OverviewData* out) {
     out->campaigns_omitted = static_cast<int64_t>(campaigns.size()) - kMaxOverviewCampaigns;
     campaigns.erase(campaigns.begin(), campaigns.begin() + out->campaigns_omitted);
   }
+  // Round counts in one SQL pass; per campaign only its newest head change (no rounds read).
+  std::map<int64_t, store::RoundCounts> round_counts;
+  XV_RETURN_IF_ERROR(store_->campaigns().CountRounds(&round_counts));
+  store::CampaignDetail last_head;
+  last_head.rounds = false;
+  last_head.newest_head_changes = 1;
   for (const auto& listed : campaigns) {
     CampaignSummary c;
-    // With detail: the rounds and the head history (the head's candidate and run).
-    Status s = store_->campaigns().GetCampaign(listed.id(), "", /*detail=*/true, &c.campaign);
+    Status s = store_->campaigns().GetCampaign(listed.id(), "", last_head, &c.campaign);
     if (s.code() == Status::Code::kNotFound) continue;
     XV_RETURN_IF_ERROR(s);
-    c.rounds = c.campaign.rounds_size();
-    for (const auto& r : c.campaign.rounds()) c.open_rounds += r.state() == "open" ? 1 : 0;
+    const auto counted = round_counts.find(listed.id());
+    if (counted != round_counts.end()) {
+      c.rounds = static_cast<int>(counted->second.rounds);
+      c.open_rounds = static_cast<int>(counted->second.open);
+    }
     if (c.campaign.head_history_size() > 0) {
       const auto& last = c.campaign.head_history(c.campaign.head_history_size() - 1);
       c.head_candidate = last.candidate();
@@ -109,19 +118,50 @@ Status DashboardReader::ReadOverview(OverviewData* out) {
   return Status::Ok();
 }
 
-Status DashboardReader::ReadCampaign(int64_t campaign_id, CampaignPageData* out) {
+Status DashboardReader::ReadCampaign(int64_t campaign_id, const CampaignPageQuery& query,
+                                     CampaignPageData* out) {
   *out = CampaignPageData();
-  Status s = store_->campaigns().GetCampaign(campaign_id, "", /*detail=*/true, &out->campaign);
+  if (query.before_id < 0) return Status::InvalidArgument("before: must be an experiment id > 0");
+  if (query.limit < 0 || query.limit > kMaxCampaignExperiments) {
+    return Status::InvalidArgument("limit: must be 1.." + std::to_string(kMaxCampaignExperiments) +
+                                   ", got " + std::to_string(query.limit));
+  }
+  out->query = query;
+  if (out->query.limit == 0) out->query.limit = kCampaignPageExperiments;
+  store::CampaignDetail what;
+  what.newest_rounds = kCampaignPageRounds;
+  what.newest_head_changes = kCampaignPageHeadChanges;
+  Status s = store_->campaigns().GetCampaign(campaign_id, "", what, &out->campaign);
   if (s.code() == Status::Code::kNotFound) {
     return Status::NotFound("campaign " + std::to_string(campaign_id) + ": not found");
   }
   XV_RETURN_IF_ERROR(s);
+  std::map<int64_t, store::RoundCounts> round_counts;
+  XV_RETURN_IF_ERROR(store_->campaigns().CountRounds(&round_counts));
+  // The newest of those rounds (decisions) within a quarter of the cap; listed oldest first.
+  auto* rounds = out->campaign.mutable_rounds();
+  size_t round_bytes = 0;
+  int first = rounds->size();
+  while (first > 0 && round_bytes + rounds->Get(first - 1).ByteSizeLong() <= kMaxReplyBytes / 4) {
+    round_bytes += rounds->Get(--first).ByteSizeLong();
+  }
+  if (first > 0) rounds->DeleteSubrange(0, first);
+  const auto counted = round_counts.find(campaign_id);
+  if (counted != round_counts.end()) {
+    out->rounds_omitted = std::max<int64_t>(0, counted->second.rounds - rounds->size());
+  }
+  // The newest page below before_id, one row more to tell whether older ones follow.
   xv::v1::ListExperimentsRequest req;
   req.set_campaign_id(campaign_id);
-  req.set_limit(kMaxCampaignExperiments + 1);
+  req.set_descending(true);
+  req.set_after_id(query.before_id);
+  req.set_limit(out->query.limit + 1);
   XV_RETURN_IF_ERROR(store_->experiments().ListExperiments(req, &out->experiments));
-  if (out->experiments.size() > static_cast<size_t>(kMaxCampaignExperiments)) {
-    out->experiments.resize(kMaxCampaignExperiments);
+  xv::v1::ListExperimentsRequest every;
+  every.set_campaign_id(campaign_id);
+  XV_RETURN_IF_ERROR(store_->experiments().CountExperiments(every, &out->experiments_total));
+  if (out->experiments.size() > static_cast<size_t>(out->query.limit)) {
+    out->experiments.resize(out->query.limit);
     out->experiments_truncated = true;
   }
   size_t bytes = 0, kept = 0;
@@ -133,15 +173,10 @@ Status DashboardReader::ReadCampaign(int64_t campaign_id, CampaignPageData* out)
     out->experiments.resize(kept);
     out->experiments_truncated = true;
   }
-  // The newest rounds (decisions) within a quarter of the cap; they are listed oldest first.
-  auto* rounds = out->campaign.mutable_rounds();
-  bytes = 0;
-  int first = rounds->size();
-  while (first > 0 && bytes + rounds->Get(first - 1).ByteSizeLong() <= kMaxReplyBytes / 4) {
-    bytes += rounds->Get(--first).ByteSizeLong();
+  if (out->experiments_truncated && !out->experiments.empty()) {
+    out->next_before = out->experiments.back().id();  // newest first: the oldest shown
   }
-  out->rounds_omitted = first;
-  if (first > 0) rounds->DeleteSubrange(0, first);
+  std::reverse(out->experiments.begin(), out->experiments.end());  // by id
   return Status::Ok();
 }
 

@@ -47,12 +47,23 @@ struct OverviewData {
   std::vector<xv::v1::Experiment> recent;  // the newest experiments, newest first
 };
 
+// Which experiments of a campaign its page shows: the newest `limit` with ids below `before_id`.
+struct CampaignPageQuery {
+  int64_t before_id = 0;  // 0: from the newest
+  int limit = 0;          // 0: DashboardReader::kCampaignPageExperiments
+};
+
 struct CampaignPageData {
-  xv::v1::Campaign campaign;                    // with its newest rounds and head history
-  int64_t rounds_omitted = 0;                   // older rounds left out (kMaxReplyBytes / 4)
-  std::vector<xv::v1::Experiment> experiments;  // the campaign's experiments, by id
-  // More than kMaxCampaignExperiments, or more than kMaxReplyBytes of them.
+  // With its newest kCampaignPageRounds rounds and kCampaignPageHeadChanges head changes.
+  xv::v1::Campaign campaign;
+  int64_t rounds_omitted = 0;  // older rounds left out
+  // One page of the campaign's experiments (CampaignPageQuery), by id.
+  std::vector<xv::v1::Experiment> experiments;
+  // Older experiments than the page's match (or the page stopped at kMaxReplyBytes).
   bool experiments_truncated = false;
+  int64_t next_before = 0;        // with experiments_truncated: before_id of the next older page
+  int64_t experiments_total = 0;  // the campaign's experiments, every page
+  CampaignPageQuery query;        // the page asked for, its limit filled in
 };
 
 struct CurvePoint {
@@ -83,7 +94,10 @@ struct DatabaseFiles {
 class DashboardReader {
  public:
   static constexpr int kRecentExperiments = 20;
-  static constexpr int kMaxCampaignExperiments = 10000;
+  static constexpr int kCampaignPageExperiments = 100;  // a campaign page's default
+  static constexpr int kMaxCampaignExperiments = 1000;  // the most one page may ask for
+  static constexpr int kCampaignPageRounds = 50;        // the newest rounds on a campaign page
+  static constexpr int kCampaignPageHeadChanges = 100;  // the newest head changes on it
   static constexpr int kMaxCurvePoints = 2000;
   static constexpr int kMaxOverviewCampaigns = 100;
   // A page's rows stop before this many bytes of their protobuf form (about as much JSON).
@@ -94,8 +108,9 @@ class DashboardReader {
   static Status Open(const std::string& db_path, std::unique_ptr<DashboardReader>* out);
 
   Status ReadOverview(OverviewData* out);
-  // NotFound ("campaign 7: not found") for an unknown id.
-  Status ReadCampaign(int64_t campaign_id, CampaignPageData* out);
+  // NotFound ("campaign 7: not found") for an unknown id; InvalidArgument naming `before` or
+  // `limit` for a page out of range.
+  Status ReadCampaign(int64_t campaign_id, const CampaignPageQuery& query, CampaignPageData* out);
   // NotFound ("experiment 7: not found") for an unknown id.
   Status ReadExperiment(int64_t experiment_id, ExperimentPageData* out);
   DatabaseFiles ReadDatabaseFiles() const;

@@ -1,5 +1,6 @@
 #include "daemon/web/dashboard_router.h"
 
+#include <algorithm>
 #include <cctype>
 #include <random>
 
@@ -82,6 +83,29 @@ Status ParseId(const std::string& text, const std::string& what, int64_t* id) {
 
 bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The campaign page's paging parameters from the target's query ("?before=120&limit=50"); other
+// parameters are ignored. InvalidArgument naming the parameter when its value is no number.
+Status ParseCampaignPageQuery(const std::string& target, CampaignPageQuery* q) {
+  *q = CampaignPageQuery();
+  const size_t mark = target.find('?');
+  if (mark == std::string::npos) return Status::Ok();
+  const std::string query = target.substr(mark + 1);
+  size_t pos = 0;
+  while (pos <= query.size()) {
+    const size_t amp = std::min(query.find('&', pos), query.size());
+    const std::string part = query.substr(pos, amp - pos);
+    pos = amp + 1;
+    const size_t eq = part.find('=');
+    const std::string key = part.substr(0, eq);
+    if (key != "before" && key != "limit") continue;
+    int64_t v = 0;
+    XV_RETURN_IF_ERROR(ParseId(eq == std::string::npos ? "" : part.substr(eq + 1), key, &v));
+    if (key == "before") q->before_id = v;
+    if (key == "limit") q->limit = v > 1000000 ? 1000000 : static_cast<int>(v);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -181,7 +205,9 @@ HttpReply DashboardRouter::Route(const HttpRequestHead& request) {
   } else if (StartsWith(path, "/campaigns/") || StartsWith(path, "/api/campaigns/")) {
     s = ParseId(path.substr((api ? 4 : 0) + std::string("/campaigns/").size()), "campaign id", &id);
     CampaignPageData data;
-    if (s.ok()) s = reader_->ReadCampaign(id, &data);
+    CampaignPageQuery page;
+    if (s.ok()) s = ParseCampaignPageQuery(request.target, &page);
+    if (s.ok()) s = reader_->ReadCampaign(id, page, &data);
     if (!s.ok()) {
       r = FromStatus(s, api);
     } else {

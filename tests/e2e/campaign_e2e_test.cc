@@ -197,6 +197,53 @@ TEST_F(CampaignE2eTest, NoiseBandPolicyKeepsTheBetterCandidate) {
   json keeps = XvctlJson({"results", "--json", "--decision", "keep"});
   EXPECT_EQ(keeps["experiments"].size(), 2u) << keeps.dump(2);
 
+  // Paging (issue 18): a page of the newest rows, how many more match, and the cursor: the pages
+  // of 2 walked with --before hold every row once, in order.
+  json every = XvctlJson({"results", "--json", "--campaign", "lr", "--all"});
+  const json& all_rows = every["experiments"];
+  ASSERT_GE(all_rows.size(), 5u) << every.dump(2);
+  EXPECT_FALSE(every["more"].get<bool>());
+  const size_t n = all_rows.size();
+  json first = XvctlJson({"results", "--json", "--campaign", "lr", "--limit", "2"});
+  ASSERT_EQ(first["experiments"].size(), 2u) << first.dump(2);
+  EXPECT_TRUE(first["more"].get<bool>());
+  EXPECT_EQ(first["matching"], n);
+  EXPECT_EQ(first["experiments"][0]["id"], all_rows[n - 2]["id"]);
+  EXPECT_EQ(first["experiments"][1]["id"], all_rows[n - 1]["id"]);
+  EXPECT_EQ(first["next_before"], all_rows[n - 2]["id"]);
+  std::vector<int64_t> walked;
+  for (json page = first;;) {
+    const json& rows = page["experiments"];
+    std::vector<int64_t> ids;
+    for (const auto& e : rows) ids.push_back(e["id"].get<int64_t>());
+    walked.insert(walked.begin(), ids.begin(), ids.end());
+    if (!page["more"].get<bool>()) break;
+    ASSERT_LT(walked.size(), n) << page.dump(2);
+    page = XvctlJson({"results", "--json", "--campaign", "lr", "--limit", "2", "--before",
+                      std::to_string(page["next_before"].get<int64_t>())});
+    EXPECT_EQ(page["matching"], n - walked.size()) << page.dump(2);
+  }
+  ASSERT_EQ(walked.size(), n);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(walked[i], all_rows[i]["id"].get<int64_t>()) << i;
+  CommandResult paged = Xvctl({"results", "--campaign", "lr", "--limit", "2"});
+  ASSERT_EQ(paged.exit_code, 0) << paged.err;
+  EXPECT_NE(paged.out.find("2 newest shown; " + std::to_string(n - 2) +
+                           " more match: next page: xvctl results --campaign lr --before " +
+                           std::to_string(all_rows[n - 2]["id"].get<int64_t>()) + " --limit 2"),
+            std::string::npos)
+      << paged.out;
+  json best2 =
+      XvctlJson({"results", "--json", "--campaign", "lr", "--sort", "val_bpb", "--limit", "2"});
+  EXPECT_EQ(best2["next_offset"], 2) << best2.dump(2);
+  json third = XvctlJson({"results", "--json", "--campaign", "lr", "--sort", "val_bpb", "--limit",
+                          "1", "--offset", "2"});
+  ASSERT_EQ(third["experiments"].size(), 1u) << third.dump(2);
+  EXPECT_EQ(third["experiments"][0]["id"], best["experiments"][2]["id"]);
+  EXPECT_EQ(third["matching"], n - 2);
+  CommandResult mixed = Xvctl({"results", "--sort", "val_bpb", "--before", "3"});
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.out << mixed.err;
+  EXPECT_NE(mixed.err.find("--before"), std::string::npos) << mixed.err;
+
   // The text views: the results table's decision/reason columns, campaign show's statistics.
   CommandResult table = Xvctl({"results", "--campaign", "lr", "--wide"});
   ASSERT_EQ(table.exit_code, 0) << table.err;

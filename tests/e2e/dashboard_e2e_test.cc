@@ -247,6 +247,41 @@ TEST_F(DashboardE2eTest, HttpEndpoints) {
   }
   EXPECT_EQ(kept, 1) << c.body;
   EXPECT_EQ(j["campaign"]["head_history"].size(), 2u);
+  // The campaign's experiments in pages (issue 18): all of them on the default page, then pages
+  // of 2 from the newest, walked with next_before, hold the same ids once each.
+  EXPECT_FALSE(j["experiments_truncated"].get<bool>()) << c.body;
+  EXPECT_TRUE(j["next_before"].is_null());
+  const size_t total = j["experiments"].size();
+  ASSERT_GE(total, 5u) << c.body;
+  EXPECT_EQ(j["experiments_total"], total);
+  // Experiments are protobuf JSON: int64 ids are strings.
+  auto id_of = [](const json& x) {
+    return x["id"].is_string() ? std::stoll(x["id"].get<std::string>()) : x["id"].get<int64_t>();
+  };
+  std::vector<int64_t> every, walked;
+  for (const auto& x : j["experiments"]) every.push_back(id_of(x));
+  std::string target = "/api/campaigns/" + campaign_id_ + "?limit=2";
+  while (true) {
+    HttpResponse p = Http(port_, "GET", target);
+    ASSERT_EQ(p.status, 200) << target << ": " << p.body;
+    json page = json::parse(p.body);
+    EXPECT_EQ(page["limit"], 2);
+    std::vector<int64_t> ids;
+    for (const auto& x : page["experiments"]) ids.push_back(id_of(x));
+    ASSERT_FALSE(ids.empty()) << p.body;
+    walked.insert(walked.begin(), ids.begin(), ids.end());
+    if (!page["experiments_truncated"].get<bool>()) break;
+    ASSERT_EQ(ids.size(), 2u) << p.body;
+    EXPECT_EQ(page["next_before"], ids.front()) << p.body;
+    ASSERT_LT(walked.size(), total) << p.body;
+    target = "/api/campaigns/" + campaign_id_ +
+             "?before=" + std::to_string(page["next_before"].get<int64_t>()) + "&limit=2";
+  }
+  EXPECT_EQ(walked, every);
+  HttpResponse bad = Http(port_, "GET", "/api/campaigns/" + campaign_id_ + "?limit=x");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("limit"), std::string::npos) << bad.body;
+  EXPECT_EQ(Http(port_, "GET", "/api/campaigns/" + campaign_id_ + "?limit=5000").status, 400);
 
   HttpResponse e = Http(port_, "GET", "/api/experiments/" + kept_id_);
   ASSERT_EQ(e.status, 200);
@@ -322,6 +357,21 @@ TEST_F(DashboardE2eTest, BrowserRendersPages) {
   EXPECT_NE(campaign.find("<span id=\"head-val-bpb\">1.200000</span>"), std::string::npos);
   EXPECT_NE(campaign.find("<svg"), std::string::npos);
   EXPECT_NE(campaign.find("val_bpb over rounds"), std::string::npos);
+  EXPECT_EQ(campaign.find("class=\"older\""), std::string::npos) << "one page holds them all";
+
+  // A page of 2: its count, an "older" link that leads to the next page, which links back to the
+  // newest.
+  const std::string paged = dom("/campaigns/" + campaign_id_ + "?limit=2");
+  EXPECT_NE(paged.find("2 of "), std::string::npos) << paged;
+  std::smatch older;
+  ASSERT_TRUE(std::regex_search(paged, older, std::regex("class=\"older\" href=\"([^\"]+)\"")))
+      << paged;
+  const std::string next =
+      std::regex_replace(older[1].str(), std::regex("&amp;"), std::string("&"));
+  EXPECT_NE(next.find("before="), std::string::npos) << next;
+  const std::string second = dom(next);
+  EXPECT_NE(second.find("class=\"newest\""), std::string::npos) << second;
+  EXPECT_NE(second.find("2 of "), std::string::npos) << second;
 
   const std::string kept = dom("/experiments/" + kept_id_);
   EXPECT_NE(kept.find("id=\"fig-val-bpb\">1.200000<"), std::string::npos) << kept;

@@ -128,6 +128,81 @@ TEST_F(ReadPath, ListsReplaceTheirOutput) {
   EXPECT_EQ(counts.count("bogus"), 0u);
 }
 
+// The paged reads (issue 18): a count of a list's matches past its cursor, a campaign with only
+// the rounds asked for, and one experiment's events read by its index equal to the log's.
+TEST_F(ReadPath, PagedReadsCountPickRoundsAndReadOneExperimentsEvents) {
+  const int64_t first = ids_.experiment_ids[0], second = ids_.experiment_ids[1];
+  xv::v1::ListExperimentsRequest req;
+  int64_t n = -1;
+  ASSERT_TRUE(store_->experiments().CountExperiments(req, &n).ok());
+  EXPECT_EQ(n, 2);
+  req.set_descending(true);
+  req.set_after_id(second);
+  req.set_limit(1);  // ignored by the count
+  ASSERT_TRUE(store_->experiments().CountExperiments(req, &n).ok());
+  EXPECT_EQ(n, 1);  // ids below the second
+  req.Clear();
+  req.set_state("queued");
+  ASSERT_TRUE(store_->experiments().CountExperiments(req, &n).ok());
+  EXPECT_EQ(n, 1);
+
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->experiments().GetExperiment(first, &e).ok());
+  xv::v1::Campaign full, c;
+  ASSERT_TRUE(store_->campaigns().GetCampaign(e.campaign_id(), "", true, &full).ok());
+  ASSERT_EQ(full.rounds_size(), 1);
+  ASSERT_GE(full.head_history_size(), 1);
+  CampaignDetail none;
+  none.rounds = false;
+  none.newest_head_changes = 0;
+  ASSERT_TRUE(store_->campaigns().GetCampaign(e.campaign_id(), "", none, &c).ok());
+  EXPECT_EQ(c.name(), full.name());
+  EXPECT_EQ(c.head_recipe_json(), full.head_recipe_json());
+  EXPECT_EQ(c.rounds_size(), 0);
+  EXPECT_EQ(c.head_history_size(), 0);
+  CampaignDetail listed;
+  listed.round_ids = {e.round_id(), e.round_id() + 1000};
+  listed.newest_head_changes = 1;
+  c.Clear();
+  ASSERT_TRUE(store_->campaigns().GetCampaign(e.campaign_id(), "", listed, &c).ok());
+  ASSERT_EQ(c.rounds_size(), 1);
+  EXPECT_EQ(c.rounds(0).SerializeAsString(), full.rounds(0).SerializeAsString());
+  ASSERT_EQ(c.head_history_size(), 1);
+  EXPECT_EQ(c.head_history(0).SerializeAsString(),
+            full.head_history(full.head_history_size() - 1).SerializeAsString());
+  CampaignDetail other;
+  other.round_ids = {e.round_id() + 1000};
+  c.Clear();
+  ASSERT_TRUE(store_->campaigns().GetCampaign(e.campaign_id(), "", other, &c).ok());
+  EXPECT_EQ(c.rounds_size(), 0);
+  CampaignDetail newest;
+  newest.newest_rounds = 1;
+  c.Clear();
+  ASSERT_TRUE(store_->campaigns().GetCampaign(e.campaign_id(), "", newest, &c).ok());
+  EXPECT_EQ(c.SerializeAsString(), full.SerializeAsString());
+  std::map<int64_t, RoundCounts> rounds;
+  ASSERT_TRUE(store_->campaigns().CountRounds(&rounds).ok());
+  EXPECT_EQ(rounds[e.campaign_id()].rounds, 1);
+  EXPECT_EQ(rounds[e.campaign_id()].open, full.rounds(0).state() == "open" ? 1 : 0);
+
+  std::vector<StoredEvent> log, mine;
+  ASSERT_TRUE(store_->events().ListEventsAfter(0, 0, 10000, &log).ok());
+  ASSERT_TRUE(store_->events().ListExperimentEventsAfter(first, 0, 0, 10000, &mine).ok());
+  std::vector<int64_t> want, got;
+  for (const auto& ev : log) {
+    if (ev.experiment_id == first) want.push_back(ev.id);
+  }
+  for (const auto& ev : mine) {
+    EXPECT_EQ(ev.experiment_id, first);
+    got.push_back(ev.id);
+  }
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(got, want);
+  mine.clear();
+  ASSERT_TRUE(store_->events().ListExperimentEventsAfter(first, want[0], 0, 10000, &mine).ok());
+  EXPECT_EQ(mine.size(), want.size() - 1);  // after the cursor
+}
+
 // A step event of `exp`'s attempt `attempt`.
 xv::v1::TrainerEvent StepEvent(int64_t exp, int attempt, int64_t seq, int64_t step, double loss,
                                double tok_per_sec) {
