@@ -154,9 +154,7 @@ Status DaemonServer::StartWatchHub(const DaemonOptions& options) {
   hub_options.max_streams = static_cast<size_t>(std::max(0, options.max_watch_streams));
   watch_hub_ = std::make_unique<WatchHub>(store_.get(), hub_options);
   WatchHub* hub = watch_hub_.get();
-  // Checkpoints on a thread of their own: a commit never waits for one (issue 18).
-  store_->database().SetCommitListener([hub] { hub->Notify(); }, options.wal_checkpoint_pages,
-                                       /*in_background=*/true);
+  store_->database().SetCommitListener([hub] { hub->Notify(); }, options.wal_checkpoint_pages);
   return watch_hub_->Start();
 }
 

@@ -109,14 +109,6 @@ Status Database::Open(const std::string& path, Access access, std::unique_ptr<Da
 Database::~Database() {
   stopping_ = true;
   if (integrity_thread_.joinable()) integrity_thread_.join();
-  if (checkpoint_thread_.joinable()) {
-    {
-      MutexLock lock(&checkpoint_mu_);
-      checkpoint_stop_ = true;
-    }
-    checkpoint_cv_.notify_all();
-    checkpoint_thread_.join();
-  }
 }
 
 void Database::CheckIntegrityInBackground() {
@@ -160,24 +152,7 @@ Status Database::IntegrityCheck(std::string* result) {
   return Status::Ok();
 }
 
-void Database::SetCommitListener(std::function<void()> on_commit, int checkpoint_pages,
-                                 bool in_background) {
-  if (in_background && !read_only_ && checkpoint_pages > 0 && !checkpoint_thread_.joinable()) {
-    Status s = SqliteConnection::Open(path_, SqliteConnection::Mode::kReadWrite, &checkpointer_);
-    if (s.ok()) {
-      checkpoint_thread_ = std::thread([this] { CheckpointInBackground(); });
-    } else {
-      spdlog::warn("{}: WAL checkpoints stay on the writer: {}", path_, s.ToString());
-      checkpointer_.reset();
-    }
-  }
-  std::function<bool(int)> elsewhere;
-  if (checkpoint_thread_.joinable()) {
-    const int inline_pages = kInlineCheckpointFactor * checkpoint_pages;
-    elsewhere = [this, inline_pages](int pages) {
-      return pages < inline_pages && WantCheckpoint();
-    };
-  }
+void Database::SetCommitListener(std::function<void()> on_commit, int checkpoint_pages) {
   MutexLock lock(&mu_);
   conn_->SetCommitHook(
       [this, on_commit = std::move(on_commit)] {
@@ -185,42 +160,7 @@ void Database::SetCommitListener(std::function<void()> on_commit, int checkpoint
         truncated_since_commit_ = false;
         if (on_commit) on_commit();
       },
-      checkpoint_pages, std::move(elsewhere));
-}
-
-bool Database::WantCheckpoint() {
-  {
-    MutexLock lock(&checkpoint_mu_);
-    if (checkpoint_stop_) return false;
-    checkpoint_wanted_ = true;
-  }
-  checkpoint_cv_.notify_one();
-  return true;
-}
-
-void Database::CheckpointInBackground() {
-  while (true) {
-    {
-      MutexLock lock(&checkpoint_mu_);
-      checkpoint_cv_.wait(checkpoint_mu_, [this] {
-        checkpoint_mu_.AssertHeld();
-        return checkpoint_wanted_ || checkpoint_stop_;
-      });
-      if (checkpoint_stop_) return;
-      checkpoint_wanted_ = false;
-    }
-    int pages = 0, done = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    Status s = checkpointer_->CheckpointWal(false, &pages, &done);
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (!s.ok()) {
-      spdlog::warn("{}: background WAL checkpoint: {}", path_, s.ToString());
-    } else {
-      spdlog::debug("{}: background checkpoint(PASSIVE): {} WAL pages, {} copied, {:.1f} ms", path_,
-                    pages, done, ms);
-    }
-  }
+      checkpoint_pages);
 }
 
 Status Database::CheckpointWal(bool truncate, int* wal_pages, int* checkpointed) {
@@ -237,18 +177,11 @@ Status Database::MaintainWal(std::chrono::milliseconds interval, std::chrono::mi
   // not while the integrity check reads for seconds.
   const bool truncate = quiet && !truncated_since_commit_ && !integrity_running_;
   if (!truncate && now - last_checkpoint_ms_ < interval.count()) return Status::Ok();
-  // The periodic PASSIVE one goes to the background checkpointer when there is one (no mu_).
-  if (!truncate && checkpoint_thread_.joinable() && WantCheckpoint()) {
-    last_checkpoint_ms_ = now;
-    return Status::Ok();
-  }
   int pages = 0, done = 0;
   Status s = CheckpointWal(truncate, &pages, &done);
   last_checkpoint_ms_ = now;
   if (!s.ok()) return s;
-  // A TRUNCATE that found another checkpoint running (the background one) left the WAL: the next
-  // idle tick tries again.
-  if (truncate && pages == 0) truncated_since_commit_ = true;
+  if (truncate) truncated_since_commit_ = true;
   spdlog::debug("{}: wal_checkpoint({}): {} WAL pages, {} checkpointed", path_,
                 truncate ? "TRUNCATE" : "PASSIVE", pages, done);
   return Status::Ok();

@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -73,14 +72,8 @@ class Database {
   Status IntegrityCheck(std::string* result) LOCKS_EXCLUDED(fault_mu_);
   // After every commit `on_commit` runs on the writing thread (it must only signal); the WAL is
   // checkpointed (PASSIVE) whenever it reaches `checkpoint_pages` pages. Call once, before use.
-  // in_background: the checkpoint runs on a thread and connection of its own, so that the commit
-  // that crosses the threshold (and every write queued behind it) does not wait for the copy and
-  // the database file's fsync (xvd); the writer checkpoints itself only when the WAL reaches
-  // kInlineCheckpointFactor x checkpoint_pages (the thread fell behind): that bounds the WAL.
-  // Otherwise the committing thread checkpoints, under mu().
-  void SetCommitListener(std::function<void()> on_commit, int checkpoint_pages = 1000,
-                         bool in_background = false) LOCKS_EXCLUDED(mu_);
-  static constexpr int kInlineCheckpointFactor = 8;
+  void SetCommitListener(std::function<void()> on_commit, int checkpoint_pages = 1000)
+      LOCKS_EXCLUDED(mu_);
   // Periodic WAL upkeep, called often (e.g. every scheduling tick): a PASSIVE checkpoint when
   // `interval` passed since the last one, a TRUNCATE one once nothing was committed for `idle`.
   Status MaintainWal(std::chrono::milliseconds interval, std::chrono::milliseconds idle)
@@ -101,11 +94,6 @@ class Database {
   Status CheckpointWal(bool truncate, int* wal_pages, int* checkpointed) LOCKS_EXCLUDED(mu_);
   // The background integrity check started by Open: logs the outcome.
   void CheckIntegrityInBackground();
-  // The background checkpointer's loop (SetCommitListener in_background): a PASSIVE checkpoint
-  // on checkpointer_ each time one is wanted, until the destructor stops it.
-  void CheckpointInBackground() LOCKS_EXCLUDED(checkpoint_mu_);
-  // Asks the background checkpointer for a checkpoint; false when there is none.
-  bool WantCheckpoint() LOCKS_EXCLUDED(checkpoint_mu_);
 
   // Taken (before mu_) for the whole of a submission: no other submission can start to use a
   // recipe row that a failing one deletes again.
@@ -129,14 +117,6 @@ class Database {
   std::atomic<bool> stopping_{false};           // the destructor asks a running check to give up
   std::atomic<bool> integrity_running_{false};  // no TRUNCATE checkpoint meanwhile (it would wait)
   std::thread integrity_thread_;
-  // The background checkpointer (SetCommitListener in_background): its own read-write
-  // connection, used by its thread only; closed before conn_ (declared after it).
-  std::unique_ptr<SqliteConnection> checkpointer_;
-  Mutex checkpoint_mu_;
-  std::condition_variable_any checkpoint_cv_;
-  bool checkpoint_wanted_ GUARDED_BY(checkpoint_mu_) = false;
-  bool checkpoint_stop_ GUARDED_BY(checkpoint_mu_) = false;
-  std::thread checkpoint_thread_;
 };
 
 }  // namespace xv::store

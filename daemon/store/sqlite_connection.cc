@@ -127,11 +127,9 @@ Status SqliteConnection::Exec(const std::string& sql) {
   return Status::Ok();
 }
 
-void SqliteConnection::SetCommitHook(std::function<void()> on_commit, int checkpoint_pages,
-                                     std::function<bool(int)> checkpoint_elsewhere) {
+void SqliteConnection::SetCommitHook(std::function<void()> on_commit, int checkpoint_pages) {
   on_commit_ = std::move(on_commit);
   checkpoint_pages_ = checkpoint_pages;
-  checkpoint_elsewhere_ = std::move(checkpoint_elsewhere);
   sqlite3_wal_hook(db_, &SqliteConnection::WalHook, this);
 }
 
@@ -139,7 +137,6 @@ int SqliteConnection::WalHook(void* self, sqlite3* db, const char* name, int pag
   auto* conn = static_cast<SqliteConnection*>(self);
   if (conn->on_commit_) conn->on_commit_();
   if (conn->checkpoint_pages_ > 0 && pages >= conn->checkpoint_pages_) {
-    if (conn->checkpoint_elsewhere_ && conn->checkpoint_elsewhere_(pages)) return SQLITE_OK;
     int log = 0, done = 0;
     int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
     spdlog::debug("{}: WAL at {} pages: checkpoint(PASSIVE) copied {} ({})", conn->path_, pages,

@@ -78,10 +78,7 @@ class SqliteConnection {
   // After every commit: `on_commit` runs (it must not block or use this connection), then when the
   // WAL holds at least `checkpoint_pages` pages a PASSIVE checkpoint copies it back into the
   // database (SQLite's own auto-checkpoint does the same at 1000 pages; this hook replaces it).
-  // When `checkpoint_elsewhere` is given, it is asked first (with the WAL's pages; it must only
-  // signal): true means another connection checkpoints, and this commit does not.
-  void SetCommitHook(std::function<void()> on_commit, int checkpoint_pages,
-                     std::function<bool(int wal_pages)> checkpoint_elsewhere = nullptr);
+  void SetCommitHook(std::function<void()> on_commit, int checkpoint_pages);
   // PRAGMA wal_checkpoint(PASSIVE or TRUNCATE): *wal_pages receives the WAL's size in pages before,
   // *checkpointed how many were copied. TRUNCATE also empties the -wal file when no reader holds
   // it.
@@ -106,7 +103,6 @@ class SqliteConnection {
   mutable std::string write_fault_;
   std::function<void()> on_commit_;
   int checkpoint_pages_ = 1000;
-  std::function<bool(int)> checkpoint_elsewhere_;
   std::mutex idle_mu_;  // guards idle_ only (a leaf lock: nothing is called while it is held)
   std::unordered_multimap<std::string, sqlite3_stmt*> idle_;  // by SQL text
 };

@@ -70,53 +70,6 @@ TEST(StoreUpkeep, WalStaysBoundedAndTruncates) {
   EXPECT_EQ(integrity, "ok");
 }
 
-// xvd's setting (issue 18): checkpoints on a thread and connection of their own, so a commit
-// never copies the WAL back itself unless that thread fell far behind; the WAL stays bounded by
-// kInlineCheckpointFactor x the threshold, and nothing is lost.
-TEST(StoreUpkeep, BackgroundCheckpointsKeepTheWalBounded) {
-  TempDir dir;
-  const std::string db = dir.file("xv.db");
-  std::unique_ptr<Store> store;
-  ASSERT_TRUE(Store::Open(db, &store).ok());
-  std::atomic<int> commits{0};
-  constexpr int kCheckpointPages = 100;
-  store->database().SetCommitListener([&] { ++commits; }, kCheckpointPages,
-                                      /*in_background=*/true);
-  const std::string blob(16 * 1024, 'x');
-  int64_t max_wal = 0;
-  for (int i = 0; i < 400; ++i) {
-    ASSERT_TRUE(store->events()
-                    .AppendAudit("upkeep_test",
-                                 "{\"i\":" + std::to_string(i) + ",\"blob\":\"" + blob + "\"}")
-                    .ok());
-    max_wal = std::max(max_wal, FileSize(db + "-wal"));
-  }
-  EXPECT_EQ(commits.load(), 400);
-  const int64_t written = 400LL * 16 * 1024;
-  // The writer checkpoints itself past kInlineCheckpointFactor x the threshold; one that finds the
-  // background checkpoint running leaves it to the next commit: one more threshold of slack.
-  const int64_t bound =
-      ((Database::kInlineCheckpointFactor + 1) * kCheckpointPages + 30) * (4096 + 24) + 32;
-  std::printf("wal (background checkpoints): largest -wal file %lld bytes (bound %lld)\n",
-              static_cast<long long>(max_wal), static_cast<long long>(bound));
-  EXPECT_GT(max_wal, 0);
-  EXPECT_LT(max_wal, bound);
-  EXPECT_LT(max_wal, written);
-  // Idle: TRUNCATE empties the -wal file (retried while the background checkpoint still runs).
-  for (int i = 0; i < 100 && FileSize(db + "-wal") > 0; ++i) {
-    ASSERT_TRUE(
-        store->database().MaintainWal(std::chrono::hours(1), std::chrono::milliseconds(0)).ok());
-    if (FileSize(db + "-wal") > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_EQ(FileSize(db + "-wal"), 0);
-  int64_t newest = 0;
-  ASSERT_TRUE(store->events().MaxEventId(&newest).ok());
-  EXPECT_GE(newest, 400);
-  std::string integrity;
-  ASSERT_TRUE(store->database().IntegrityCheck(&integrity).ok());
-  EXPECT_EQ(integrity, "ok");
-}
-
 TEST(StoreUpkeep, CampaignMaxAttemptsDecidesRequeue) {
   TempDir dir;
   std::unique_ptr<Store> store;
