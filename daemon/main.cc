@@ -10,12 +10,14 @@
 //
 // umask 027: the state dir is 0750 and the database 0640 (daemon/api/state_dir_permissions.h).
 // SIGTERM/SIGINT: stop accepting, end worker sessions, finish writes, exit 0.
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -134,9 +136,22 @@ sigset_t BlockStopSignals() {
   return signals;
 }
 
+// Memory (issue 18): glibc gives each thread that allocates under contention an arena of its own,
+// up to 8 per core, and keeps what was freed in it; xvd's ~150 threads (a session reader per
+// worker, gRPC's pollers) made the resident peak grow with the event stream's length. At most
+// kMallocArenas arenas (MALLOC_ARENA_MAX in the environment still wins). docs/operations.md
+// § Memory.
+constexpr int kMallocArenas = 4;
+void BoundMallocArenas() {
+  const char* env = std::getenv("MALLOC_ARENA_MAX");
+  if (env != nullptr && *env != '\0') return;
+  if (mallopt(M_ARENA_MAX, kMallocArenas) != 1) spdlog::debug("mallopt(M_ARENA_MAX) refused");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  BoundMallocArenas();
   CLI::App app{"xvd: the xv daemon (experiments database, scheduler, gRPC API)"};
   xv::daemon::DaemonOptions options;
   options.state_dir = xv::DefaultStateDir();

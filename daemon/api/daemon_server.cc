@@ -30,6 +30,9 @@ namespace xv::daemon {
 
 namespace {
 
+// The receive window of each gRPC stream, in bytes (ConfigureServerBuilder): HTTP/2's default.
+constexpr int kStreamWindowBytes = 64 * 1024;
+
 std::string DatabasePath(const DaemonOptions& options) { return options.state_dir + "/xv.db"; }
 
 // The state dir exists, at most 0750.
@@ -216,6 +219,13 @@ void DaemonServer::ConfigureServerBuilder(const DaemonOptions& options,
   // pings more often than every 5 minutes with GOAWAY "too_many_pings").
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Memory (issue 18): each stream's receive window stays at kStreamWindowBytes instead of
+  // growing with gRPC's bandwidth-delay probe, so what connected workers send ahead of their
+  // session's reader (while the event writer's queue is full) is at most about streams x window
+  // (64 workers: 4 MiB). With the probe, xvd's VmHWM grew with the stream's length (docs/
+  // operations.md § Memory).
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
   // A request protobuf cannot parse (invalid UTF-8 in a string field) is INVALID_ARGUMENT saying
   // why, not INTERNAL without a message.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "common/run_states.h"
 #include "daemon/engine/budget_contract.h"
@@ -319,12 +321,11 @@ bool Dispatcher::PlanFromQueueHead(const std::vector<sched::WorkerSlot>& slots, 
       spdlog::error("scheduling: {}", s.ToString());
       return false;
     }
-    // Earlier attempts of the candidates in this window only: placement asks about no other
-    // round.
-    std::set<int64_t> rounds;
-    for (const auto& q : queued) rounds.insert(q.round_id);
+    // Earlier attempts of the candidates in this window only: placement asks about no other.
+    std::set<std::pair<int64_t, std::string>> candidates;
+    for (const auto& q : queued) candidates.emplace(q.round_id, q.candidate);
     std::vector<store::CandidateWorkerCount> history;
-    s = store_->experiments().CountCandidateAttempts(rounds, &history);
+    s = store_->experiments().CountCandidateAttempts(candidates, &history);
     if (!s.ok()) {
       spdlog::error("scheduling: {}", s.ToString());
       return false;

@@ -511,21 +511,21 @@ Status ExperimentQueries::ListActive(std::vector<ActiveAttempt>* out) {
   return Status::Ok();
 }
 
-Status ExperimentQueries::CountCandidateAttempts(const std::set<int64_t>& round_ids,
-                                                 std::vector<CandidateWorkerCount>* out) {
+Status ExperimentQueries::CountCandidateAttempts(
+    const std::set<std::pair<int64_t, std::string>>& candidates,
+    std::vector<CandidateWorkerCount>* out) {
   out->clear();
   ReadLease read = db_->Read();
-  for (int64_t round_id : round_ids) {
+  for (const auto& [round_id, name] : candidates) {
     SqliteStatement st;
     XV_RETURN_IF_ERROR(read.conn()->Prepare(
-        "SELECT e.name, a.worker_id, COUNT(*) FROM experiments e "
-        "INDEXED BY experiments_round_attempted JOIN attempts a ON a.experiment_id = e.id "
-        "WHERE e.round_id = ? AND e.attempt > 0 GROUP BY e.name, a.worker_id",
+        "SELECT a.worker_id, COUNT(*) FROM experiments e "
+        "INDEXED BY experiments_round_name_attempted JOIN attempts a ON a.experiment_id = e.id "
+        "WHERE e.round_id = ? AND e.name = ? AND e.attempt > 0 GROUP BY a.worker_id",
         &st));
-    st.Bind(1, round_id);
+    st.Bind(1, round_id).Bind(2, name);
     XV_RETURN_IF_ERROR(ForEachRow(&st, [&](const SqliteStatement& row) {
-      out->push_back(
-          {round_id, row.ColumnText(0), row.ColumnInt(1), static_cast<int>(row.ColumnInt(2))});
+      out->push_back({round_id, name, row.ColumnInt(0), static_cast<int>(row.ColumnInt(1))});
     }));
   }
   return Status::Ok();

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -46,11 +47,11 @@ class ExperimentQueries {
   Status ListQueued(std::vector<QueuedExperiment>* out, size_t limit = 0);
   // Attempts in state assigned or running.
   Status ListActive(std::vector<ActiveAttempt>* out);
-  // How many attempts each worker ran of each candidate of the rounds `round_ids` (those of the
-  // queue's head that a scheduling pass places). One read per round through migration 11's
-  // index of attempted experiments: the cost follows the attempted runs of those rounds, not the
-  // table or the queue.
-  Status CountCandidateAttempts(const std::set<int64_t>& round_ids,
+  // How many attempts each worker ran of each of `candidates` (round id, candidate name: those
+  // of the queue's head that a scheduling pass places). One read per candidate through migration
+  // 15's index of attempted experiments by round and name: the cost follows the attempts of
+  // those candidates, not the table, the queue or the size of their rounds.
+  Status CountCandidateAttempts(const std::set<std::pair<int64_t, std::string>>& candidates,
                                 std::vector<CandidateWorkerCount>* out);
   // Per knob value of the overrides: runs ending diverged, failed/invalid/lost, timed_out, and
   // the NaN rate. campaign_id 0 and name "" = every campaign.

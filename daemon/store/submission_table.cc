@@ -32,6 +32,10 @@ constexpr size_t kStageChunkMaxRows = 256;
 constexpr std::chrono::microseconds kStageChunkBudget(4000);
 // Between two of those transactions the mutex is free this long, for the threads waiting on it.
 constexpr std::chrono::microseconds kStageChunkPause(1000);
+// A submission of at most this many rows is staged, published and its staged rows deleted in one
+// transaction (one commit instead of three: a small Submit's reply, and the dispatch of what it
+// queued, wait for each commit's fsync); its hold is about that of one staging transaction.
+constexpr size_t kOneTransactionMaxRows = 64;
 double MillisSince(std::chrono::steady_clock::time_point from) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - from).count();
 }
@@ -203,17 +207,31 @@ Status InsertRound(SqliteConnection* c, const NewSubmission& sub, int64_t campai
   return Status::Ok();
 }
 
-// Recipes of the campaign that have a succeeded run, looked up once: only new rows of those can
-// reuse a result (rows of this submission are all queued).
-Status ReusableRecipes(SqliteConnection* c, int64_t campaign_id, std::set<int64_t>* out) {
+// The recipe rows among `recipe_ids` that have a succeeded run in the campaign: only new rows of
+// those can reuse a result (rows of this submission are all queued). Rows this submission added
+// (`added`) have no run anywhere, so only the others are looked up, one index probe each
+// (experiments_recipe): the cost follows the submission, not the campaign's succeeded runs.
+Status ReusableRecipes(SqliteConnection* c, int64_t campaign_id,
+                       const std::vector<int64_t>& recipe_ids, const std::vector<int64_t>& added,
+                       std::set<int64_t>* out) {
+  std::set<int64_t> earlier(recipe_ids.begin(), recipe_ids.end());
+  for (int64_t id : added) earlier.erase(id);
+  if (earlier.empty()) return Status::Ok();
   SqliteStatement st;
-  // A superset of what sched::MayReuseResult accepts (it needs a success), narrowed in SQL so
-  // that a large campaign is not read whole; ReuseEarlierResult decides.
-  XV_RETURN_IF_ERROR(c->Prepare(
-      "SELECT DISTINCT recipe_id FROM experiments WHERE campaign_id = ? AND state = 'succeeded'",
-      &st));
-  st.Bind(1, campaign_id);
-  return ForEachRow(&st, [&](const SqliteStatement& row) { out->insert(row.ColumnInt(0)); });
+  // A superset of what sched::MayReuseResult accepts (it needs a success); ReuseEarlierResult
+  // decides.
+  XV_RETURN_IF_ERROR(
+      c->Prepare("SELECT EXISTS (SELECT 1 FROM experiments WHERE campaign_id = ? AND "
+                 "recipe_id = ? AND state = 'succeeded')",
+                 &st));
+  for (int64_t id : earlier) {
+    XV_RETURN_IF_ERROR(st.Reset());
+    st.Bind(1, campaign_id).Bind(2, id);
+    bool row = false;
+    XV_RETURN_IF_ERROR(st.Step(&row));
+    if (row && st.ColumnInt(0) != 0) out->insert(id);
+  }
+  return Status::Ok();
 }
 
 // Stages experiment `e` of the submission `staging_id` (its recipe row `recipe_id`): the
@@ -249,11 +267,12 @@ Status StageExperimentRow(SqliteConnection* c, int64_t staging_id, const NewExpe
 // ids->experiment_ids[i] is sub.experiments[i]'s row; each takes an earlier run's result when
 // one may be reused.
 Status PublishExperimentRows(SqliteConnection* c, const NewSubmission& sub, int64_t staging_id,
-                             const std::vector<int64_t>& recipe_ids, SubmissionIds* ids) {
+                             const std::vector<int64_t>& recipe_ids,
+                             const std::vector<int64_t>& added_recipes, SubmissionIds* ids) {
   // Reuse never crosses rounds for the arms of a decided round (issue 14): they all run fresh.
   std::set<int64_t> reusable;
   if (sub.reuse == ResultReuse::kAcrossRounds) {
-    XV_RETURN_IF_ERROR(ReusableRecipes(c, ids->campaign_id, &reusable));
+    XV_RETURN_IF_ERROR(ReusableRecipes(c, ids->campaign_id, recipe_ids, added_recipes, &reusable));
   }
   SqliteStatement copy;
   XV_RETURN_IF_ERROR(c->Prepare(
@@ -331,12 +350,17 @@ Status SubmissionTable::InsertSubmission(const NewSubmission& sub, SubmissionIds
   XV_RETURN_IF_ERROR(db_->CheckWritable());
   MutexLock one_submission(db_->submissions_mu());
   Staged staged;
-  Status s = StageRows(sub, &staged);
   SubmissionIds result;
-  if (s.ok()) s = Publish(sub, &staged, &result);
-  // Published or refused, the staged rows have served (a failure to drop them is logged: they
-  // are invisible, and the next start deletes them).
-  if (staged.staging_id != 0) DropStagedRows(staged.staging_id);
+  Status s;
+  if (sub.experiments.size() <= kOneTransactionMaxRows) {
+    s = StoreInOneTransaction(sub, &staged, &result);
+  } else {
+    s = StageRows(sub, &staged);
+    if (s.ok()) s = Publish(sub, &staged, &result);
+    // Published or refused, the staged rows have served (a failure to drop them is logged: they
+    // are invisible, and the next start deletes them).
+    if (staged.staging_id != 0) DropStagedRows(staged.staging_id);
+  }
   if (s.ok()) {
     if (sub.experiments.size() >= kStageChunkMaxRows) {
       spdlog::info(
@@ -380,35 +404,13 @@ Status SubmissionTable::StageRows(const NewSubmission& sub, Staged* staged) {
     XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
     SqliteConnection* c = db_->conn();
     std::vector<int64_t> added, added_sources;
-    const size_t chunk_start = next;
     Status chunk = InWriteTransaction(c, [&]() -> Status {
       if (first) {
         db_->mu()->AssertHeld();  // the lambda runs inside InWriteTransaction, under `lock`
         XV_RETURN_IF_ERROR(StageFirstRows(c, sub, staged, &source_ids, &added, &added_sources));
       }
-      const auto deadline = std::chrono::steady_clock::now() + kStageChunkBudget;
-      const size_t end = std::min(sub.experiments.size(), next + kStageChunkMaxRows);
-      // At least one row per chunk, however slow the machine.
-      for (; next < end && (next == chunk_start || std::chrono::steady_clock::now() < deadline);
-           ++next) {
-        const NewExperiment& e = sub.experiments[next];
-        std::optional<int64_t> source_id;
-        if (!e.source_sha256.empty()) {
-          auto it = source_ids.find(e.source_sha256);
-          if (it == source_ids.end()) {
-            return Status::Internal("experiment " + e.name + ": source " + e.source_sha256 +
-                                    " is not among the submission's sources");
-          }
-          source_id = it->second;
-        }
-        bool inserted = false;
-        int64_t* recipe_id = &staged->recipe_ids[next];
-        XV_RETURN_IF_ERROR(InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name,
-                                        source_id, recipe_id, &inserted));
-        if (inserted) added.push_back(*recipe_id);
-        XV_RETURN_IF_ERROR(StageExperimentRow(c, staged->staging_id, e, *recipe_id));
-      }
-      return Status::Ok();
+      return StageChunk(c, sub, staged, source_ids, &next, kStageChunkMaxRows,
+                        std::chrono::steady_clock::now() + kStageChunkBudget, &added);
     });
     if (!chunk.ok()) return chunk;
     ++staged->transactions;
@@ -420,6 +422,65 @@ Status SubmissionTable::StageRows(const NewSubmission& sub, Staged* staged) {
     first = false;
   }
   return Status::Ok();
+}
+
+Status SubmissionTable::StageChunk(SqliteConnection* c, const NewSubmission& sub, Staged* staged,
+                                   const std::map<std::string, int64_t>& source_ids, size_t* next,
+                                   size_t max_rows, std::chrono::steady_clock::time_point deadline,
+                                   std::vector<int64_t>* added_recipes) {
+  const size_t chunk_start = *next;
+  const size_t end = std::min(sub.experiments.size(), *next + max_rows);
+  // At least one row per chunk, however slow the machine.
+  for (; *next < end && (*next == chunk_start || std::chrono::steady_clock::now() < deadline);
+       ++*next) {
+    const NewExperiment& e = sub.experiments[*next];
+    std::optional<int64_t> source_id;
+    if (!e.source_sha256.empty()) {
+      auto it = source_ids.find(e.source_sha256);
+      if (it == source_ids.end()) {
+        return Status::Internal("experiment " + e.name + ": source " + e.source_sha256 +
+                                " is not among the submission's sources");
+      }
+      source_id = it->second;
+    }
+    bool inserted = false;
+    int64_t* recipe_id = &staged->recipe_ids[*next];
+    XV_RETURN_IF_ERROR(InsertRecipe(c, e.recipe_hash, e.recipe_json, e.resolved_json, e.name,
+                                    source_id, recipe_id, &inserted));
+    if (inserted) added_recipes->push_back(*recipe_id);
+    XV_RETURN_IF_ERROR(StageExperimentRow(c, staged->staging_id, e, *recipe_id));
+  }
+  return Status::Ok();
+}
+
+Status SubmissionTable::StoreInOneTransaction(const NewSubmission& sub, Staged* staged,
+                                              SubmissionIds* ids) {
+  staged->recipe_ids.assign(sub.experiments.size(), 0);
+  MutexLock lock(db_->mu());
+  const auto held_from = std::chrono::steady_clock::now();
+  XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
+  SqliteConnection* c = db_->conn();
+  // Rolled back as a whole on failure: nothing it added remains, so nothing is listed to delete.
+  std::vector<int64_t> added_sources;
+  Status s = InWriteTransaction(c, [&]() -> Status {
+    db_->mu()->AssertHeld();  // the lambda runs inside InWriteTransaction, under `lock`
+    std::map<std::string, int64_t> source_ids;
+    XV_RETURN_IF_ERROR(
+        StageFirstRows(c, sub, staged, &source_ids, &staged->added_recipes, &added_sources));
+    size_t next = 0;
+    XV_RETURN_IF_ERROR(StageChunk(c, sub, staged, source_ids, &next, sub.experiments.size(),
+                                  std::chrono::steady_clock::time_point::max(),
+                                  &staged->added_recipes));
+    XV_RETURN_IF_ERROR(PublishStaged(c, sub, *staged, ids));
+    SqliteStatement del;
+    XV_RETURN_IF_ERROR(c->Prepare("DELETE FROM staged_experiments WHERE staging_id = ?", &del));
+    del.Bind(1, staged->staging_id);
+    return del.Run();
+  });
+  staged->added_recipes.clear();
+  staged->transactions = 1;
+  staged->publish_ms = MillisSince(held_from);
+  return s;
 }
 
 Status SubmissionTable::StageFirstRows(SqliteConnection* c, const NewSubmission& sub,
@@ -460,15 +521,21 @@ Status SubmissionTable::Publish(const NewSubmission& sub, Staged* staged, Submis
   XV_RETURN_IF_ERROR(db_->CheckAcceptsNewWorkLocked());
   SqliteConnection* c = db_->conn();
   Status s = InWriteTransaction(c, [&]() -> Status {
-    *ids = SubmissionIds();
-    XV_RETURN_IF_ERROR(InsertCampaignOnFirstUse(c, sub, staged->base_recipe_id, &ids->campaign_id));
-    XV_RETURN_IF_ERROR(
-        InsertRound(c, sub, ids->campaign_id, staged->base_recipe_id, &ids->round_id));
-    XV_RETURN_IF_ERROR(PublishExperimentRows(c, sub, staged->staging_id, staged->recipe_ids, ids));
-    return InsertSubmissionEvents(c, sub, *ids);
+    db_->mu()->AssertHeld();  // the lambda runs inside InWriteTransaction, under `lock`
+    return PublishStaged(c, sub, *staged, ids);
   });
   staged->publish_ms = MillisSince(held_from);
   return s;
+}
+
+Status SubmissionTable::PublishStaged(SqliteConnection* c, const NewSubmission& sub,
+                                      const Staged& staged, SubmissionIds* ids) {
+  *ids = SubmissionIds();
+  XV_RETURN_IF_ERROR(InsertCampaignOnFirstUse(c, sub, staged.base_recipe_id, &ids->campaign_id));
+  XV_RETURN_IF_ERROR(InsertRound(c, sub, ids->campaign_id, staged.base_recipe_id, &ids->round_id));
+  XV_RETURN_IF_ERROR(PublishExperimentRows(c, sub, staged.staging_id, staged.recipe_ids,
+                                           staged.added_recipes, ids));
+  return InsertSubmissionEvents(c, sub, *ids);
 }
 
 void SubmissionTable::DropStagedRows(int64_t staging_id) {

@@ -4,6 +4,7 @@
 // Threading contract: as Database; one submission at a time (Database::submissions_mu()).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -29,7 +30,8 @@ class SubmissionTable {
   // all of the submission or none of it; it returns after the publish. On failure nothing of it
   // remains (the recipes and sources it added are deleted again); a crash before the publish
   // leaves only unreferenced, content-addressed recipe rows and staged rows, which
-  // DiscardStagedRows deletes at the next start.
+  // DiscardStagedRows deletes at the next start. A small submission (a few dozen rows) goes
+  // through the same steps in one transaction.
   Status InsertSubmission(const NewSubmission& sub, SubmissionIds* ids);
 
   // Deletes every staged row (a submission interrupted by a crash: it was never published nor
@@ -48,8 +50,22 @@ class SubmissionTable {
                         std::map<std::string, int64_t>* source_ids,
                         std::vector<int64_t>* added_recipes, std::vector<int64_t>* added_sources)
       EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // Stages sub.experiments[*next ..] (their recipe rows, then their staged rows) until max_rows
+  // rows or `deadline` (at least one row), advancing *next; recipe rows it added are appended to
+  // *added_recipes. Inside the caller's transaction.
+  Status StageChunk(SqliteConnection* c, const NewSubmission& sub, Staged* staged,
+                    const std::map<std::string, int64_t>& source_ids, size_t* next, size_t max_rows,
+                    std::chrono::steady_clock::time_point deadline,
+                    std::vector<int64_t>* added_recipes) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // A small submission (kOneTransactionMaxRows): staged, published and its staged rows deleted
+  // in one transaction, so that a small Submit waits for one commit, not three.
+  Status StoreInOneTransaction(const NewSubmission& sub, Staged* staged, SubmissionIds* ids);
   // The one transaction that makes the staged submission visible (its hold: staged->publish_ms).
   Status Publish(const NewSubmission& sub, Staged* staged, SubmissionIds* ids);
+  // What that transaction writes: the campaign on first use, the round, the experiments copied
+  // from the staged rows, their state events and the audit event.
+  Status PublishStaged(SqliteConnection* c, const NewSubmission& sub, const Staged& staged,
+                       SubmissionIds* ids) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   // Deletes the staged rows of `staging_id` in transactions of a thousand rows (a failure is
   // logged: DiscardStagedRows deletes them at the next start).
   void DropStagedRows(int64_t staging_id);

@@ -343,6 +343,24 @@ TEST_F(StoreWithWorker, CancelQueuedAndRunning) {
 }
 
 // `xvctl status` names trainers no connected worker offers from this count (one GROUP BY).
+// Placement's history (migration 15): the attempts of the candidates asked about, per worker,
+// and nothing of the other candidates of their round.
+TEST_F(StoreWithWorker, CandidateAttemptsAreCountedPerCandidateAndWorker) {
+  // Fixture: c0 of the round is assigned to worker_ (attempt 1), c1 is queued.
+  std::vector<CandidateWorkerCount> history;
+  ASSERT_TRUE(store_->experiments()
+                  .CountCandidateAttempts({{ids_.round_id, "c0"}, {ids_.round_id, "c1"}}, &history)
+                  .ok());
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].round_id, ids_.round_id);
+  EXPECT_EQ(history[0].candidate, "c0");
+  EXPECT_EQ(history[0].worker_id, worker_);
+  EXPECT_EQ(history[0].count, 1);
+  // Only the candidates asked about: c0's attempt is not counted for c1 alone.
+  ASSERT_TRUE(store_->experiments().CountCandidateAttempts({{ids_.round_id, "c1"}}, &history).ok());
+  EXPECT_TRUE(history.empty());
+}
+
 TEST_F(StoreWithWorker, CountQueuedByTrainerCountsOnlyQueuedExperiments) {
   NewSubmission noisy = MakeSubmission(3, "noisy");
   noisy.trainer = "noisy";

@@ -93,6 +93,27 @@ TEST(SubmissionInsertTest, ReadersGetThroughABigSubmissionAndSeeAllOrNothing) {
               kBigSubmission, answered_during, commits);
 }
 
+// A small submission (one Submit of a few runs, the agent's usual round) is one transaction:
+// one commit (one fsync) before its reply, and no staged row left.
+TEST(SubmissionInsertTest, ASmallSubmissionIsStoredInOneCommit) {
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.file("xv.db"), &store).ok());
+  std::atomic<int> commits{0};
+  store->database().SetCommitListener([&] { ++commits; });
+  SubmissionIds ids;
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(16), &ids).ok());
+  EXPECT_EQ(commits.load(), 1);
+  EXPECT_EQ(ids.experiment_ids.size(), 16u);
+  EXPECT_EQ(Count(store.get(), "queued"), 16);
+  EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM staged_experiments"), 0);
+  // The same configs again in the same campaign: the recipe rows are found, not added.
+  const int64_t recipes = QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes");
+  ASSERT_TRUE(store->submissions().InsertSubmission(MakeSubmission(16), &ids).ok());
+  EXPECT_EQ(QueryInt(dir.file("xv.db"), "SELECT COUNT(*) FROM recipes"), recipes);
+  EXPECT_EQ(Count(store.get(), "queued"), 32);
+}
+
 TEST(SubmissionInsertTest, AWriterKilledMidSubmissionLeavesNothingQueued) {
   TempDir dir;
   const std::string path = dir.file("xv.db");
