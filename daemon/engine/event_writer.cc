@@ -113,6 +113,16 @@ bool EventWriter::TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_
     } else {
       for (auto& ev : q.events) batch.events.push_back(std::move(ev));
     }
+    if (!q.finished.empty()) {
+      // Events of this session were dropped in an earlier transaction (not acknowledged): its
+      // Finished is not applied before the worker sends them again, so it is dropped too, as a
+      // Flush that returned false dropped it before.
+      SessionProgress& progress = sessions_[q.session.get()];
+      if (progress.dropped) {
+        progress.dropped = false;
+        q.finished.clear();
+      }
+    }
     for (auto& f : q.finished) batch.finished.push_back(std::move(f));
     *last_ticket = q.ticket;
     queue_.pop_front();

@@ -64,8 +64,9 @@ class EventWriter {
                std::vector<xv::v1::TrainerEvent> events);
   // Queues the session's Finished report after everything it queued before (Enqueue's waits and
   // result). Its acknowledgement (or, for an attempt the worker never held, an acknowledgement
-  // all the same) is pushed to the session after the commit; when the store fails, it is
-  // dropped like the session's events and the worker sends it again.
+  // all the same) is pushed to the session after the commit; when the store fails, or when some
+  // of the session's earlier events were dropped (not yet stored), it is dropped unacknowledged
+  // and the worker sends it again after them.
   bool EnqueueFinished(const std::shared_ptr<ConnectedWorker>& session, xv::v1::Finished finished);
   // Waits until every event `session` queued before this call has been stored or dropped. False
   // when any of this session's events was dropped since its previous Flush (store error, or the
