@@ -11,14 +11,14 @@
 -- measured, non-reused runs of one config only: a new queued row enters this index when it ends
 -- succeeded or diverged (one row per Finished), not at publish.
 DROP INDEX IF EXISTS experiments_config;
-CREATE INDEX experiments_config_measured ON experiments(campaign_id, config_hash)
+CREATE INDEX IF NOT EXISTS experiments_config_measured ON experiments(campaign_id, config_hash)
   WHERE reused_from_id IS NULL AND state IN ('succeeded', 'diverged');
 
 -- The worker's current experiment (WorkerTable::List) and the check that a worker has none
 -- before it is forgotten (WorkerTable::ForgetOffline) always name a worker: rows never assigned
 -- (worker_id NULL, every row at publish) stay out.
 DROP INDEX IF EXISTS experiments_worker;
-CREATE INDEX experiments_worker_assigned ON experiments(worker_id, state)
+CREATE INDEX IF NOT EXISTS experiments_worker_assigned ON experiments(worker_id, state)
   WHERE worker_id IS NOT NULL;
 
 -- Placement's history (ExperimentQueries::CountCandidateAttempts): the attempts of each
@@ -26,4 +26,4 @@ CREATE INDEX experiments_worker_assigned ON experiments(worker_id, state)
 -- the head's rounds (a 4 000-row round read whole on every scheduling pass). Never-assigned rows
 -- (attempt 0, every row at publish) stay out, as before.
 DROP INDEX IF EXISTS experiments_round_attempted;
-CREATE INDEX experiments_round_name_attempted ON experiments(round_id, name) WHERE attempt > 0;
+CREATE INDEX IF NOT EXISTS experiments_round_name_attempted ON experiments(round_id, name) WHERE attempt > 0;
