@@ -516,7 +516,9 @@ Status ExperimentQueries::CountCandidateAttempts(
     std::vector<CandidateWorkerCount>* out) {
   out->clear();
   ReadLease read = db_->Read();
-  for (const auto& [round_id, name] : candidates) {
+  for (const auto& candidate : candidates) {
+    const int64_t round_id = candidate.first;
+    const std::string& name = candidate.second;
     SqliteStatement st;
     XV_RETURN_IF_ERROR(read.conn()->Prepare(
         "SELECT a.worker_id, COUNT(*) FROM experiments e "

@@ -405,8 +405,8 @@ Status SubmissionTable::StageRows(const NewSubmission& sub, Staged* staged) {
     SqliteConnection* c = db_->conn();
     std::vector<int64_t> added, added_sources;
     Status chunk = InWriteTransaction(c, [&]() -> Status {
+      db_->mu()->AssertHeld();  // the lambda runs inside InWriteTransaction, under `lock`
       if (first) {
-        db_->mu()->AssertHeld();  // the lambda runs inside InWriteTransaction, under `lock`
         XV_RETURN_IF_ERROR(StageFirstRows(c, sub, staged, &source_ids, &added, &added_sources));
       }
       return StageChunk(c, sub, staged, source_ids, &next, kStageChunkMaxRows,
