@@ -17,17 +17,22 @@ constexpr int kPageSize = 500;
 using PageFetch = std::function<Status(const v1::ListExperimentsRequest&,
                                        std::vector<v1::Experiment>*, int64_t* matching)>;
 
-// The `filter.limit` highest ids below filter.before_id (0: the newest), in id order:
-// newest-first pages of at most kPageSize, so the cost follows the limit, not the table.
-Status ListNewest(const ExperimentFilter& filter, const PageFetch& fetch,
-                  std::vector<v1::Experiment>* out, int64_t* matching = nullptr) {
-  int64_t before = filter.before_id;  // 0: from the newest
+// The `filter.limit` ids next to `cursor` in one direction, in id order: descending, the highest
+// below it (0: from the newest); ascending, the lowest above it. Pages of at most kPageSize, so the
+// cost follows the limit, not the table. A server that ignores the cursor or the order cannot make
+// it loop: only rows past the cursor are taken.
+Status ListIdRange(const ExperimentFilter& filter, const PageFetch& fetch, bool descending,
+                   int64_t cursor, std::vector<v1::Experiment>* out, int64_t* matching) {
+  out->clear();
+  const auto past_cursor = [&](int64_t id) {
+    return descending ? cursor == 0 || id < cursor : id > cursor;
+  };
   bool first = true;
   while (static_cast<int>(out->size()) < filter.limit) {
     v1::ListExperimentsRequest req;
     ApplyFilter(filter, &req);
-    req.set_descending(true);
-    req.set_after_id(before);
+    req.set_descending(descending);
+    req.set_after_id(cursor);
     const int want = std::min(kPageSize, filter.limit - static_cast<int>(out->size()));
     req.set_limit(want);
     std::vector<v1::Experiment> page;
@@ -35,15 +40,15 @@ Status ListNewest(const ExperimentFilter& filter, const PageFetch& fetch,
     first = false;
     size_t taken = 0;
     for (auto& e : page) {
-      if (before != 0 && e.id() >= before) continue;  // a server that ignores the order
-      before = e.id();
+      if (!past_cursor(e.id())) continue;
+      cursor = e.id();
       out->push_back(std::move(e));
       ++taken;
     }
     if (static_cast<int>(page.size()) < want || taken == 0) break;
   }
   if (static_cast<int>(out->size()) > filter.limit) out->resize(filter.limit);
-  std::reverse(out->begin(), out->end());
+  if (descending) std::reverse(out->begin(), out->end());
   return Status::Ok();
 }
 
@@ -79,7 +84,9 @@ Status ListPaged(const ExperimentFilter& filter, const PageFetch& fetch,
   if (!filter.sort.empty() && filter.sort != "id") {
     return Status::InvalidArgument("--sort: must be id or val_bpb, got '" + filter.sort + "'");
   }
-  if (filter.limit > 0) return ListNewest(filter, fetch, out, matching);
+  if (filter.limit > 0) {
+    return ListIdRange(filter, fetch, /*descending=*/true, filter.before_id, out, matching);
+  }
   if (filter.before_id > 0) {
     return Status::InvalidArgument("--before: pages need a page size (--limit), not --all");
   }
@@ -158,33 +165,6 @@ PageFetch DatabaseFetch(store::ResultsReader* st) {
   };
 }
 
-// The first `filter.limit` ids above filter.after_id, in id order.
-Status ListAscending(const ExperimentFilter& filter, const PageFetch& fetch,
-                     std::vector<v1::Experiment>* out, int64_t* matching) {
-  out->clear();
-  int64_t after = filter.after_id;
-  bool first = true;
-  while (static_cast<int>(out->size()) < filter.limit) {
-    v1::ListExperimentsRequest req;
-    ApplyFilter(filter, &req);
-    req.set_after_id(after);
-    const int want = std::min(kPageSize, filter.limit - static_cast<int>(out->size()));
-    req.set_limit(want);
-    std::vector<v1::Experiment> page;
-    XV_RETURN_IF_ERROR(fetch(req, &page, first ? matching : nullptr));
-    first = false;
-    size_t taken = 0;
-    for (auto& e : page) {
-      if (e.id() <= after) continue;  // a server that ignores after_id must not loop forever
-      after = e.id();
-      out->push_back(std::move(e));
-      ++taken;
-    }
-    if (static_cast<int>(page.size()) < want || taken == 0) break;
-  }
-  return Status::Ok();
-}
-
 // One page: the page's rows and one more, which tells whether more match.
 Status ListOnePage(const ExperimentFilter& filter, const PageFetch& fetch, ExperimentPage* page) {
   *page = ExperimentPage();
@@ -205,7 +185,8 @@ Status ListOnePage(const ExperimentFilter& filter, const PageFetch& fetch, Exper
     if (by_val_bpb || filter.before_id > 0) {
       return Status::InvalidArgument("after_id: pages id order upwards, without before or sort");
     }
-    XV_RETURN_IF_ERROR(ListAscending(f, fetch, &page->rows, &page->matching));
+    XV_RETURN_IF_ERROR(
+        ListIdRange(f, fetch, /*descending=*/false, f.after_id, &page->rows, &page->matching));
     page->more = page->rows.size() > static_cast<size_t>(rows);
     if (page->more) {
       page->rows.resize(rows);  // lowest ids first: the extra row is the last

@@ -2,7 +2,8 @@
 // `xvd --help` and `xv-worker --help` is documented; the Kubernetes manifests parse and carry what
 // they must (one xvd replica with a volume, probes on /healthz and /readyz at the health port, GPU
 // requests, the Secrets and images the docs name, config keys that are flags); the example config
-// files hold only flags; the sbatch script is valid bash with the Slurm directives it relies on.
+// files hold only flags; the sbatch script is valid bash with the Slurm directives it relies on;
+// with XV_STATIC_XVCTL, xvctl loads no gRPC, protobuf, abseil, SQLite or PCRE2 shared object.
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -84,6 +85,26 @@ void ExpectKeysAreFlags(const YAML::Node& config, const std::string& program,
         << " --help nor documented in docs/operations.md";
   }
 }
+
+#ifdef XV_STATIC_XVCTL
+// XV_STATIC_XVCTL (cmake/static_link_launcher.py): xvctl needs none of the gRPC, protobuf, abseil,
+// SQLite or PCRE2 shared objects that xvd loads, and still runs.
+TEST(DeployBuildTest, XvctlLinksItsLibrariesStatically) {
+  CommandResult needed = RunCommand({"readelf", "--dynamic", BinaryPath("xvctl")}, 30);
+  ASSERT_EQ(needed.exit_code, 0) << needed.err;
+  ASSERT_NE(needed.out.find("(NEEDED)"), std::string::npos) << needed.out;
+  for (const char* lib : {"libgrpc", "libprotobuf", "libabsl", "libsqlite3", "libpcre2"}) {
+    EXPECT_EQ(needed.out.find(std::string("[") + lib), std::string::npos)
+        << "xvctl loads " << lib << " at start:\n"
+        << needed.out;
+  }
+  CommandResult xvd = RunCommand({"readelf", "--dynamic", BinaryPath("xvd")}, 30);
+  ASSERT_EQ(xvd.exit_code, 0) << xvd.err;
+  EXPECT_NE(xvd.out.find("[libgrpc"), std::string::npos) << "the check would not see a shared gRPC";
+  CommandResult help = RunCommand({BinaryPath("xvctl"), "--help"}, 30);
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+}
+#endif
 
 TEST(DeployDocsTest, ExampleConfigFilesHoldOnlyFlags) {
   ExpectKeysAreFlags(YAML::LoadFile(SourcePath("deploy/xvd.example.yaml")), "xvd",
