@@ -132,11 +132,12 @@ Status UpsertLatestMetrics(SqliteConnection* c, int64_t exp, int attempt,
 // latter deferred to the end of the attempt's run of step events (*update).
 Status StoreStepFigures(SqliteConnection* c, int64_t exp, int attempt,
                         const sched::StepFigures& fig, PendingStepUpdate* update) {
+  // Static: once per step event, the statement cache's key is not built again.
+  static const std::string* const kInsert = new std::string(
+      "INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, "
+      "tok_per_sec, mfu_percent, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
   SqliteStatement m;
-  XV_RETURN_IF_ERROR(
-      c->Prepare("INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
-                 "mfu_percent, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 &m));
+  XV_RETURN_IF_ERROR(c->Prepare(*kInsert, &m));
   m.Bind(1, exp)
       .Bind(2, attempt)
       .Bind(3, fig.step)
@@ -262,11 +263,12 @@ TrainerEventApplier ApplierFor(const std::string& type) {
 // *duplicate when it was stored before.
 Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev,
                          const std::string& stored_at, bool* duplicate) {
-  SqliteStatement ins;
-  XV_RETURN_IF_ERROR(c->Prepare(
+  // Static: once per event, the statement cache's key is not built again.
+  static const std::string* const kInsert = new std::string(
       "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms, "
-      "created_at) VALUES ('trainer', ?, ?, ?, ?, ?, ?, ?)",
-      &ins));
+      "created_at) VALUES ('trainer', ?, ?, ?, ?, ?, ?, ?)");
+  SqliteStatement ins;
+  XV_RETURN_IF_ERROR(c->Prepare(*kInsert, &ins));
   ins.Bind(1, ev.experiment_id())
       .Bind(2, ev.attempt())
       .Bind(3, ev.seq())
@@ -305,7 +307,7 @@ Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev,
   PendingStepUpdates* pending = &tx->pending;
   // The fast path: a flat step event with plausible figures (most of what trainers send). The
   // full parse below decides everything else, with the same outcome for these.
-  FlatJsonObject flat;
+  FlatJsonObject& flat = tx->flat;
   if (FlatJsonObject::Parse(ev.json(), &flat)) {
     const FlatJsonObject::Member* type = flat.Find("type");
     const bool step = type != nullptr && type->kind == FlatJsonObject::Kind::kString

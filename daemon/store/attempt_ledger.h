@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/flat_json_object.h"
 #include "common/status.h"
 #include "daemon/store/database.h"
 #include "daemon/store/store_rows.h"
@@ -125,6 +126,7 @@ class AttemptLedger {
   struct TrainerEventTransaction {
     PendingStepUpdates pending;
     std::string stored_at;
+    FlatJsonObject flat;  // scratch of ApplyOneEventLocked, reused so its members stay allocated
   };
   // One worker's batch inside the transaction of ApplyTrainerEventBatches.
   Status ApplyWorkerEventsLocked(const WorkerEvents& batch, TrainerEventTransaction* tx,
