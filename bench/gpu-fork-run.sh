@@ -101,7 +101,7 @@ if [ "$DEVICE" = cuda ]; then
   TORCH_PREFIX=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)') || {
     say "no PyTorch in $PYTHON: cannot find a CUDA LibTorch"; exit 2; }
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DXV_BUILD_TESTS=OFF -DXV_BUILD_BENCH=OFF \
+    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DXV_BUILD_TESTS=OFF -DXV_BUILD_BENCH=OFF -DXV_STATIC_XVCTL=OFF \
     >"$OUT_DIR/configure.log" 2>&1 || {
     tail -30 "$OUT_DIR/configure.log"; say "configure failed"; exit 2; }
 elif [ ! -f "$BUILD/CMakeCache.txt" ]; then

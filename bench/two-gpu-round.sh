@@ -82,7 +82,7 @@ if [ "$KIND" = cuda ]; then
   TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') || {
     say "no PyTorch in python3: cannot find a CUDA LibTorch"; exit 2; }
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
-    -DXV_BUILD_TESTS=OFF -DXV_BUILD_BENCH=OFF >"$OUT_DIR/configure.log" 2>&1 || {
+    -DXV_BUILD_TESTS=OFF -DXV_BUILD_BENCH=OFF -DXV_STATIC_XVCTL=OFF >"$OUT_DIR/configure.log" 2>&1 || {
     tail -30 "$OUT_DIR/configure.log"; say "configure failed"; exit 2; }
   ninja -C "$BUILD" -j"$(nproc)" xvd xv-worker xvctl xv-train >"$OUT_DIR/build.log" 2>&1 || {
     grep -B2 -A12 "error" "$OUT_DIR/build.log" | head -60; say "build failed"; exit 2; }
