@@ -109,15 +109,6 @@ Status Database::Open(const std::string& path, Access access, std::unique_ptr<Da
 Database::~Database() {
   stopping_ = true;
   if (integrity_thread_.joinable()) integrity_thread_.join();
-  if (checkpoint_thread_.joinable()) {
-    {
-      MutexLock lock(&checkpoint_mu_);
-      checkpoint_cv_.notify_all();
-    }
-    // Its connection closes before conn_, so the writer's close stays the last one (it
-    // checkpoints the WAL and removes it).
-    checkpoint_thread_.join();
-  }
 }
 
 void Database::CheckIntegrityInBackground() {
@@ -163,69 +154,17 @@ Status Database::IntegrityCheck(std::string* result) {
 
 void Database::SetCommitListener(std::function<void()> on_commit, int checkpoint_pages) {
   MutexLock lock(&mu_);
-  const bool background = checkpoint_pages > 0 && !read_only_ && !checkpoint_thread_.joinable();
   conn_->SetCommitHook(
-      [this, on_commit = std::move(on_commit), checkpoint_pages, background](int wal_pages) {
+      [this, on_commit = std::move(on_commit)] {
         last_commit_ms_ = SteadyMs();
         truncated_since_commit_ = false;
         if (on_commit) on_commit();
-        if (background && wal_pages >= checkpoint_pages) {
-          MutexLock lock(&checkpoint_mu_);
-          checkpoint_wanted_ = true;
-          checkpoint_cv_.notify_one();
-        }
-        if (checkpoint_pages > 0 && wal_pages >= checkpoint_pages * kInlineCheckpointFactor) {
-          ++inline_checkpoints_;  // the connection's hook checkpoints right after this
-        }
       },
-      checkpoint_pages * kInlineCheckpointFactor);
-  if (background) checkpoint_thread_ = std::thread([this] { CheckpointInBackground(); });
-}
-
-Database::CheckpointCounts Database::checkpoint_counts() const {
-  CheckpointCounts counts;
-  counts.background = background_checkpoints_.load();
-  counts.committing_thread = inline_checkpoints_.load();
-  return counts;
-}
-
-void Database::CheckpointInBackground() {
-  std::unique_ptr<SqliteConnection> conn;
-  Status opened = SqliteConnection::Open(path_, SqliteConnection::Mode::kReadWrite, &conn);
-  if (!opened.ok()) {
-    // The committing thread's checkpoint (kInlineCheckpointFactor) still bounds the WAL.
-    spdlog::warn("{}: no background WAL checkpoints: {}", path_, opened.ToString());
-    return;
-  }
-  while (true) {
-    {
-      MutexLock lock(&checkpoint_mu_);
-      checkpoint_cv_.wait(checkpoint_mu_, [this] {
-        checkpoint_mu_.AssertHeld();
-        return checkpoint_wanted_ || stopping_.load();
-      });
-      if (stopping_.load()) return;
-      checkpoint_wanted_ = false;
-    }
-    int pages = 0, done = 0;
-    Status s;
-    {
-      MutexLock run(&checkpoint_run_mu_);
-      s = conn->CheckpointWal(/*truncate=*/false, &pages, &done);
-    }
-    ++background_checkpoints_;
-    if (!s.ok()) {
-      spdlog::warn("{}: background WAL checkpoint: {}", path_, s.ToString());
-    } else {
-      spdlog::debug("{}: WAL at {} pages: background checkpoint(PASSIVE) copied {}", path_, pages,
-                    done);
-    }
-  }
+      checkpoint_pages);
 }
 
 Status Database::CheckpointWal(bool truncate, int* wal_pages, int* checkpointed) {
   MutexLock lock(&mu_);
-  MutexLock run(&checkpoint_run_mu_);
   return conn_->CheckpointWal(truncate, wal_pages, checkpointed);
 }
 

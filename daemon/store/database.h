@@ -15,7 +15,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -71,21 +70,10 @@ class Database {
   // runs it once in the background from Open, so that xvd serves at once on a big file (the
   // check reads every page: 7.5 s for 677 MB from the page cache, 76 s from a busy disk).
   Status IntegrityCheck(std::string* result) LOCKS_EXCLUDED(fault_mu_);
-  // After every commit `on_commit` runs on the writing thread (it must only signal). Whenever the
-  // WAL reaches `checkpoint_pages` pages, a thread of the database's own checkpoints it (PASSIVE)
-  // on a connection of its own, beside the writer: commits do not wait for it. Should the WAL
-  // still reach kInlineCheckpointFactor times that (the checkpoints cannot catch up with the
-  // writes, or a reader holds the WAL), the committing thread checkpoints too, as backpressure.
-  // Call once, before use; 0 pages: no checkpoint but MaintainWal's.
+  // After every commit `on_commit` runs on the writing thread (it must only signal); the WAL is
+  // checkpointed (PASSIVE) whenever it reaches `checkpoint_pages` pages. Call once, before use.
   void SetCommitListener(std::function<void()> on_commit, int checkpoint_pages = 1000)
       LOCKS_EXCLUDED(mu_);
-  static constexpr int kInlineCheckpointFactor = 4;
-  // Checkpoints made so far by the background thread and on the committing thread.
-  struct CheckpointCounts {
-    int64_t background = 0;
-    int64_t committing_thread = 0;
-  };
-  CheckpointCounts checkpoint_counts() const;
   // Periodic WAL upkeep, called often (e.g. every scheduling tick): a PASSIVE checkpoint when
   // `interval` passed since the last one, a TRUNCATE one once nothing was committed for `idle`.
   Status MaintainWal(std::chrono::milliseconds interval, std::chrono::milliseconds idle)
@@ -106,9 +94,6 @@ class Database {
   Status CheckpointWal(bool truncate, int* wal_pages, int* checkpointed) LOCKS_EXCLUDED(mu_);
   // The background integrity check started by Open: logs the outcome.
   void CheckIntegrityInBackground();
-  // The checkpoint thread of SetCommitListener: a PASSIVE checkpoint on its own connection each
-  // time one is asked for (checkpoint_wanted_), until stopping_.
-  void CheckpointInBackground() LOCKS_EXCLUDED(checkpoint_mu_);
 
   // Taken (before mu_) for the whole of a submission: no other submission can start to use a
   // recipe row that a failing one deletes again.
@@ -132,15 +117,6 @@ class Database {
   std::atomic<bool> stopping_{false};           // the destructor asks a running check to give up
   std::atomic<bool> integrity_running_{false};  // no TRUNCATE checkpoint meanwhile (it would wait)
   std::thread integrity_thread_;
-  Mutex checkpoint_mu_;
-  // Held while the background thread or CheckpointWal (MaintainWal) checkpoints: a TRUNCATE
-  // checkpoint waits for a background one instead of failing busy beside it.
-  Mutex checkpoint_run_mu_ ACQUIRED_AFTER(mu_);
-  std::condition_variable_any checkpoint_cv_;  // a checkpoint is wanted, or stopping_
-  bool checkpoint_wanted_ GUARDED_BY(checkpoint_mu_) = false;
-  std::atomic<int64_t> background_checkpoints_{0};
-  std::atomic<int64_t> inline_checkpoints_{0};
-  std::thread checkpoint_thread_;
 };
 
 }  // namespace xv::store

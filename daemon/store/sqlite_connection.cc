@@ -127,8 +127,7 @@ Status SqliteConnection::Exec(const std::string& sql) {
   return Status::Ok();
 }
 
-void SqliteConnection::SetCommitHook(std::function<void(int wal_pages)> on_commit,
-                                     int checkpoint_pages) {
+void SqliteConnection::SetCommitHook(std::function<void()> on_commit, int checkpoint_pages) {
   on_commit_ = std::move(on_commit);
   checkpoint_pages_ = checkpoint_pages;
   sqlite3_wal_hook(db_, &SqliteConnection::WalHook, this);
@@ -136,7 +135,7 @@ void SqliteConnection::SetCommitHook(std::function<void(int wal_pages)> on_commi
 
 int SqliteConnection::WalHook(void* self, sqlite3* db, const char* name, int pages) {
   auto* conn = static_cast<SqliteConnection*>(self);
-  if (conn->on_commit_) conn->on_commit_(pages);
+  if (conn->on_commit_) conn->on_commit_();
   if (conn->checkpoint_pages_ > 0 && pages >= conn->checkpoint_pages_) {
     int log = 0, done = 0;
     int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
