@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -134,6 +135,36 @@ int ChildGuard::Kill(int sig) {
   return status_;
 }
 
+namespace {
+
+// Waits up to timeout_s for the child `pid` to exit: true, with its *status, when it did. A pidfd
+// (Linux 5.3) wakes the wait at the exit itself, so a command is timed to its exit and not to a
+// polling step (xv-bench-daemon times xvctl processes through RunCommand); without one it polls
+// every millisecond.
+bool WaitForExit(pid_t pid, double timeout_s, int* status) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  const auto t0 = Clock::now();
+  bool exited = false;
+  while (true) {
+    if (::waitpid(pid, status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    const double left_s = timeout_s - Since(t0);
+    if (left_s <= 0) break;
+    if (pidfd >= 0) {
+      pollfd readable{pidfd, POLLIN, 0};
+      ::poll(&readable, 1, static_cast<int>(std::min(left_s, 1.0) * 1000) + 1);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  return exited;
+}
+
+}  // namespace
+
 CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s,
                          const std::vector<std::pair<std::string, std::string>>& env) {
   CommandResult res;
@@ -142,16 +173,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s,
   int out_fd = ::mkstemp(out_tmpl);
   int err_fd = ::mkstemp(err_tmpl);
   pid_t pid = Spawn(argv, env, out_fd, err_fd);
-  auto t0 = Clock::now();
   int st = 0;
-  bool done = false;
-  while (Since(t0) < timeout_s) {
-    if (::waitpid(pid, &st, WNOHANG) == pid) {
-      done = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const bool done = WaitForExit(pid, timeout_s, &st);
   if (!done) {
     ::kill(-pid, SIGKILL);
     ::waitpid(pid, &st, 0);
