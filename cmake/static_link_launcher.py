@@ -11,9 +11,9 @@ order) into a position-dependent executable. Then the rewritten command runs; it
 the launcher's.
 
 Why (bench/README.md, "Session 11, the whole run"): a dynamically linked xvctl loads 63 shared
-objects, and the dynamic loader's relocations and page faults were 85 % of the 27-40 ms an `xvctl --help` took on the
-2-core machine, before it did anything; statically linked, the same start takes 10-15 ms. xvctl is
-a program that people and agents start once per command.
+objects, and the dynamic loader's relocations and page faults were 85 % of the 27-40 ms an
+`xvctl --help` took on the 2-core machine, before it did anything; statically linked, the same
+start takes 10-15 ms. xvctl is a program that people and agents start once per command.
 """
 import os
 import re
