@@ -20,8 +20,8 @@ import re
 import subprocess
 import sys
 
-# Shared on purpose: the C library and the C++ runtime (one copy per process, shared with the
-# libraries below), and libraries whose archives Debian does not ship.
+# Shared on purpose: the C library and the C++ runtime, one copy per process, which the libraries
+# that stay shared (spdlog and fmt: Debian ships no archives of them) use too.
 ALWAYS_SHARED = {"c", "m", "dl", "rt", "pthread", "stdc++", "gcc_s", "gcc", "atomic"}
 
 SHARED_PATH = re.compile(r"^(?P<dir>/.*)/lib(?P<name>[^/]+?)\.so(\.[0-9.]+)?$")
