@@ -51,6 +51,32 @@ pid_t Spawn(const std::vector<std::string>& argv,
   return pid;
 }
 
+// Waits up to timeout_s for the child `pid` to exit: true, with its *status, when it did. A pidfd
+// (Linux 5.3) wakes the wait at the exit itself, so a command is timed to its exit and not to a
+// polling step (xv-bench-daemon times xvctl processes through RunCommand, and ChildGuard::Stop
+// returns at the exit); without one it polls every millisecond.
+bool WaitForExit(pid_t pid, double timeout_s, int* status) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  const auto t0 = Clock::now();
+  bool exited = false;
+  while (true) {
+    if (::waitpid(pid, status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    const double left_s = timeout_s - Since(t0);
+    if (left_s <= 0) break;
+    if (pidfd >= 0) {
+      pollfd readable{pidfd, POLLIN, 0};
+      ::poll(&readable, 1, static_cast<int>(std::min(left_s, 1.0) * 1000) + 1);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  return exited;
+}
+
 }  // namespace
 
 std::string BinaryPath(const std::string& name) {
@@ -107,11 +133,9 @@ int ChildGuard::Stop(double grace_s) {
   if (pid_ <= 0) return -1;
   if (Alive()) {
     ::kill(pid_, SIGTERM);
-    auto t0 = Clock::now();
-    while (Alive() && Since(t0) < grace_s) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (Alive()) {
+    if (WaitForExit(pid_, grace_s, &status_)) {
+      reaped_ = true;
+    } else {
       ::kill(-pid_, SIGKILL);
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, &status_, 0);
@@ -134,36 +158,6 @@ int ChildGuard::Kill(int sig) {
   pid_ = -1;
   return status_;
 }
-
-namespace {
-
-// Waits up to timeout_s for the child `pid` to exit: true, with its *status, when it did. A pidfd
-// (Linux 5.3) wakes the wait at the exit itself, so a command is timed to its exit and not to a
-// polling step (xv-bench-daemon times xvctl processes through RunCommand); without one it polls
-// every millisecond.
-bool WaitForExit(pid_t pid, double timeout_s, int* status) {
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  const auto t0 = Clock::now();
-  bool exited = false;
-  while (true) {
-    if (::waitpid(pid, status, WNOHANG) == pid) {
-      exited = true;
-      break;
-    }
-    const double left_s = timeout_s - Since(t0);
-    if (left_s <= 0) break;
-    if (pidfd >= 0) {
-      pollfd readable{pidfd, POLLIN, 0};
-      ::poll(&readable, 1, static_cast<int>(std::min(left_s, 1.0) * 1000) + 1);
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  if (pidfd >= 0) ::close(pidfd);
-  return exited;
-}
-
-}  // namespace
 
 CommandResult RunCommand(const std::vector<std::string>& argv, double timeout_s,
                          const std::vector<std::pair<std::string, std::string>>& env) {
