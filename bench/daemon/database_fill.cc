@@ -154,9 +154,21 @@ std::string FillDatabase(const std::string& db_path, const std::string& campaign
     out->experiments_added += n;
   }
   if (metrics_per_experiment > 0) {
+    // From schema 17 on, metrics is a view; its rows that are no events row live in
+    // stored_metrics (a direct table insert, so sqlite3_changes counts them).
+    int64_t has_stored = 0;
+    if (!(err = Run(db,
+                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND "
+                    "name = 'stored_metrics'",
+                    {}, &has_stored))
+             .empty()) {
+      return fail(err);
+    }
     const std::string sql =
         "WITH RECURSIVE s(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM s WHERE x + 1 < ?1) "
-        "INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
+        "INSERT INTO " +
+        std::string(has_stored > 0 ? "stored_metrics" : "metrics") +
+        "(experiment_id, attempt, step, loss, lrm, dt_ms, tok_per_sec, "
         "mfu_percent, progress) SELECT e.id, 1, s.x, 9.0 - 0.001 * s.x, 1.0, 100.0, 20480.0, NULL, "
         "(s.x + 1.0) / ?1 FROM experiments e, s WHERE e.campaign_id = ?2 AND e.id > ?3 "
         "ORDER BY e.id, s.x";

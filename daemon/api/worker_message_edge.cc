@@ -196,9 +196,12 @@ Status CheckRegister(xv::v1::Register* reg, std::vector<std::string>* notes) {
 
 std::vector<std::string> RepairTrainerEvent(xv::v1::TrainerEvent* ev) {
   std::vector<std::string> notes;
+  const bool type_ok = ev->type().size() <= kMaxKindBytes && IsValidUtf8(ev->type());
+  const bool json_ok = IsValidUtf8(ev->json());
+  if (type_ok && json_ok) return notes;  // nearly every event: no note text is built
   const std::string at = "event " + std::to_string(ev->seq()) + ": ";
   RepairText(at + "type", ev->mutable_type(), kMaxKindBytes, false, &notes);
-  if (!IsValidUtf8(ev->json())) {
+  if (!json_ok) {
     notes.push_back(at + "json: invalid UTF-8 replaced by U+FFFD");
     ev->set_json(SanitizeUtf8(ev->json()));
   }

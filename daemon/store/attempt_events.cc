@@ -43,15 +43,21 @@ Status MarkAttemptImplausible(SqliteConnection* c, const xv::v1::TrainerEvent& e
   return st.Run();
 }
 
-// One stored trainer event being interpreted: its attempt, the event as sent and its JSON, and
-// where a step event leaves its experiment-row update (written by WritePendingStepUpdatesLocked).
+// `st` ready for its next run of `sql`: prepared on first use, reset after that (so a statement
+// run once per event is looked up in the connection's cache once per transaction).
+Status PrepareOrReset(SqliteConnection* c, const std::string& sql, SqliteStatement* st) {
+  if (st->prepared()) return st->Reset();
+  return c->Prepare(sql, st);
+}
+
+// One stored trainer event being interpreted (any type but step): its attempt, and the event as
+// sent and its JSON.
 struct TrainerEventContext {
   SqliteConnection* c;
   const xv::v1::TrainerEvent& ev;
   const json& j;
   int64_t exp;
   int attempt;
-  PendingStepUpdate* step_update;
 };
 
 // Only the active attempt moves the experiment's live fields.
@@ -128,41 +134,15 @@ Status UpsertLatestMetrics(SqliteConnection* c, int64_t exp, int attempt,
   return st.Run();
 }
 
-// The metrics row of a plausible step event, and the experiment's progress and last loss, the
-// latter deferred to the end of the attempt's run of step events (*update).
-Status StoreStepFigures(SqliteConnection* c, int64_t exp, int attempt,
-                        const sched::StepFigures& fig, PendingStepUpdate* update) {
-  // Static: once per step event, the statement cache's key is not built again.
-  static const std::string* const kInsert = new std::string(
-      "INSERT INTO metrics(experiment_id, attempt, step, loss, lrm, dt_ms, "
-      "tok_per_sec, mfu_percent, progress) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  SqliteStatement m;
-  XV_RETURN_IF_ERROR(c->Prepare(*kInsert, &m));
-  m.Bind(1, exp)
-      .Bind(2, attempt)
-      .Bind(3, fig.step)
-      .Bind(4, fig.loss)
-      .Bind(5, fig.lrm)
-      .Bind(6, fig.dt_ms)
-      .Bind(7, fig.tok_per_sec)
-      .Bind(8, fig.mfu_percent)
-      .Bind(9, fig.progress);
-  XV_RETURN_IF_ERROR(m.Run());
+// A stored step event with plausible figures (its metrics row, migration 17): the experiment's
+// progress and last loss, deferred to the end of the attempt's run of step events (*update).
+void NoteStepFigures(const sched::StepFigures& fig, PendingStepUpdate* update) {
   if (fig.progress) update->progress = fig.progress;
   if (fig.loss) update->loss = fig.loss;
   NoteLatestStep(fig, update);
-  return Status::Ok();
 }
 
-// step: StoreStepFigures when its figures are plausible.
-Status ApplyStepEvent(const TrainerEventContext& e) {
-  sched::StepFigures fig;
-  Status plausible = sched::ReadStepFigures(e.j, &fig);
-  if (!plausible.ok()) return MarkAttemptImplausible(e.c, e.ev, plausible);
-  return StoreStepFigures(e.c, e.exp, e.attempt, fig, e.step_update);
-}
-
-// The experiment-row update of an attempt's step events (ApplyStepEvent): running, its progress
+// The experiment-row update of an attempt's step events (NoteStepFigures): running, its progress
 // and last loss, started_at when not yet set; then its latest_metrics row (UpsertLatestMetrics).
 Status WriteStepUpdate(SqliteConnection* c, int64_t exp, int attempt,
                        const PendingStepUpdate& update) {
@@ -246,12 +226,11 @@ Status ApplyErrorEvent(const TrainerEventContext& e) {
 
 using TrainerEventApplier = Status (*)(const TrainerEventContext&);
 
-// The event types the daemon interprets; any other (eval, log, future types) is stored in the
-// event log only.
+// The event types the daemon interprets besides step (ApplyOneEventLocked); any other (eval, log,
+// future types) is stored in the event log only.
 TrainerEventApplier ApplierFor(const std::string& type) {
   static const std::map<std::string, TrainerEventApplier> kAppliers = {
       {"start", &ApplyStartEvent},
-      {"step", &ApplyStepEvent},
       {"nan", &ApplyNanEvent},
       {"summary", &ApplySummaryEvent},
       {"error", &ApplyErrorEvent}};
@@ -259,29 +238,39 @@ TrainerEventApplier ApplierFor(const std::string& type) {
   return it == kAppliers.end() ? nullptr : it->second;
 }
 
-// Stores the event once per (experiment, attempt, seq), created at `stored_at` (XV_NOW's format);
-// *duplicate when it was stored before.
+// Stores the event once per (experiment, attempt, seq), created at `stored_at` (XV_NOW's format),
+// with the figures of a plausible step event (`step`, else null: its metrics row), through *ins
+// (the transaction's insert); *duplicate when it was stored before. `ev` and `stored_at` are bound
+// without a copy: they outlive the run.
 Status StoreTrainerEvent(SqliteConnection* c, const xv::v1::TrainerEvent& ev,
-                         const std::string& stored_at, bool* duplicate) {
-  // Static: once per event, the statement cache's key is not built again.
+                         const std::string& stored_at, const sched::StepFigures* step,
+                         SqliteStatement* ins, bool* duplicate) {
   static const std::string* const kInsert = new std::string(
       "INSERT OR IGNORE INTO events(source, experiment_id, attempt, seq, type, json, unix_ms, "
-      "created_at) VALUES ('trainer', ?, ?, ?, ?, ?, ?, ?)");
-  SqliteStatement ins;
-  XV_RETURN_IF_ERROR(c->Prepare(*kInsert, &ins));
-  ins.Bind(1, ev.experiment_id())
+      "created_at, step, loss, lrm, dt_ms, tok_per_sec, mfu_percent, progress) "
+      "VALUES ('trainer', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  XV_RETURN_IF_ERROR(PrepareOrReset(c, *kInsert, ins));
+  ins->Bind(1, ev.experiment_id())
       .Bind(2, ev.attempt())
       .Bind(3, ev.seq())
-      .Bind(4, ev.type())
+      .BindUnowned(4, ev.type())
       .Bind(6, ev.unix_ms())
-      .Bind(7, stored_at);
-  if (ev.json().size() <= kMaxEventJson) {
-    ins.Bind(5, ev.json());  // the common case: bound as is, not copied first
+      .BindUnowned(7, stored_at);
+  // Cut on a code-point boundary when over the cap; the store edge keeps it valid UTF-8.
+  ins->BindUnowned(5, ev.json().size() <= kMaxEventJson ? std::string_view(ev.json())
+                                                        : Utf8Prefix(ev.json(), kMaxEventJson));
+  if (step != nullptr) {
+    ins->Bind(8, step->step)
+        .Bind(9, step->loss)
+        .Bind(10, step->lrm)
+        .Bind(11, step->dt_ms)
+        .Bind(12, step->tok_per_sec)
+        .Bind(13, step->mfu_percent)
+        .Bind(14, step->progress);
   } else {
-    // Cut on a code-point boundary; the store edge (SqliteStatement::Bind) keeps it valid UTF-8.
-    ins.Bind(5, std::string(Utf8Prefix(ev.json(), kMaxEventJson)));
+    for (int i = 8; i <= 14; ++i) ins->BindNull(i);
   }
-  XV_RETURN_IF_ERROR(ins.Run());
+  XV_RETURN_IF_ERROR(ins->Run());
   *duplicate = c->Changes() == 0;
   return Status::Ok();
 }
@@ -302,37 +291,45 @@ Status ReadStoreClock(SqliteConnection* c, std::string* now) {
 Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev,
                                           TrainerEventTransaction* tx, bool* duplicate) {
   SqliteConnection* c = db_->conn();
-  XV_RETURN_IF_ERROR(StoreTrainerEvent(c, ev, tx->stored_at, duplicate));
-  if (*duplicate) return Status::Ok();
-  PendingStepUpdates* pending = &tx->pending;
+  const std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
   // The fast path: a flat step event with plausible figures (most of what trainers send). The
   // full parse below decides everything else, with the same outcome for these.
+  sched::StepFigures fig;
   FlatJsonObject& flat = tx->flat;
   if (FlatJsonObject::Parse(ev.json(), &flat)) {
     const FlatJsonObject::Member* type = flat.Find("type");
     const bool step = type != nullptr && type->kind == FlatJsonObject::Kind::kString
                           ? type->string == "step"
                           : ev.type() == "step";
-    sched::StepFigures fig;
     if (step && sched::ReadPlausibleStepFigures(flat, &fig)) {
-      return StoreStepFigures(c, ev.experiment_id(), ev.attempt(), fig,
-                              &(*pending)[{ev.experiment_id(), ev.attempt()}]);
+      XV_RETURN_IF_ERROR(
+          StoreTrainerEvent(c, ev, tx->stored_at, &fig, &tx->insert_event, duplicate));
+      if (!*duplicate) NoteStepFigures(fig, &tx->pending[key]);
+      return Status::Ok();
     }
   }
   const json j = ParseBoundedJsonOrDiscarded(ev.json());
-  if (!j.is_object()) return Status::Ok();  // stored verbatim; nothing to interpret
-  const std::string type =
-      j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : ev.type();
-  const TrainerEventApplier apply = ApplierFor(type);
-  if (apply == nullptr) return Status::Ok();
-  const std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
-  if (apply != &ApplyStepEvent) {
-    // Any other event of the attempt sees (and may change) its row as the steps before left it.
-    XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(pending, &key));
-    PendingStepUpdate unused;
-    return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt(), &unused});
+  const std::string type = !j.is_object() ? std::string()
+                           : j.contains("type") && j["type"].is_string()
+                               ? j["type"].get<std::string>()
+                               : ev.type();
+  if (type == "step") {
+    const Status plausible = sched::ReadStepFigures(j, &fig);
+    XV_RETURN_IF_ERROR(StoreTrainerEvent(c, ev, tx->stored_at, plausible.ok() ? &fig : nullptr,
+                                         &tx->insert_event, duplicate));
+    if (*duplicate) return Status::Ok();
+    if (!plausible.ok()) return MarkAttemptImplausible(c, ev, plausible);
+    NoteStepFigures(fig, &tx->pending[key]);
+    return Status::Ok();
   }
-  return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt(), &(*pending)[key]});
+  XV_RETURN_IF_ERROR(
+      StoreTrainerEvent(c, ev, tx->stored_at, nullptr, &tx->insert_event, duplicate));
+  if (*duplicate) return Status::Ok();
+  const TrainerEventApplier apply = ApplierFor(type);  // none for a JSON that is no object
+  if (apply == nullptr) return Status::Ok();           // stored verbatim; nothing to interpret
+  // Any other event of the attempt sees (and may change) its row as the steps before left it.
+  XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(&tx->pending, &key));
+  return apply(TrainerEventContext{c, ev, j, ev.experiment_id(), ev.attempt()});
 }
 
 Status AttemptLedger::WritePendingStepUpdatesLocked(PendingStepUpdates* pending,

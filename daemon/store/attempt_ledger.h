@@ -127,6 +127,8 @@ class AttemptLedger {
     PendingStepUpdates pending;
     std::string stored_at;
     FlatJsonObject flat;  // scratch of ApplyOneEventLocked, reused so its members stay allocated
+    // The insert of every event, prepared once per transaction (PrepareOrReset).
+    SqliteStatement insert_event;
   };
   // One worker's batch inside the transaction of ApplyTrainerEventBatches.
   Status ApplyWorkerEventsLocked(const WorkerEvents& batch, TrainerEventTransaction* tx,

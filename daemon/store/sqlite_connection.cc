@@ -228,6 +228,15 @@ SqliteStatement& SqliteStatement::Bind(int index, const std::string& v) {
   return *this;
 }
 
+SqliteStatement& SqliteStatement::BindUnowned(int index, std::string_view v) {
+  if (!IsValidUtf8(v)) return Bind(index, std::string(v));  // repaired, and copied
+  if (sqlite3_bind_text(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_STATIC) !=
+          SQLITE_OK &&
+      bind_error_.ok())
+    bind_error_ = conn_->LastError("bind parameter " + std::to_string(index));
+  return *this;
+}
+
 SqliteStatement& SqliteStatement::BindNull(int index) {
   if (sqlite3_bind_null(stmt_, index) != SQLITE_OK && bind_error_.ok())
     bind_error_ = conn_->LastError("bind parameter " + std::to_string(index));

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "common/status.h"
@@ -125,6 +126,9 @@ class SqliteStatement {
   // (common/untrusted_text.h).
   SqliteStatement& Bind(int index, const std::string& v);
   SqliteStatement& Bind(int index, const char* v) { return Bind(index, std::string(v)); }
+  // Bind(index, std::string) without the copy: `v` must stay alive and unchanged until the
+  // statement has run or is reset (invalid UTF-8 is still repaired, into a copy).
+  SqliteStatement& BindUnowned(int index, std::string_view v);
   SqliteStatement& BindNull(int index);
   SqliteStatement& Bind(int index, const std::optional<double>& v) {
     return v ? Bind(index, *v) : BindNull(index);
@@ -138,6 +142,8 @@ class SqliteStatement {
   // Runs a statement that returns no rows (INSERT/UPDATE/DELETE) to completion.
   Status Run();
   Status Reset();
+  // True once Prepare filled it (until it is moved from).
+  bool prepared() const { return stmt_ != nullptr; }
 
   bool IsNull(int col) const;
   int64_t ColumnInt(int col) const;

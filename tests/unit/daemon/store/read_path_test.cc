@@ -3,7 +3,8 @@
 // counters agree with a count of the table through every change of state; the list functions
 // replace their output; the integrity check, run in the background after opening, finds an index
 // that does not match its table and puts the database in read-only mode for good; migration 14's
-// latest_metrics row follows each experiment's steps on write and is backfilled from old rows.
+// latest_metrics row follows each experiment's steps on write and is backfilled from old rows;
+// migration 17 stores a step event's figures in its events row and keeps the metrics rows before.
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
@@ -12,6 +13,8 @@
 #include <future>
 #include <map>
 
+#include "daemon/store/embedded_migrations.h"
+#include "daemon/store/migration_runner.h"
 #include "store_with_worker.h"
 
 namespace xv::store {
@@ -298,14 +301,98 @@ TEST_F(ReadPath, MigrationFourteenBackfillsLatestMetricsFromTheMetricsRows) {
   }
   store_.reset();
   {
-    // The database as schema 13 left it: no latest_metrics table.
+    // The database as schema 13 left it (no latest_metrics table), and migration 14 run on it.
+    // The later migrations rebuild or rename tables, so they are not run a second time.
     std::unique_ptr<SqliteConnection> conn;
     ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &conn).ok());
     ASSERT_TRUE(conn->Exec("DROP TABLE latest_metrics; PRAGMA user_version = 13").ok());
+    const std::vector<Migration> upto14(EmbeddedMigrations().begin(),
+                                        EmbeddedMigrations().begin() + 14);
+    ASSERT_EQ(upto14.back().version, 14);
+    ASSERT_TRUE(ApplyMigrations(conn.get(), upto14, nullptr, nullptr).ok());
+    ASSERT_TRUE(
+        conn->Exec("PRAGMA user_version = " + std::to_string(EmbeddedMigrations().size())).ok());
   }
   ASSERT_TRUE(Store::Open(db, &store_).ok());
   EXPECT_EQ(LatestRow(db, exp), written);
   EXPECT_EQ(LatestRow(db, ids_.experiment_ids[1]), "2 2 2 5.0  ");
+}
+
+// Schema 17: a step event's figures live in its own events row, metrics is a view of those rows
+// and of stored_metrics. A plausible step event is one row in events (with its figures) and one
+// row in metrics; an implausible one is stored with no figures and is no metrics row.
+TEST_F(ReadPath, StepFiguresAreStoredInTheEventsRowAndReadThroughMetrics) {
+  const std::string db = dir_.file("xv.db");
+  const int64_t exp = ids_.experiment_ids[0];
+  const std::string e = std::to_string(exp);
+  AppliedEvents applied;
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(
+                      worker_,
+                      {StepEvent(exp, 1, 1, 3, 9.0, 100),
+                       MakeEvent(exp, 1, 2, "step", R"({"type":"step","step":4,"dt_ms":-1})")},
+                      &applied)
+                  .ok());
+  EXPECT_EQ(QueryInt(db,
+                     "SELECT COUNT(*) FROM events WHERE source = 'trainer' AND "
+                     "experiment_id = " +
+                         e),
+            2);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM events WHERE experiment_id = " + e +
+                             " AND seq = 1 AND step = 3 AND loss = 9.0 AND tok_per_sec = 100.0 "
+                             "AND mfu_percent = 12.5 AND progress = 0.5"),
+            1);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM events WHERE experiment_id = " + e +
+                             " AND seq = 2 AND step IS NULL AND loss IS NULL"),
+            1);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM metrics WHERE experiment_id = " + e), 1);
+  EXPECT_EQ(QueryInt(db, "SELECT step FROM metrics WHERE experiment_id = " + e), 3);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM stored_metrics"), 0);
+}
+
+// Migration 17 on a database of schema 16: the metrics rows stored before stay metrics rows
+// (in stored_metrics, figures unchanged), no events row is added, and a row inserted into metrics
+// directly lands in stored_metrics.
+TEST(Migrations, SeventeenKeepsTheMetricsRowsStoredBefore) {
+  TempDir dir;
+  const std::string db = dir.file("xv.db");
+  {
+    std::unique_ptr<SqliteConnection> conn;
+    ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &conn).ok());
+    std::vector<Migration> upto16(EmbeddedMigrations().begin(), EmbeddedMigrations().begin() + 16);
+    ASSERT_EQ(upto16.back().version, 16);
+    ASSERT_TRUE(ApplyMigrations(conn.get(), upto16, nullptr, nullptr).ok());
+    ASSERT_TRUE(conn->Exec("PRAGMA foreign_keys = OFF").ok());  // rows of no experiment row
+    ASSERT_TRUE(conn->Exec("INSERT INTO metrics(experiment_id, attempt, step, loss, tok_per_sec) "
+                           "VALUES (7, 1, 1, 3.5, 100), (7, 1, 2, 3.25, 110), (8, 2, 1, 4.0, NULL)")
+                    .ok());
+    ASSERT_TRUE(conn->Exec("INSERT INTO events(source, experiment_id, attempt, seq, type, json) "
+                           "VALUES ('trainer', 7, 1, 1, 'step', '{\"step\":1}')")
+                    .ok());
+  }
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(db, &store).ok());
+  EXPECT_EQ(store->database().schema_version(), static_cast<int>(EmbeddedMigrations().size()));
+  store.reset();
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM metrics"), 3);
+  EXPECT_EQ(QueryInt(db,
+                     "SELECT COUNT(*) FROM metrics WHERE experiment_id = 7 AND attempt = 1 "
+                     "AND ((step = 1 AND loss = 3.5 AND tok_per_sec = 100) OR (step = 2 AND "
+                     "loss = 3.25 AND tok_per_sec = 110))"),
+            2);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM events"), 1);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM events WHERE step IS NOT NULL"), 0);
+  {
+    std::unique_ptr<SqliteConnection> conn;
+    ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &conn).ok());
+    ASSERT_TRUE(conn->Exec("PRAGMA foreign_keys = OFF").ok());
+    ASSERT_TRUE(conn->Exec("INSERT INTO metrics(experiment_id, attempt, step, loss) "
+                           "VALUES (8, 2, 2, 3.0)")
+                    .ok());
+  }
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM stored_metrics WHERE experiment_id = 8"), 2);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM metrics WHERE experiment_id = 8 AND attempt = 2"),
+            2);
 }
 
 // An index whose definition no longer matches its entries: the schema reads, so the file opens,
