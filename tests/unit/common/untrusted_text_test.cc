@@ -22,6 +22,21 @@ TEST(Utf8, ValidatesWellFormedAndRefusesIllFormed) {
   EXPECT_FALSE(IsValidUtf8("\xC3"));              // truncated
 }
 
+// The ASCII runs are checked eight bytes at a time: a bad or multibyte sequence is seen at every
+// offset of a long text, in a word and in the tail shorter than a word.
+TEST(Utf8, LongAsciiTextIsJudgedAtEveryOffset) {
+  const std::string ascii(37, 'a');
+  EXPECT_TRUE(IsValidUtf8(ascii));
+  for (size_t at = 0; at <= ascii.size(); ++at) {
+    const std::string head = ascii.substr(0, at), tail = ascii.substr(at);
+    EXPECT_FALSE(IsValidUtf8(head + "\xFF" + tail)) << at;
+    EXPECT_FALSE(IsValidUtf8(head + "\xC3" + tail)) << at;          // a lead byte, then ASCII
+    EXPECT_FALSE(IsValidUtf8(head + "\xED\xA0\x80" + tail)) << at;  // surrogate
+    EXPECT_TRUE(IsValidUtf8(head + "\xE2\x82\xAC" + tail)) << at;   // euro sign
+  }
+  EXPECT_FALSE(IsValidUtf8(ascii + "\xC3"));  // truncated at the very end
+}
+
 TEST(Utf8, SanitizeReplacesEachMaximalSubpart) {
   EXPECT_EQ(SanitizeUtf8("a\xFF"
                          "b"),
