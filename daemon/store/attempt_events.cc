@@ -314,6 +314,7 @@ Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev,
                                ? j["type"].get<std::string>()
                                : ev.type();
   if (type == "step") {
+    fig = sched::StepFigures();  // nothing the fast path read stays
     const Status plausible = sched::ReadStepFigures(j, &fig);
     XV_RETURN_IF_ERROR(StoreTrainerEvent(c, ev, tx->stored_at, plausible.ok() ? &fig : nullptr,
                                          &tx->insert_event, duplicate));
