@@ -156,14 +156,16 @@ std::string FillDatabase(const std::string& db_path, const std::string& campaign
   if (metrics_per_experiment > 0) {
     // From schema 17 on, metrics is a view; its rows that are no events row live in
     // stored_metrics (a direct table insert, so sqlite3_changes counts them).
+    // How many tables named `name` the schema has (0 or 1), in *n.
+    auto count_tables = [db](const char* name, int64_t* n) {
+      return Run(
+          db,
+          std::string("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '") +
+              name + "'",
+          {}, n);
+    };
     int64_t has_stored = 0;
-    if (!(err = Run(db,
-                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND "
-                    "name = 'stored_metrics'",
-                    {}, &has_stored))
-             .empty()) {
-      return fail(err);
-    }
+    if (!(err = count_tables("stored_metrics", &has_stored)).empty()) return fail(err);
     const std::string sql =
         "WITH RECURSIVE s(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM s WHERE x + 1 < ?1) "
         "INSERT INTO " +
@@ -175,13 +177,7 @@ std::string FillDatabase(const std::string& db_path, const std::string& campaign
     if (!(err = Run(db, sql, {metrics_per_experiment, cid, src_max})).empty()) return fail(err);
     out->metrics_added = sqlite3_changes(db);
     int64_t has_latest = 0;
-    if (!(err = Run(db,
-                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND "
-                    "name = 'latest_metrics'",
-                    {}, &has_latest))
-             .empty()) {
-      return fail(err);
-    }
+    if (!(err = count_tables("latest_metrics", &has_latest)).empty()) return fail(err);
     if (has_latest > 0 &&
         !(err = Run(db,
                     "INSERT INTO latest_metrics(experiment_id, attempt, step, loss, lrm, dt_ms, "
