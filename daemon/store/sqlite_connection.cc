@@ -216,25 +216,26 @@ SqliteStatement& SqliteStatement::Bind(int index, double v) {
   return *this;
 }
 
-SqliteStatement& SqliteStatement::Bind(int index, const std::string& v) {
-  // The store edge: nothing stored as text can be invalid UTF-8 (a row that cannot be put in a
-  // proto3 string would fail every listing holding it). Valid text is bound as is.
-  const std::string repaired = IsValidUtf8(v) ? std::string() : SanitizeUtf8(v);
-  const std::string& text = repaired.empty() ? v : repaired;
+// The store edge: nothing stored as text can be invalid UTF-8 (a row that cannot be put in a
+// proto3 string would fail every listing holding it). Valid text is bound as is, copied by SQLite
+// when `copy`; invalid text is repaired into a copy.
+SqliteStatement& SqliteStatement::BindText(int index, std::string_view v, bool copy) {
+  const bool valid = IsValidUtf8(v);
+  const std::string repaired = valid ? std::string() : SanitizeUtf8(v);
+  const std::string_view text = valid ? v : std::string_view(repaired);
   if (sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()),
-                        SQLITE_TRANSIENT) != SQLITE_OK &&
+                        copy || !valid ? SQLITE_TRANSIENT : SQLITE_STATIC) != SQLITE_OK &&
       bind_error_.ok())
     bind_error_ = conn_->LastError("bind parameter " + std::to_string(index));
   return *this;
 }
 
+SqliteStatement& SqliteStatement::Bind(int index, const std::string& v) {
+  return BindText(index, v, /*copy=*/true);
+}
+
 SqliteStatement& SqliteStatement::BindUnowned(int index, std::string_view v) {
-  if (!IsValidUtf8(v)) return Bind(index, std::string(v));  // repaired, and copied
-  if (sqlite3_bind_text(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_STATIC) !=
-          SQLITE_OK &&
-      bind_error_.ok())
-    bind_error_ = conn_->LastError("bind parameter " + std::to_string(index));
-  return *this;
+  return BindText(index, v, /*copy=*/false);
 }
 
 SqliteStatement& SqliteStatement::BindNull(int index) {

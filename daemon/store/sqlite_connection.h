@@ -155,6 +155,8 @@ class SqliteStatement {
   friend class SqliteConnection;
   // Gives the compiled statement back to its connection's cache.
   void Release();
+  // Bind and BindUnowned: `copy` false binds valid text without a copy.
+  SqliteStatement& BindText(int index, std::string_view v, bool copy);
   sqlite3_stmt* stmt_ = nullptr;
   SqliteConnection* conn_ = nullptr;
   Status bind_error_;

@@ -141,9 +141,7 @@ TEST(Migrations, VersionTwoGivesExistingCampaignsTheirBaseAsFirstHead) {
     std::unique_ptr<SqliteConnection> conn;
     ASSERT_TRUE(
         SqliteConnection::Open(dir.file("xv.db"), SqliteConnection::Mode::kReadWrite, &conn).ok());
-    std::vector<Migration> v1 = {EmbeddedMigrations().at(0)};
-    ASSERT_EQ(v1[0].version, 1);
-    ASSERT_TRUE(ApplyMigrations(conn.get(), v1, nullptr, nullptr).ok());
+    ASSERT_TRUE(testing::MigrateTo(conn.get(), 1).ok());
     ASSERT_TRUE(conn->Exec("INSERT INTO recipes(id, hash, recipe_json, resolved_json) "
                            "VALUES (5, 'h5', '{}', '{}')")
                     .ok());

@@ -13,8 +13,6 @@
 #include <future>
 #include <map>
 
-#include "daemon/store/embedded_migrations.h"
-#include "daemon/store/migration_runner.h"
 #include "store_with_worker.h"
 
 namespace xv::store {
@@ -306,10 +304,7 @@ TEST_F(ReadPath, MigrationFourteenBackfillsLatestMetricsFromTheMetricsRows) {
     std::unique_ptr<SqliteConnection> conn;
     ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &conn).ok());
     ASSERT_TRUE(conn->Exec("DROP TABLE latest_metrics; PRAGMA user_version = 13").ok());
-    const std::vector<Migration> upto14(EmbeddedMigrations().begin(),
-                                        EmbeddedMigrations().begin() + 14);
-    ASSERT_EQ(upto14.back().version, 14);
-    ASSERT_TRUE(ApplyMigrations(conn.get(), upto14, nullptr, nullptr).ok());
+    ASSERT_TRUE(testing::MigrateTo(conn.get(), 14).ok());
     ASSERT_TRUE(
         conn->Exec("PRAGMA user_version = " + std::to_string(EmbeddedMigrations().size())).ok());
   }
@@ -359,9 +354,7 @@ TEST(Migrations, SeventeenKeepsTheMetricsRowsStoredBefore) {
   {
     std::unique_ptr<SqliteConnection> conn;
     ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &conn).ok());
-    std::vector<Migration> upto16(EmbeddedMigrations().begin(), EmbeddedMigrations().begin() + 16);
-    ASSERT_EQ(upto16.back().version, 16);
-    ASSERT_TRUE(ApplyMigrations(conn.get(), upto16, nullptr, nullptr).ok());
+    ASSERT_TRUE(testing::MigrateTo(conn.get(), 16).ok());
     ASSERT_TRUE(conn->Exec("PRAGMA foreign_keys = OFF").ok());  // rows of no experiment row
     ASSERT_TRUE(conn->Exec("INSERT INTO metrics(experiment_id, attempt, step, loss, tok_per_sec) "
                            "VALUES (7, 1, 1, 3.5, 100), (7, 1, 2, 3.25, 110), (8, 2, 1, 4.0, NULL)")

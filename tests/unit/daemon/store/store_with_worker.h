@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "daemon/store/embedded_migrations.h"
+#include "daemon/store/migration_runner.h"
 #include "daemon/store/store.h"
 #include "tests/unit/daemon/fixtures/store_fixture.h"
 
@@ -25,6 +27,17 @@ inline int64_t QueryInt(const std::string& db, const std::string& sql) {
   EXPECT_TRUE(st.Step(&row).ok());
   EXPECT_TRUE(row) << sql;
   return row ? st.ColumnInt(0) : -1;
+}
+
+// Brings the database of `conn` to schema `version` with the embedded migrations 1..version (an
+// older schema than the binary's, for a migration test).
+inline Status MigrateTo(SqliteConnection* conn, int version) {
+  const std::vector<Migration>& all = EmbeddedMigrations();
+  if (version < 1 || version > static_cast<int>(all.size())) {
+    return Status::InvalidArgument("no embedded migration " + std::to_string(version));
+  }
+  return ApplyMigrations(conn, std::vector<Migration>(all.begin(), all.begin() + version), nullptr,
+                         nullptr);
 }
 
 class StoreWithWorker : public ::testing::Test {
