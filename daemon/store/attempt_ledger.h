@@ -6,6 +6,7 @@
 // held, so that it is atomic with the other writes of the daemon.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "common/flat_json_object.h"
 #include "common/status.h"
+#include "daemon/sched/result_plausibility.h"
 #include "daemon/store/database.h"
 #include "daemon/store/store_rows.h"
 #include "xv/v1/experiments.pb.h"
@@ -43,6 +45,13 @@ struct PendingStepUpdate {
   };
   std::optional<LatestStep> latest;
   int64_t rows = 0;
+};
+
+// A plausible step event waiting in a transaction of ApplyTrainerEventBatches to be stored, and
+// its figures.
+struct StepEventToStore {
+  const xv::v1::TrainerEvent* ev = nullptr;  // an element of the batch being applied
+  sched::StepFigures fig;
 };
 
 class AttemptLedger {
@@ -127,14 +136,28 @@ class AttemptLedger {
     PendingStepUpdates pending;
     std::string stored_at;
     FlatJsonObject flat;  // scratch of ApplyOneEventLocked, reused so its members stay allocated
-    // The insert of every event, prepared once per transaction (PrepareOrReset).
-    SqliteStatement insert_event;
+    // Plausible step events of the worker batch being applied, not stored yet: they go in by
+    // multi-row INSERTs (StoreBufferedStepEventsLocked), at most 64 at a time.
+    std::vector<StepEventToStore> buffered_steps;
+    // The inserts of events, one per row count of attempt_events.cc's kRowsPerEventInsert (64,
+    // 16, 4, 1), prepared once per transaction; the last, one row, also stores every event that
+    // is not buffered.
+    std::array<SqliteStatement, 4> insert_events;
+    SqliteStatement find_stored_seq;  // StoreBufferedStepEventsLocked's check for repeats
   };
   // One worker's batch inside the transaction of ApplyTrainerEventBatches.
   Status ApplyWorkerEventsLocked(const WorkerEvents& batch, TrainerEventTransaction* tx,
                                  AppliedEvents* out) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // Stores and interprets one event of the batch, or buffers it (a plausible flat step event);
+  // *duplicates counts the events found stored before.
   Status ApplyOneEventLocked(const xv::v1::TrainerEvent& ev, TrainerEventTransaction* tx,
-                             bool* duplicate) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+                             int* duplicates) EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
+  // Stores tx->buffered_steps in their order, as storing them one by one would (each once; a
+  // repeat is counted in *duplicates and changes nothing), and notes their figures in
+  // tx->pending. Runs of one attempt with rising seqs, none stored before, go in by multi-row
+  // INSERTs; any other row goes in alone.
+  Status StoreBufferedStepEventsLocked(TrainerEventTransaction* tx, int* duplicates)
+      EXCLUSIVE_LOCKS_REQUIRED(db_->mu());
   // Writes the pending step update of (experiment, attempt), or of every attempt when key is null.
   Status WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
                                        const std::pair<int64_t, int>* key)

@@ -179,6 +179,63 @@ TEST_F(StoreWithWorker, BatchesOfSeveralWorkersAreAppliedTogether) {
   EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 4);
 }
 
+// Step events are stored in runs (multi-row inserts of 64, 16, 4 rows) where none of a run's
+// seqs is stored yet, and one by one elsewhere: either way each seq once, the first sent winning,
+// every repeat counted, and the figures, latest_metrics and the ack as one-by-one storing leaves
+// them.
+TEST_F(StoreWithWorker, RunsOfStepEventsAreStoredOnceEachWhateverWasStoredBefore) {
+  const int64_t exp = ids_.experiment_ids[0];
+  // The event of seq s: step 10 s, loss 10 - s / 100, progress s / 1000.
+  auto step = [exp](int64_t seq) {
+    return MakeEvent(exp, 1, seq, "step",
+                     R"({"type":"step","step":)" + std::to_string(seq * 10) + R"(,"loss":)" +
+                         std::to_string(10.0 - seq / 100.0) + R"(,"progress":)" +
+                         std::to_string(seq / 1000.0) + "}");
+  };
+  AppliedEvents applied;
+  ASSERT_TRUE(
+      store_->attempts().ApplyTrainerEvents(worker_, {step(3), step(150), step(151)}, &applied).ok());
+  // Seqs 1..200: a log event at 10 (it stores the steps before it), and seq 140 sent twice, the
+  // second time with other figures. Runs: 1..9 (holds 3: one by one), 11..74 and 75..138 (64
+  // rows each), 139..140 (too short), 140..200 (holds 140, 150, 151: one by one).
+  std::vector<xv::v1::TrainerEvent> batch;
+  for (int64_t seq = 1; seq <= 200; ++seq) {
+    batch.push_back(seq == 10 ? MakeEvent(exp, 1, seq, "log", R"({"type":"log"})") : step(seq));
+    if (seq == 140) {
+      batch.push_back(MakeEvent(exp, 1, 140, "step",
+                                R"({"type":"step","step":99999,"loss":1,"progress":0.9})"));
+    }
+  }
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, batch, &applied).ok());
+  EXPECT_EQ(applied.duplicates, 4);  // 3, 140 again, 150, 151
+  ASSERT_EQ(applied.acks.size(), 1u);
+  EXPECT_EQ(applied.acks[0].seq(), 200);
+  // 201..221: 16 + 4 + 1 rows.
+  std::vector<xv::v1::TrainerEvent> tail;
+  for (int64_t seq = 201; seq <= 221; ++seq) tail.push_back(step(seq));
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, tail, &applied).ok());
+  EXPECT_EQ(applied.duplicates, 0);
+  EXPECT_EQ(applied.acks[0].seq(), 221);
+
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 221);
+  EXPECT_EQ(Count("SELECT COUNT(DISTINCT seq) FROM events WHERE source = 'trainer'"), 221);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 220);
+  // Every stored row carries the figures of its own seq's first event.
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE type = 'step' AND step = seq * 10 AND "
+                  "abs(loss - (10.0 - seq / 100.0)) < 1e-9 AND abs(progress - seq / 1000.0) < "
+                  "1e-9"),
+            220);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE step = 99999"), 0);
+  EXPECT_EQ(Count("SELECT rows FROM latest_metrics WHERE experiment_id = " + std::to_string(exp)),
+            220);
+  EXPECT_EQ(Count("SELECT step FROM latest_metrics WHERE experiment_id = " + std::to_string(exp)),
+            2210);
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_DOUBLE_EQ(e.progress(), 0.221);
+  EXPECT_DOUBLE_EQ(e.last_loss(), 7.79);
+}
+
 TEST_F(StoreWithWorker, EventsOfAnotherWorkersAttemptAreRefused) {
   int64_t other = 0;
   ASSERT_TRUE(store_->workers().UpsertWorker(MakeRegister("other"), &other).ok());
