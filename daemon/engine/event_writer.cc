@@ -9,7 +9,8 @@ namespace xv::daemon {
 
 EventWriter::EventWriter(store::Store* store, std::function<void()> after_finished)
     : store_(store), after_finished_(std::move(after_finished)) {
-  thread_ = std::thread([this] { Run(); });
+  store_thread_ = std::thread([this] { RunStore(); });
+  ack_thread_ = std::thread([this] { RunAcks(); });
 }
 
 EventWriter::~EventWriter() { Stop(); }
@@ -20,7 +21,8 @@ void EventWriter::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (store_thread_.joinable()) store_thread_.join();
+  if (ack_thread_.joinable()) ack_thread_.join();
 }
 
 bool EventWriter::Enqueue(const std::shared_ptr<ConnectedWorker>& session,
@@ -78,14 +80,53 @@ void EventWriter::Forget(const ConnectedWorker& session) {
   sessions_.erase(&session);
 }
 
-void EventWriter::Run() {
+void EventWriter::RunStore() {
   std::vector<SessionBatch> batches;
   uint64_t last_ticket = 0;
   while (TakeQueued(&batches, &last_ticket)) {
-    const std::vector<const ConnectedWorker*> dropped = StoreBatches(batches);
-    batches.clear();  // releases the sessions before the lock is taken
+    StoredTransaction stored;
+    StoreBatches(std::move(batches), &stored);
+    batches.clear();  // moved from: valid, empty
+    stored.last_ticket = last_ticket;
     MutexLock lock(&mu_);
-    for (const ConnectedWorker* s : dropped) sessions_[s].dropped = true;
+    // Marked before the next TakeQueued: a later Finished of a session that lost events here is
+    // dropped too (TakeQueued).
+    for (size_t i = 0; i < stored.batches.size(); ++i) {
+      if (!stored.applied[i]) sessions_[stored.batches[i].session.get()].dropped = true;
+    }
+    cv_.wait(mu_, [this] {
+      mu_.AssertHeld();
+      return to_acknowledge_.size() < kMaxTransactionsToAcknowledge;
+    });
+    to_acknowledge_.push_back(std::move(stored));
+    cv_.notify_all();
+  }
+  MutexLock lock(&mu_);
+  store_ended_ = true;
+  cv_.notify_all();
+}
+
+void EventWriter::RunAcks() {
+  for (;;) {
+    StoredTransaction stored;
+    {
+      MutexLock lock(&mu_);
+      cv_.wait(mu_, [this] {
+        mu_.AssertHeld();
+        return store_ended_ || !to_acknowledge_.empty();
+      });
+      if (to_acknowledge_.empty()) return;  // the store thread ended, everything acknowledged
+      stored = std::move(to_acknowledge_.front());
+      to_acknowledge_.pop_front();
+      cv_.notify_all();  // room for the store thread
+    }
+    for (size_t i = 0; i < stored.batches.size(); ++i) {
+      if (stored.applied[i]) PushAcks(stored.batches[i], &*stored.applied[i]);
+    }
+    if (stored.finished_stored && after_finished_) after_finished_();
+    const uint64_t last_ticket = stored.last_ticket;
+    stored = StoredTransaction();  // frees the events and releases the sessions before the lock
+    MutexLock lock(&mu_);
     done_ticket_ = last_ticket;
     cv_.notify_all();
   }
@@ -132,45 +173,41 @@ bool EventWriter::TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_
   return true;
 }
 
-std::vector<const ConnectedWorker*> EventWriter::StoreBatches(
-    const std::vector<SessionBatch>& batches) {
+void EventWriter::StoreBatches(std::vector<SessionBatch> batches, StoredTransaction* stored) {
+  stored->batches = std::move(batches);
+  const std::vector<SessionBatch>& b = stored->batches;
+  stored->applied.assign(b.size(), std::nullopt);
   std::vector<store::WorkerEvents> parts;
-  parts.reserve(batches.size());
+  parts.reserve(b.size());
   bool any_finished = false;
-  for (const SessionBatch& b : batches) {
-    parts.push_back(store::WorkerEvents{b.session->worker_id(), &b.events, &b.finished});
-    any_finished = any_finished || !b.finished.empty();
+  for (const SessionBatch& batch : b) {
+    parts.push_back(store::WorkerEvents{batch.session->worker_id(), &batch.events, &batch.finished});
+    any_finished = any_finished || !batch.finished.empty();
   }
   std::vector<store::AppliedEvents> applied;
   Status s = store_->attempts().ApplyTrainerEventBatches(parts, &applied);
   if (s.ok()) {
-    for (size_t i = 0; i < batches.size(); ++i) PushAcks(batches[i], &applied[i]);
-    if (any_finished && after_finished_) after_finished_();
-    return {};
+    for (size_t i = 0; i < b.size(); ++i) stored->applied[i] = std::move(applied[i]);
+    stored->finished_stored = any_finished;
+    return;
   }
-  if (batches.size() > 1) {
+  if (b.size() > 1) {
     spdlog::warn("storing the events of {} workers together: {}; storing them one by one",
-                 batches.size(), s.ToString());
+                 b.size(), s.ToString());
   }
   // One by one: only the part at fault is dropped.
-  std::vector<const ConnectedWorker*> dropped;
-  bool finished_stored = false;
-  for (size_t i = 0; i < batches.size(); ++i) {
-    const SessionBatch& b = batches[i];
+  for (size_t i = 0; i < b.size(); ++i) {
     std::vector<store::AppliedEvents> one;
-    Status bs =
-        batches.size() > 1 ? store_->attempts().ApplyTrainerEventBatches({parts[i]}, &one) : s;
+    Status bs = b.size() > 1 ? store_->attempts().ApplyTrainerEventBatches({parts[i]}, &one) : s;
     if (!bs.ok()) {
       spdlog::error("worker {}: storing {} event(s) and {} finished report(s): {}",
-                    b.session->name(), b.events.size(), b.finished.size(), bs.ToString());
-      dropped.push_back(b.session.get());
+                    b[i].session->name(), b[i].events.size(), b[i].finished.size(),
+                    bs.ToString());
       continue;
     }
-    PushAcks(b, &one.front());
-    finished_stored = finished_stored || !b.finished.empty();
+    stored->applied[i] = std::move(one.front());
+    stored->finished_stored = stored->finished_stored || !b[i].finished.empty();
   }
-  if (finished_stored && after_finished_) after_finished_();
-  return dropped;
 }
 
 void EventWriter::PushAcks(const SessionBatch& batch, store::AppliedEvents* applied) {

@@ -1,9 +1,15 @@
 // EventWriter: the one writer of trainer events for every worker session (group commit). A
 // session's reader thread queues the events it reads (Enqueue); one thread takes everything queued,
 // from all sessions at once, stores it in ONE transaction (AttemptLedger::ApplyTrainerEventBatches:
-// one fsync for the events of many workers) and pushes each session the EventAcks of its events.
+// one fsync for the events of many workers), and each session is pushed the EventAcks of its
+// events.
 // While a transaction commits, the next one's events gather in the queue, so the batch grows with
 // the load and an event waits at most about two transactions, never a timer.
+//
+// Two threads: the store thread runs the transactions, back to back; the ack thread takes each
+// committed one (at most kMaxTransactionsToAcknowledge wait for it), pushes its acknowledgements,
+// runs `after_finished` and frees its events. So the store thread, the one that bounds how many
+// events a second the daemon takes, does only the transactions.
 //
 // A worker's Finished report goes the same way (EnqueueFinished): applied in the transaction
 // after the events queued before it (AttemptLedger::ApplyTrainerEventBatches), acknowledged after
@@ -19,7 +25,8 @@
 // Backpressure: Enqueue waits while kMaxQueuedEvents events are queued, which stops that session's
 // reads (gRPC flow control then holds the worker).
 //
-// Thread-safety: every method is safe to call concurrently. Lock order: mu_ before the store's.
+// Thread-safety: every method is safe to call concurrently. Lock order: mu_ before the store's
+// (the store thread takes mu_ only between transactions).
 // The store must outlive the writer; sessions are kept alive by the queue until their events are
 // stored.
 #pragma once
@@ -30,6 +37,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -47,15 +55,18 @@ class EventWriter {
   // Enqueue waits while this many events are queued.
   static constexpr size_t kMaxQueuedEvents = 65536;
 
-  // Starts the writer thread. `after_finished` (may be empty) runs on it after each transaction
-  // that applied a Finished, once its acknowledgements are pushed.
+  // Committed transactions waiting for the ack thread, at most (then the store thread waits).
+  static constexpr size_t kMaxTransactionsToAcknowledge = 2;
+
+  // Starts the store and ack threads. `after_finished` (may be empty) runs on the ack thread after
+  // each transaction that applied a Finished, once its acknowledgements are pushed.
   explicit EventWriter(store::Store* store, std::function<void()> after_finished = {});
   ~EventWriter();  // Stop()
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
 
-  // Stores everything queued, then ends the writer thread. Later Enqueue calls drop their events
-  // (unacknowledged) and return false. Idempotent.
+  // Stores everything queued and pushes its acknowledgements, then ends both threads. Later
+  // Enqueue calls drop their events (unacknowledged) and return false. Idempotent.
   void Stop();
 
   // Queues `events` of `session` (in the order the worker sent them). Waits while the queue is
@@ -93,15 +104,28 @@ class EventWriter {
     std::vector<xv::v1::Finished> finished;
   };
 
+  // A committed (or failed) transaction, for the ack thread: applied[i] answers batches[i], empty
+  // when that session's part was dropped.
+  struct StoredTransaction {
+    std::vector<SessionBatch> batches;
+    std::vector<std::optional<store::AppliedEvents>> applied;
+    bool finished_stored = false;  // some Finished was applied: after_finished_ runs
+    uint64_t last_ticket = 0;      // the newest ticket it took
+  };
+
   // Queues one entry (Enqueue, EnqueueFinished); `size` counts against kMaxQueuedEvents.
   bool EnqueueEntry(const std::shared_ptr<ConnectedWorker>& session, Queued entry, size_t size);
-  void Run();
+  // The store thread: transactions until stopping with nothing queued.
+  void RunStore();
+  // The ack thread: pushes each stored transaction's acknowledgements, in commit order, then
+  // marks its tickets done; ends after the store thread's last transaction.
+  void RunAcks();
   // Takes what is queued (up to kMaxEventsPerTransaction events), grouped by session; waits while
   // nothing is. False when stopping with nothing queued. *last_ticket: the newest ticket taken.
   bool TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_ticket) LOCKS_EXCLUDED(mu_);
-  // Stores the batches in one transaction (or one by one after it failed) and pushes the acks;
-  // returns the sessions whose events were dropped.
-  std::vector<const ConnectedWorker*> StoreBatches(const std::vector<SessionBatch>& batches)
+  // Stores the batches in one transaction (or one by one after it failed); *stored answers each
+  // (its batches are moved in).
+  void StoreBatches(std::vector<SessionBatch> batches, StoredTransaction* stored)
       LOCKS_EXCLUDED(mu_);
   // Pushes one session its acknowledgements (events, then Finished reports).
   static void PushAcks(const SessionBatch& batch, store::AppliedEvents* applied);
@@ -116,7 +140,11 @@ class EventWriter {
   uint64_t done_ticket_ GUARDED_BY(mu_) = 0;  // every ticket <= this is stored or dropped
   std::map<const ConnectedWorker*, SessionProgress> sessions_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  // Committed transactions, oldest first, for the ack thread.
+  std::deque<StoredTransaction> to_acknowledge_ GUARDED_BY(mu_);
+  bool store_ended_ GUARDED_BY(mu_) = false;  // the store thread ran its last transaction
+  std::thread store_thread_;
+  std::thread ack_thread_;
 };
 
 }  // namespace xv::daemon
