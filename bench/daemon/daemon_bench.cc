@@ -80,9 +80,9 @@ std::string ReadText(const std::string& path) {
   return s.str();
 }
 
-// CPU seconds (user + system) of process `pid` so far, from /proc/PID/stat; -1 when unreadable.
-double ProcessCpuSeconds(pid_t pid) {
-  const std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
+// CPU seconds (user + system) in a /proc/.../stat text (a process's or a thread's); -1 when
+// unreadable.
+double TaskCpuSeconds(const std::string& stat) {
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return -1;
   std::istringstream fields(stat.substr(close + 2));
@@ -93,6 +93,38 @@ double ProcessCpuSeconds(pid_t pid) {
     if (i == 15) stime = std::atoll(field.c_str());
   }
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds (user + system) of process `pid` so far, from /proc/PID/stat; -1 when unreadable.
+double ProcessCpuSeconds(pid_t pid) {
+  return TaskCpuSeconds(ReadText("/proc/" + std::to_string(pid) + "/stat"));
+}
+
+// CPU seconds (user + system) of each thread of process `pid` so far, by thread id, from
+// /proc/PID/task/TID/stat.
+std::map<pid_t, double> ThreadCpuSeconds(pid_t pid) {
+  std::map<pid_t, double> out;
+  std::error_code ec;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& entry : std::filesystem::directory_iterator(tasks, ec)) {
+    const std::string name = entry.path().filename().string();
+    const pid_t tid = static_cast<pid_t>(std::atol(name.c_str()));
+    const double s = TaskCpuSeconds(ReadText(tasks + "/" + name + "/stat"));
+    if (tid > 0 && s >= 0) out[tid] = s;
+  }
+  return out;
+}
+
+// The most CPU seconds one thread used between two ThreadCpuSeconds readings (a thread missing
+// from `before` started in between).
+double BusiestThreadCpuSeconds(const std::map<pid_t, double>& before,
+                               const std::map<pid_t, double>& after) {
+  double most = 0;
+  for (const auto& [tid, s] : after) {
+    auto it = before.find(tid);
+    most = std::max(most, s - (it == before.end() ? 0.0 : it->second));
+  }
+  return most;
 }
 
 // A "VmHWM:" / "VmRSS:" figure of /proc/PID/status in KiB; -1 when unreadable.
@@ -726,11 +758,16 @@ int main(int argc, char** argv) {
     const int64_t db_batched_queued = DatabaseBytes(db_path);
     const char* kCountMetrics = "SELECT COUNT(*) FROM metrics";
     const int64_t metrics_before = QueryCount(db_path, kCountMetrics);
+    const std::map<pid_t, double> threads_before = ThreadCpuSeconds(pid);
     const RunFigures streamed = batched.ok
                                     ? RunWorkers(channel, stub.get(), static_cast<int>(workers), k,
                                                  static_cast<int>(events), "events")
                                     : RunFigures{};
     const double streamed_cpu = cpu_delta();
+    // The event writer's store thread (the busiest): its transactions are serial, so its CPU per
+    // event bounds ingestion whatever the other threads do.
+    const double busiest_thread_cpu =
+        BusiestThreadCpuSeconds(threads_before, ThreadCpuSeconds(pid));
     const int64_t db_streamed_done = DatabaseBytes(db_path);
     const int64_t metrics_stored = QueryCount(db_path, kCountMetrics) - metrics_before;
 
@@ -817,6 +854,14 @@ int main(int argc, char** argv) {
     std::printf("  xvd CPU per step event %.1f us (so one whole core stores at most %.0f rows/s)\n",
                 cpu_us_per_step_event,
                 cpu_us_per_step_event > 0 ? 1e6 / cpu_us_per_step_event : 0.0);
+    const int64_t step_events = streamed.finished * events;
+    const double busiest_us_per_step_event =
+        step_events > 0 ? 1e6 * busiest_thread_cpu / static_cast<double>(step_events) : 0.0;
+    std::printf(
+        "  busiest xvd thread (the event writer's store thread) %.2f s CPU, %.2f us per step "
+        "event (so it stores at most %.0f rows/s)\n",
+        busiest_thread_cpu, busiest_us_per_step_event,
+        busiest_us_per_step_event > 0 ? 1e6 / busiest_us_per_step_event : 0.0);
     std::printf("  xvd VmHWM (resident peak) %.1f MiB\n", xvd_hwm_kib / 1024.0);
 
     std::printf("\n%-58s %12s\n", "database (SQLite pages in use, WAL included)", "bytes");
@@ -888,6 +933,8 @@ int main(int argc, char** argv) {
     figures["metric_rows_stored"] = metrics_stored;
     figures["stream_window_s"] = streamed.stream_s;
     figures["xvd_cpu_s_events_phase"] = streamed_cpu;
+    figures["xvd_busiest_thread_cpu_s_events_phase"] = busiest_thread_cpu;
+    figures["xvd_busiest_thread_us_per_step_event"] = busiest_us_per_step_event;
     figures["bench_cpu_s_events_phase"] = streamed.bench_cpu_s;
     figures["xvd_cpu_us_per_step_event"] = cpu_us_per_step_event;
     figures["gap_summary_only"] = LatencyJson(plain.gap_s);

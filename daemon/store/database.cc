@@ -73,9 +73,10 @@ Status CheckReadableSchema(const std::string& path, SqliteConnection* conn, int*
 }  // namespace
 
 Database::Database(std::unique_ptr<SqliteConnection> conn, std::unique_ptr<ReaderPool> readers,
-                   bool read_only, int version)
+                   std::unique_ptr<WalCheckpointer> checkpointer, bool read_only, int version)
     : conn_(std::move(conn)),
       readers_(std::move(readers)),
+      checkpointer_(std::move(checkpointer)),
       read_only_(read_only),
       schema_version_(version),
       path_(conn_->path()),
@@ -97,7 +98,10 @@ Status Database::Open(const std::string& path, Access access, std::unique_ptr<Da
   // on a small machine; a read waits only while all four are lent.
   std::unique_ptr<ReaderPool> readers;
   XV_RETURN_IF_ERROR(ReaderPool::Open(path, read_only ? 2 : kReaders, &readers));
-  out->reset(new Database(std::move(conn), std::move(readers), read_only, version));
+  std::unique_ptr<WalCheckpointer> checkpointer;
+  if (!read_only) XV_RETURN_IF_ERROR(WalCheckpointer::Open(path, &checkpointer));
+  out->reset(new Database(std::move(conn), std::move(readers), std::move(checkpointer), read_only,
+                          version));
   if (!read_only && from > 0) {  // a file this call created holds nothing to check
     Database* db = out->get();
     db->integrity_running_ = true;
@@ -154,17 +158,30 @@ Status Database::IntegrityCheck(std::string* result) {
 
 void Database::SetCommitListener(std::function<void()> on_commit, int checkpoint_pages) {
   MutexLock lock(&mu_);
-  conn_->SetCommitHook(
-      [this, on_commit = std::move(on_commit)] {
-        last_commit_ms_ = SteadyMs();
-        truncated_since_commit_ = false;
-        if (on_commit) on_commit();
-      },
-      checkpoint_pages);
+  conn_->SetCommitHook([this, on_commit = std::move(on_commit), checkpoint_pages](int wal_pages) {
+    last_commit_ms_ = SteadyMs();
+    truncated_since_commit_ = false;
+    if (on_commit) on_commit();
+    if (checkpoint_pages <= 0 || checkpointer_ == nullptr) return;
+    if (wal_pages < checkpoint_pages) {
+      if (wal_pages >= checkpoint_pages / 2) checkpointer_->Request();
+      return;
+    }
+    // The bound: one checkpoint runs at a time, so the background one ends first. This runs inside
+    // the writer's COMMIT, under mu_ (the analysis cannot see it): writer_ is conn_.
+    checkpointer_->Wait();
+    int pages = 0, copied = 0;
+    const Status s = writer_->CheckpointWal(/*truncate=*/false, &pages, &copied);
+    spdlog::debug("{}: WAL at {} pages: checkpoint(PASSIVE) copied {} ({})", path_, pages, copied,
+                  s.ToString());
+  });
 }
 
 Status Database::CheckpointWal(bool truncate, int* wal_pages, int* checkpointed) {
   MutexLock lock(&mu_);
+  // One checkpoint runs at a time: a background one still running would make this one BUSY. No
+  // new one is asked for meanwhile (only commits ask, and they need mu_).
+  if (checkpointer_ != nullptr) checkpointer_->Wait();
   return conn_->CheckpointWal(truncate, wal_pages, checkpointed);
 }
 

@@ -26,6 +26,7 @@
 #include "common/thread_annotations.h"
 #include "daemon/store/reader_pool.h"
 #include "daemon/store/sqlite_connection.h"
+#include "daemon/store/wal_checkpointer.h"
 
 // SQL text of the current UTC time with milliseconds, as every timestamp column stores it.
 #define XV_NOW "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
@@ -70,8 +71,11 @@ class Database {
   // runs it once in the background from Open, so that xvd serves at once on a big file (the
   // check reads every page: 7.5 s for 677 MB from the page cache, 76 s from a busy disk).
   Status IntegrityCheck(std::string* result) LOCKS_EXCLUDED(fault_mu_);
-  // After every commit `on_commit` runs on the writing thread (it must only signal); the WAL is
-  // checkpointed (PASSIVE) whenever it reaches `checkpoint_pages` pages. Call once, before use.
+  // After every commit `on_commit` runs on the writing thread (it must only signal). The WAL is
+  // copied back into the database (PASSIVE checkpoints) by a thread of its own
+  // (wal_checkpointer.h) once it holds half of `checkpoint_pages` pages; at `checkpoint_pages` the
+  // committing thread waits for that one and copies the rest itself, so that the WAL holds at most
+  // `checkpoint_pages` pages and one transaction. Call once, before use.
   void SetCommitListener(std::function<void()> on_commit, int checkpoint_pages = 1000)
       LOCKS_EXCLUDED(mu_);
   // Periodic WAL upkeep, called often (e.g. every scheduling tick): a PASSIVE checkpoint when
@@ -89,7 +93,7 @@ class Database {
 
  private:
   Database(std::unique_ptr<SqliteConnection> conn, std::unique_ptr<ReaderPool> readers,
-           bool read_only, int version);
+           std::unique_ptr<WalCheckpointer> checkpointer, bool read_only, int version);
   // Checkpoints now; see SqliteConnection::CheckpointWal.
   Status CheckpointWal(bool truncate, int* wal_pages, int* checkpointed) LOCKS_EXCLUDED(mu_);
   // The background integrity check started by Open: logs the outcome.
@@ -102,6 +106,8 @@ class Database {
   std::unique_ptr<SqliteConnection> conn_ GUARDED_BY(mu_);
   // Closed before conn_ (declared after it): the writer's close, the last one, checkpoints the WAL.
   const std::unique_ptr<ReaderPool> readers_;
+  // Null when read-only. Stopped and closed before conn_ (declared after it).
+  const std::unique_ptr<WalCheckpointer> checkpointer_;
   const bool read_only_;
   const int schema_version_;
   const std::string path_;

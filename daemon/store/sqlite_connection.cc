@@ -139,21 +139,14 @@ Status SqliteConnection::Exec(const std::string& sql) {
   return Status::Ok();
 }
 
-void SqliteConnection::SetCommitHook(std::function<void()> on_commit, int checkpoint_pages) {
+void SqliteConnection::SetCommitHook(std::function<void(int wal_pages)> on_commit) {
   on_commit_ = std::move(on_commit);
-  checkpoint_pages_ = checkpoint_pages;
   sqlite3_wal_hook(db_, &SqliteConnection::WalHook, this);
 }
 
-int SqliteConnection::WalHook(void* self, sqlite3* db, const char* name, int pages) {
+int SqliteConnection::WalHook(void* self, sqlite3* /*db*/, const char* /*name*/, int pages) {
   auto* conn = static_cast<SqliteConnection*>(self);
-  if (conn->on_commit_) conn->on_commit_();
-  if (conn->checkpoint_pages_ > 0 && pages >= conn->checkpoint_pages_) {
-    int log = 0, done = 0;
-    int rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
-    spdlog::debug("{}: WAL at {} pages: checkpoint(PASSIVE) copied {} ({})", conn->path_, pages,
-                  done, sqlite3_errstr(rc));
-  }
+  if (conn->on_commit_) conn->on_commit_(pages);
   return SQLITE_OK;
 }
 

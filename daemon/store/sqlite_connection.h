@@ -76,10 +76,11 @@ class SqliteConnection {
     write_fault_.clear();
   }
 
-  // After every commit: `on_commit` runs (it must not block or use this connection), then when the
-  // WAL holds at least `checkpoint_pages` pages a PASSIVE checkpoint copies it back into the
-  // database (SQLite's own auto-checkpoint does the same at 1000 pages; this hook replaces it).
-  void SetCommitHook(std::function<void()> on_commit, int checkpoint_pages);
+  // After every commit `on_commit` runs on the committing thread, with the WAL's size in pages. It
+  // may checkpoint through this connection (CheckpointWal) and must run nothing else on it. It
+  // replaces SQLite's own auto-checkpoint (a PASSIVE checkpoint from 1000 pages on): checkpoints
+  // are the hook's to make.
+  void SetCommitHook(std::function<void(int wal_pages)> on_commit);
   // PRAGMA wal_checkpoint(PASSIVE or TRUNCATE): *wal_pages receives the WAL's size in pages before,
   // *checkpointed how many were copied. TRUNCATE also empties the -wal file when no reader holds
   // it.
@@ -102,8 +103,7 @@ class SqliteConnection {
   Mode mode_;
   mutable std::mutex fault_mu_;  // guards write_fault_ only (a leaf lock)
   mutable std::string write_fault_;
-  std::function<void()> on_commit_;
-  int checkpoint_pages_ = 1000;
+  std::function<void(int wal_pages)> on_commit_;
   std::mutex idle_mu_;  // guards idle_ only (a leaf lock: nothing is called while it is held)
   std::unordered_multimap<std::string, sqlite3_stmt*> idle_;  // by SQL text
 };
