@@ -388,6 +388,72 @@ TEST(Migrations, SeventeenKeepsTheMetricsRowsStoredBefore) {
             2);
 }
 
+// Version 18 rebuilds events without its reference to experiments: every row keeps its id and
+// every column, the UNIQUE index and the metrics view (and its trigger) are as before, and only
+// the foreign key is gone.
+TEST(Migrations, EighteenKeepsEveryEventAndDropsOnlyTheExperimentReference) {
+  TempDir dir;
+  const std::string db = dir.file("xv.db");
+  const std::string count_references =
+      "SELECT COUNT(*) FROM pragma_foreign_key_list('events')";
+  {
+    std::unique_ptr<SqliteConnection> conn;
+    ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &conn).ok());
+    ASSERT_TRUE(testing::MigrateTo(conn.get(), 17).ok());
+    ASSERT_TRUE(conn->Exec("PRAGMA foreign_keys = OFF").ok());  // rows of no experiment row
+    ASSERT_TRUE(
+        conn->Exec("INSERT INTO events(id, source, experiment_id, attempt, seq, type, json, "
+                   "unix_ms, created_at, step, loss, lrm, dt_ms, tok_per_sec, mfu_percent, "
+                   "progress) VALUES (40, 'trainer', 7, 1, 3, 'step', '{\"step\":9}', 1234, "
+                   "'2026-12-03T07:00:00.000Z', 9, 3.5, 0.75, 12.5, 2048, 41.5, 0.25), "
+                   "(41, 'daemon', NULL, NULL, NULL, 'writable', '{\"after\":\"x\"}', NULL, "
+                   "'2026-12-03T07:00:01.000Z', NULL, NULL, NULL, NULL, NULL, NULL, NULL)")
+            .ok());
+    ASSERT_TRUE(conn->Exec("INSERT INTO metrics(experiment_id, attempt, step, loss) "
+                           "VALUES (8, 2, 1, 4.0)")
+                    .ok());
+  }
+  ASSERT_EQ(QueryInt(db, count_references), 1);  // version 17 still has it
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(db, &store).ok());
+  EXPECT_EQ(store->database().schema_version(), static_cast<int>(EmbeddedMigrations().size()));
+  store.reset();
+  EXPECT_EQ(QueryInt(db, count_references), 0);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM events"), 2);
+  EXPECT_EQ(QueryInt(db,
+                     "SELECT COUNT(*) FROM events WHERE id = 40 AND source = 'trainer' AND "
+                     "experiment_id = 7 AND attempt = 1 AND seq = 3 AND type = 'step' AND json = "
+                     "'{\"step\":9}' AND unix_ms = 1234 AND created_at = "
+                     "'2026-12-03T07:00:00.000Z' AND step = 9 AND loss = 3.5 AND lrm = 0.75 AND "
+                     "dt_ms = 12.5 AND tok_per_sec = 2048 AND mfu_percent = 41.5 AND progress = "
+                     "0.25"),
+            1);
+  EXPECT_EQ(QueryInt(db,
+                     "SELECT COUNT(*) FROM events WHERE id = 41 AND source = 'daemon' AND "
+                     "experiment_id IS NULL AND type = 'writable' AND created_at = "
+                     "'2026-12-03T07:00:01.000Z' AND step IS NULL"),
+            1);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM pragma_index_list('events') WHERE \"unique\" = 1"),
+            1);
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM metrics"), 2);  // the event's and the stored row
+  {
+    std::unique_ptr<SqliteConnection> conn;  // foreign_keys=ON, as the daemon's
+    ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &conn).ok());
+    // The same (experiment, attempt, seq) is still refused; an experiment without a row is not.
+    EXPECT_FALSE(conn->Exec("INSERT INTO events(source, experiment_id, attempt, seq, type) "
+                            "VALUES ('trainer', 7, 1, 3, 'step')")
+                     .ok());
+    EXPECT_TRUE(conn->Exec("INSERT INTO events(source, experiment_id, attempt, seq, type) "
+                           "VALUES ('trainer', 7, 1, 4, 'log')")
+                    .ok());
+    ASSERT_TRUE(conn->Exec("PRAGMA foreign_keys = OFF").ok());  // stored_metrics keeps its own
+    ASSERT_TRUE(conn->Exec("INSERT INTO metrics(experiment_id, attempt, step, loss) "
+                           "VALUES (8, 2, 2, 3.0)")
+                    .ok());
+  }
+  EXPECT_EQ(QueryInt(db, "SELECT COUNT(*) FROM stored_metrics WHERE experiment_id = 8"), 2);
+}
+
 // An index whose definition no longer matches its entries: the schema reads, so the file opens,
 // and only the full integrity check (not quick_check) sees it.
 void MisdefineAnIndex(const std::string& db) {
