@@ -65,7 +65,8 @@ for i in $(seq 1 "$RUNS"); do
     "$py" - "$out/xv-$i.json" "$out/ingest-$i.json" <<'EOF'
 import json, sys
 main, ingest = (json.load(open(p)) for p in sys.argv[1:3])
-for key in ("metric_rows_per_s", "metric_rows_per_s_whole_phase"):
+for key in ("metric_rows_per_s", "metric_rows_per_s_whole_phase",
+            "xvd_busiest_thread_us_per_step_event"):
     main[key] = ingest.get(key)
 main["ingest_xvd_rss_peak_kib"] = ingest.get("xvd_rss_peak_kib")
 main["ingest_db_bytes_per_step_event"] = ingest.get("db_bytes_per_step_event")

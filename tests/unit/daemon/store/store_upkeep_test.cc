@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "daemon/store/sqlite_connection.h"
+#include "daemon/store/wal_checkpointer.h"
 #include "tests/unit/daemon/fixtures/store_fixture.h"
 
 namespace xv::store {
@@ -68,6 +70,40 @@ TEST(StoreUpkeep, WalStaysBoundedAndTruncates) {
   std::string integrity;
   ASSERT_TRUE(store->database().IntegrityCheck(&integrity).ok());
   EXPECT_EQ(integrity, "ok");
+}
+
+// The checkpointer copies, on its own thread and connection, what another connection committed
+// into the WAL back into the database file.
+TEST(StoreUpkeep, BackgroundCheckpointCopiesTheWalIntoTheDatabaseFile) {
+  TempDir dir;
+  const std::string db = dir.file("bg.db");
+  std::unique_ptr<SqliteConnection> writer;
+  ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &writer).ok());
+  // SQLite's auto-checkpoint off: only the checkpointer copies.
+  ASSERT_TRUE(writer->Exec("PRAGMA wal_autocheckpoint = 0; CREATE TABLE t(x TEXT)").ok());
+  std::unique_ptr<WalCheckpointer> checkpointer;
+  ASSERT_TRUE(WalCheckpointer::Open(db, &checkpointer).ok());
+  const std::string blob(4000, 'x');
+  ASSERT_TRUE(writer->Exec("BEGIN").ok());
+  for (int i = 0; i < 200; ++i) {
+    SqliteStatement st;
+    ASSERT_TRUE(writer->Prepare("INSERT INTO t(x) VALUES (?)", &st).ok());
+    st.Bind(1, blob + std::to_string(i));
+    ASSERT_TRUE(st.Run().ok());
+  }
+  ASSERT_TRUE(writer->Exec("COMMIT").ok());
+  const int64_t before = FileSize(db);
+  EXPECT_LT(before, 50 * 4096);  // the rows are in the WAL only
+  checkpointer->Request();
+  checkpointer->Wait();
+  EXPECT_EQ(checkpointer->checkpoints(), 1);
+  EXPECT_GT(FileSize(db), before + 200 * 4000);
+  // The rows read back through the file and the WAL alike.
+  SqliteStatement count;
+  ASSERT_TRUE(writer->Prepare("SELECT COUNT(*) FROM t", &count).ok());
+  bool row = false;
+  ASSERT_TRUE(count.Step(&row).ok());
+  EXPECT_EQ(count.ColumnInt(0), 200);
 }
 
 TEST(StoreUpkeep, CampaignMaxAttemptsDecidesRequeue) {
