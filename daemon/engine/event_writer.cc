@@ -181,7 +181,8 @@ void EventWriter::StoreBatches(std::vector<SessionBatch> batches, StoredTransact
   parts.reserve(b.size());
   bool any_finished = false;
   for (const SessionBatch& batch : b) {
-    parts.push_back(store::WorkerEvents{batch.session->worker_id(), &batch.events, &batch.finished});
+    parts.push_back(
+        store::WorkerEvents{batch.session->worker_id(), &batch.events, &batch.finished});
     any_finished = any_finished || !batch.finished.empty();
   }
   std::vector<store::AppliedEvents> applied;
@@ -192,8 +193,8 @@ void EventWriter::StoreBatches(std::vector<SessionBatch> batches, StoredTransact
     return;
   }
   if (b.size() > 1) {
-    spdlog::warn("storing the events of {} workers together: {}; storing them one by one",
-                 b.size(), s.ToString());
+    spdlog::warn("storing the events of {} workers together: {}; storing them one by one", b.size(),
+                 s.ToString());
   }
   // One by one: only the part at fault is dropped.
   for (size_t i = 0; i < b.size(); ++i) {
@@ -201,8 +202,7 @@ void EventWriter::StoreBatches(std::vector<SessionBatch> batches, StoredTransact
     Status bs = b.size() > 1 ? store_->attempts().ApplyTrainerEventBatches({parts[i]}, &one) : s;
     if (!bs.ok()) {
       spdlog::error("worker {}: storing {} event(s) and {} finished report(s): {}",
-                    b[i].session->name(), b[i].events.size(), b[i].finished.size(),
-                    bs.ToString());
+                    b[i].session->name(), b[i].events.size(), b[i].finished.size(), bs.ToString());
       continue;
     }
     stored->applied[i] = std::move(one.front());

@@ -278,9 +278,8 @@ void BindEventRow(SqliteStatement* st, int row, const xv::v1::TrainerEvent& ev,
       .Bind(at + 6, ev.unix_ms())
       .BindUnowned(at + 7, stored_at);
   // Cut on a code-point boundary when over the cap; the store edge keeps it valid UTF-8.
-  st->BindUnowned(at + 5, ev.json().size() <= kMaxEventJson
-                              ? std::string_view(ev.json())
-                              : Utf8Prefix(ev.json(), kMaxEventJson));
+  st->BindUnowned(at + 5, ev.json().size() <= kMaxEventJson ? std::string_view(ev.json())
+                                                            : Utf8Prefix(ev.json(), kMaxEventJson));
   if (step != nullptr) {
     st->Bind(at + 8, step->step)
         .Bind(at + 9, step->loss)
@@ -324,8 +323,8 @@ size_t RisingSeqRun(const std::vector<StepEventToStore>& events, size_t first) {
 
 // *stored: whether the events table holds an event of the attempt with a seq in [from, to]
 // (through *st, prepared once per transaction).
-Status AnyEventStoredBetween(SqliteConnection* c, int64_t experiment_id, int attempt,
-                             int64_t from, int64_t to, SqliteStatement* st, bool* stored) {
+Status AnyEventStoredBetween(SqliteConnection* c, int64_t experiment_id, int attempt, int64_t from,
+                             int64_t to, SqliteStatement* st, bool* stored) {
   XV_RETURN_IF_ERROR(PrepareOrReset(
       c,
       "SELECT 1 FROM events WHERE experiment_id = ? AND attempt = ? AND seq BETWEEN ? AND ? "
@@ -416,9 +415,9 @@ Status AttemptLedger::StoreBufferedStepEventsLocked(TrainerEventTransaction* tx,
     // when none of the run's seqs is stored (rising seqs: none repeats another in the run).
     bool stored = true;
     if (run >= static_cast<size_t>(kRowsPerEventInsert[kRowsPerEventInsert.size() - 2])) {
-      XV_RETURN_IF_ERROR(AnyEventStoredBetween(c, head.experiment_id(), head.attempt(),
-                                               head.seq(), events[i + run - 1].ev->seq(),
-                                               &tx->find_stored_seq, &stored));
+      XV_RETURN_IF_ERROR(AnyEventStoredBetween(c, head.experiment_id(), head.attempt(), head.seq(),
+                                               events[i + run - 1].ev->seq(), &tx->find_stored_seq,
+                                               &stored));
     }
     const size_t end = i + run;
     while (i < end) {

@@ -95,7 +95,8 @@ Status Database::Open(const std::string& path, Access access, std::unique_ptr<Da
     XV_RETURN_IF_ERROR(PrepareWritable(conn.get(), &from, &version));
     // What the migrations wrote (a new file's whole schema, or a rebuilt table) goes into the file
     // now, and the WAL starts empty: the commit listener's bound counts from there.
-    if (version != from) XV_RETURN_IF_ERROR(conn->CheckpointWal(/*truncate=*/true, nullptr, nullptr));
+    if (version != from)
+      XV_RETURN_IF_ERROR(conn->CheckpointWal(/*truncate=*/true, nullptr, nullptr));
   }
   // Readers open once the schema is in place. Four serve the daemon's gRPC threads and scheduler
   // on a small machine; a read waits only while all four are lent.

@@ -193,8 +193,9 @@ TEST_F(StoreWithWorker, RunsOfStepEventsAreStoredOnceEachWhateverWasStoredBefore
                          std::to_string(seq / 1000.0) + "}");
   };
   AppliedEvents applied;
-  ASSERT_TRUE(
-      store_->attempts().ApplyTrainerEvents(worker_, {step(3), step(150), step(151)}, &applied).ok());
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEvents(worker_, {step(3), step(150), step(151)}, &applied)
+                  .ok());
   // Seqs 1..200: a log event at 10 (it stores the steps before it), and seq 140 sent twice, the
   // second time with other figures. Runs: 1..9 (holds 3: one by one), 11..74 and 75..138 (64
   // rows each), 139..140 (too short), 140..200 (holds 140, 150, 151: one by one).

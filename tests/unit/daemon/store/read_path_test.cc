@@ -394,8 +394,7 @@ TEST(Migrations, SeventeenKeepsTheMetricsRowsStoredBefore) {
 TEST(Migrations, EighteenKeepsEveryEventAndDropsOnlyTheExperimentReference) {
   TempDir dir;
   const std::string db = dir.file("xv.db");
-  const std::string count_references =
-      "SELECT COUNT(*) FROM pragma_foreign_key_list('events')";
+  const std::string count_references = "SELECT COUNT(*) FROM pragma_foreign_key_list('events')";
   {
     std::unique_ptr<SqliteConnection> conn;
     ASSERT_TRUE(SqliteConnection::Open(db, SqliteConnection::Mode::kReadWrite, &conn).ok());
