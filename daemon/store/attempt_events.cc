@@ -420,12 +420,25 @@ Status AttemptLedger::StoreBufferedStepEventsLocked(TrainerEventTransaction* tx,
                                                &stored));
     }
     const size_t end = i + run;
-    while (i < end) {
-      size_t index = kRowsPerEventInsert.size() - 1;  // one row
-      if (!stored) {
-        index = 0;
-        while (static_cast<size_t>(kRowsPerEventInsert[index]) > end - i) ++index;
+    const std::pair<int64_t, int> key(head.experiment_id(), head.attempt());
+    if (stored) {  // one row at a time: each says whether it was a repeat
+      SqliteStatement* insert_one = &tx->insert_events.back();
+      for (; i < end; ++i) {
+        bool duplicate = false;
+        XV_RETURN_IF_ERROR(StoreTrainerEvent(c, *events[i].ev, tx->stored_at, &events[i].fig,
+                                             insert_one, &duplicate));
+        if (duplicate) {
+          ++*duplicates;
+        } else {
+          NoteStepFigures(events[i].fig, &tx->pending[key]);  // an attempt with none stays out
+        }
       }
+      continue;
+    }
+    PendingStepUpdate* update = &tx->pending[key];
+    while (i < end) {  // the largest inserts that fit
+      size_t index = 0;
+      while (static_cast<size_t>(kRowsPerEventInsert[index]) > end - i) ++index;
       const int rows = kRowsPerEventInsert[index];
       SqliteStatement* insert = &tx->insert_events[index];
       XV_RETURN_IF_ERROR(PrepareEventsInsert(c, index, insert));
@@ -433,19 +446,12 @@ Status AttemptLedger::StoreBufferedStepEventsLocked(TrainerEventTransaction* tx,
         BindEventRow(insert, r, *events[i + r].ev, tx->stored_at, &events[i + r].fig);
       }
       XV_RETURN_IF_ERROR(insert->Run());
-      const int64_t inserted = c->Changes();
-      if (rows == 1 && inserted == 0) {
-        ++*duplicates;
-        ++i;
-        continue;
-      }
-      if (inserted != rows) {
+      if (c->Changes() != rows) {
         return Status::Internal("events insert of " + std::to_string(rows) + " rows stored " +
-                                std::to_string(inserted) + " (experiment " +
+                                std::to_string(c->Changes()) + " (experiment " +
                                 std::to_string(head.experiment_id()) + ", attempt " +
                                 std::to_string(head.attempt()) + ")");
       }
-      PendingStepUpdate* update = &tx->pending[{head.experiment_id(), head.attempt()}];
       for (int r = 0; r < rows; ++r) NoteStepFigures(events[i + r].fig, update);
       i += rows;
     }
