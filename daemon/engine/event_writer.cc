@@ -5,6 +5,8 @@
 
 #include <utility>
 
+#include "common/flat_json_object.h"
+
 namespace xv::daemon {
 
 EventWriter::EventWriter(store::Store* store, std::function<void()> after_finished)
@@ -29,12 +31,20 @@ bool EventWriter::Enqueue(const std::shared_ptr<ConnectedWorker>& session,
                           std::vector<xv::v1::TrainerEvent> events) {
   if (events.empty()) return true;
   const size_t size = events.size();
-  return EnqueueEntry(session, Queued{0, session, std::move(events), {}}, size);
+  // Read here, on the session's thread, not on the store thread (store::ReadStepEventAhead).
+  std::vector<store::StepEventFigures> read_ahead;
+  read_ahead.reserve(size);
+  FlatJsonObject scratch;
+  for (const xv::v1::TrainerEvent& ev : events) {
+    read_ahead.push_back(store::ReadStepEventAhead(ev, &scratch));
+  }
+  return EnqueueEntry(session, Queued{0, session, std::move(events), std::move(read_ahead), {}},
+                      size);
 }
 
 bool EventWriter::EnqueueFinished(const std::shared_ptr<ConnectedWorker>& session,
                                   xv::v1::Finished finished) {
-  Queued entry{0, session, {}, {}};
+  Queued entry{0, session, {}, {}, {}};
   entry.finished.push_back(std::move(finished));
   return EnqueueEntry(session, std::move(entry), 1);
 }
@@ -146,13 +156,15 @@ bool EventWriter::TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_
          (taken == 0 || taken + size(queue_.front()) <= kMaxEventsPerTransaction)) {
     Queued& q = queue_.front();
     auto [it, added] = index.emplace(q.session.get(), batches->size());
-    if (added) batches->push_back(SessionBatch{q.session, {}, {}});
+    if (added) batches->push_back(SessionBatch{q.session, {}, {}, {}});
     SessionBatch& batch = (*batches)[it->second];
     taken += size(q);
     if (batch.events.empty()) {
       batch.events = std::move(q.events);
+      batch.read_ahead = std::move(q.read_ahead);
     } else {
       for (auto& ev : q.events) batch.events.push_back(std::move(ev));
+      batch.read_ahead.insert(batch.read_ahead.end(), q.read_ahead.begin(), q.read_ahead.end());
     }
     if (!q.finished.empty()) {
       // Events of this session were dropped in an earlier transaction (not acknowledged): its
@@ -181,8 +193,8 @@ void EventWriter::StoreBatches(std::vector<SessionBatch> batches, StoredTransact
   parts.reserve(b.size());
   bool any_finished = false;
   for (const SessionBatch& batch : b) {
-    parts.push_back(
-        store::WorkerEvents{batch.session->worker_id(), &batch.events, &batch.finished});
+    parts.push_back(store::WorkerEvents{batch.session->worker_id(), &batch.events, &batch.finished,
+                                        &batch.read_ahead});
     any_finished = any_finished || !batch.finished.empty();
   }
   std::vector<store::AppliedEvents> applied;

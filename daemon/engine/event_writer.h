@@ -6,6 +6,9 @@
 // While a transaction commits, the next one's events gather in the queue, so the batch grows with
 // the load and an event waits at most about two transactions, never a timer.
 //
+// The session's thread reads each event's JSON as it queues it (store::ReadStepEventAhead), so the
+// store thread does not.
+//
 // Two threads: the store thread runs the transactions, back to back; the ack thread takes each
 // committed one (at most kMaxTransactionsToAcknowledge wait for it), pushes its acknowledgements,
 // runs `after_finished` and frees its events. So the store thread, the one that bounds how many
@@ -91,7 +94,8 @@ class EventWriter {
     uint64_t ticket = 0;
     std::shared_ptr<ConnectedWorker> session;
     std::vector<xv::v1::TrainerEvent> events;
-    std::vector<xv::v1::Finished> finished;  // EnqueueFinished: one report, no events
+    std::vector<store::StepEventFigures> read_ahead;  // of each event, read by Enqueue
+    std::vector<xv::v1::Finished> finished;           // EnqueueFinished: one report, no events
   };
   struct SessionProgress {
     uint64_t last_ticket = 0;  // of its newest queued events
@@ -101,6 +105,7 @@ class EventWriter {
   struct SessionBatch {
     std::shared_ptr<ConnectedWorker> session;
     std::vector<xv::v1::TrainerEvent> events;
+    std::vector<store::StepEventFigures> read_ahead;  // of each event
     std::vector<xv::v1::Finished> finished;
   };
 

@@ -347,27 +347,36 @@ Status ReadStoreClock(SqliteConnection* c, std::string* now) {
 
 }  // namespace
 
+StepEventFigures ReadStepEventAhead(const xv::v1::TrainerEvent& ev, FlatJsonObject* scratch) {
+  if (!FlatJsonObject::Parse(ev.json(), scratch)) return std::nullopt;
+  const FlatJsonObject::Member* type = scratch->Find("type");
+  const bool step = type != nullptr && type->kind == FlatJsonObject::Kind::kString
+                        ? type->string == "step"
+                        : ev.type() == "step";
+  sched::StepFigures fig;
+  if (!step || !sched::ReadPlausibleStepFigures(*scratch, &fig)) return std::nullopt;
+  return fig;
+}
+
 Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev,
+                                          const StepEventFigures* read_ahead,
                                           TrainerEventTransaction* tx, int* duplicates) {
   SqliteConnection* c = db_->conn();
   const std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
   // The fast path: a flat step event with plausible figures (most of what trainers send), stored
   // with the next ones (StoreBufferedStepEventsLocked). The full parse below decides everything
   // else, with the same outcome for these.
-  sched::StepFigures fig;
-  FlatJsonObject& flat = tx->flat;
-  if (FlatJsonObject::Parse(ev.json(), &flat)) {
-    const FlatJsonObject::Member* type = flat.Find("type");
-    const bool step = type != nullptr && type->kind == FlatJsonObject::Kind::kString
-                          ? type->string == "step"
-                          : ev.type() == "step";
-    if (step && sched::ReadPlausibleStepFigures(flat, &fig)) {
-      tx->buffered_steps.push_back(StepEventToStore{&ev, fig});
-      if (tx->buffered_steps.size() < static_cast<size_t>(kRowsPerEventInsert[0])) {
-        return Status::Ok();
-      }
-      return StoreBufferedStepEventsLocked(tx, duplicates);
+  StepEventFigures read_here;
+  if (read_ahead == nullptr) {
+    read_here = ReadStepEventAhead(ev, &tx->flat);
+    read_ahead = &read_here;
+  }
+  if (read_ahead->has_value()) {
+    tx->buffered_steps.push_back(StepEventToStore{&ev, **read_ahead});
+    if (tx->buffered_steps.size() < static_cast<size_t>(kRowsPerEventInsert[0])) {
+      return Status::Ok();
     }
+    return StoreBufferedStepEventsLocked(tx, duplicates);
   }
   // Any other event is stored after the step events before it.
   XV_RETURN_IF_ERROR(StoreBufferedStepEventsLocked(tx, duplicates));
@@ -379,7 +388,7 @@ Status AttemptLedger::ApplyOneEventLocked(const xv::v1::TrainerEvent& ev,
                                ? j["type"].get<std::string>()
                                : ev.type();
   if (type == "step") {
-    fig = sched::StepFigures();  // nothing the fast path read stays
+    sched::StepFigures fig;
     const Status plausible = sched::ReadStepFigures(j, &fig);
     XV_RETURN_IF_ERROR(StoreTrainerEvent(c, ev, tx->stored_at, plausible.ok() ? &fig : nullptr,
                                          insert_one, &duplicate));
@@ -479,9 +488,18 @@ Status AttemptLedger::WritePendingStepUpdatesLocked(PendingStepUpdates* pending,
 Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch,
                                               TrainerEventTransaction* tx, AppliedEvents* out) {
   SqliteConnection* c = db_->conn();
-  std::vector<std::pair<int64_t, int>> touched;
+  // The attempts the batch stored events of, in their first event's order, and those events'
+  // seqs (stored now or found stored: each has its row once the buffered steps are stored).
+  std::vector<std::pair<std::pair<int64_t, int>, std::vector<int64_t>>> touched;
   std::map<std::pair<int64_t, int>, bool> owned;  // per attempt of the batch, looked up once
-  for (const xv::v1::TrainerEvent& ev : *batch.events) {
+  if (batch.read_ahead != nullptr && batch.read_ahead->size() != batch.events->size()) {
+    return Status::InvalidArgument("worker " + std::to_string(batch.worker_id) + ": " +
+                                   std::to_string(batch.read_ahead->size()) +
+                                   " read-ahead figures for " +
+                                   std::to_string(batch.events->size()) + " events");
+  }
+  for (size_t i = 0; i < batch.events->size(); ++i) {
+    const xv::v1::TrainerEvent& ev = (*batch.events)[i];
     // The worker must hold (or have held) this attempt.
     std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
     auto own_it = owned.find(key);
@@ -499,17 +517,22 @@ Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch,
       ++out->rejected;
       continue;
     }
-    XV_RETURN_IF_ERROR(ApplyOneEventLocked(ev, tx, &out->duplicates));
-    if (std::find(touched.begin(), touched.end(), key) == touched.end()) touched.push_back(key);
+    XV_RETURN_IF_ERROR(ApplyOneEventLocked(
+        ev, batch.read_ahead != nullptr ? &(*batch.read_ahead)[i] : nullptr, tx, &out->duplicates));
+    auto t = std::find_if(touched.begin(), touched.end(),
+                          [&key](const auto& attempt) { return attempt.first == key; });
+    if (t == touched.end()) t = touched.insert(touched.end(), {key, {}});
+    t->second.push_back(ev.seq());
   }
   XV_RETURN_IF_ERROR(StoreBufferedStepEventsLocked(tx, &out->duplicates));
   XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(&tx->pending, nullptr));
-  for (const auto& [exp, attempt] : touched) {
+  for (auto& [key, seqs] : touched) {
+    const auto [exp, attempt] = key;
     xv::v1::EventAck ack;
     ack.set_experiment_id(exp);
     ack.set_attempt(attempt);
     int64_t seq = 0;
-    XV_RETURN_IF_ERROR(HighestContiguousSeqLocked(exp, attempt, &seq));
+    XV_RETURN_IF_ERROR(HighestContiguousSeqLocked(exp, attempt, &seq, &seqs));
     ack.set_seq(seq);
     out->acks.push_back(ack);
   }

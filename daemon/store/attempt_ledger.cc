@@ -208,15 +208,25 @@ Status AttemptLedger::CancelExperiment(int64_t experiment_id, ExperimentState* s
   });
 }
 
-Status AttemptLedger::HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq) {
+Status AttemptLedger::HighestContiguousSeqLocked(int64_t experiment_id, int attempt, int64_t* seq,
+                                                 std::vector<int64_t>* stored_now) {
   auto hint = contiguous_seq_.find({experiment_id, attempt});
-  const int64_t from = hint == contiguous_seq_.end() ? 0 : hint->second;
-  // The first stored seq (from the known contiguous one on) whose successor is missing.
+  int64_t from = hint == contiguous_seq_.end() ? 0 : hint->second;
+  if (stored_now != nullptr) {  // the seqs right after `from` need no search
+    std::sort(stored_now->begin(), stored_now->end());
+    for (const int64_t s : *stored_now) {
+      if (s > from + 1) break;
+      from = std::max(from, s);
+    }
+  }
+  // The first stored seq (from the known contiguous one on) whose successor is missing. Only
+  // trainer events have a seq (others leave it null), so the UNIQUE index on (experiment_id,
+  // attempt, seq) answers it alone.
   SqliteStatement st;
   XV_RETURN_IF_ERROR(db_->conn()->Prepare(
-      "SELECT e.seq FROM events e WHERE e.source = 'trainer' AND e.experiment_id = ?1 "
-      "AND e.attempt = ?2 AND e.seq >= ?3 AND NOT EXISTS (SELECT 1 FROM events f WHERE "
-      "f.experiment_id = ?1 AND f.attempt = ?2 AND f.seq = e.seq + 1) ORDER BY e.seq LIMIT 1",
+      "SELECT e.seq FROM events e WHERE e.experiment_id = ?1 AND e.attempt = ?2 AND e.seq >= ?3 "
+      "AND NOT EXISTS (SELECT 1 FROM events f WHERE f.experiment_id = ?1 AND f.attempt = ?2 AND "
+      "f.seq = e.seq + 1) ORDER BY e.seq LIMIT 1",
       &st));
   st.Bind(1, experiment_id).Bind(2, attempt).Bind(3, from);
   bool row = false;

@@ -123,6 +123,89 @@ TEST_F(StoreWithWorker, AckIsHighestContiguousSeq) {
   EXPECT_EQ(applied.acks[0].seq(), 4);
 }
 
+// The ack's search starts past the seqs the batch itself stored: here out of order, with a gap,
+// and next to seqs stored before that gap was filled.
+TEST_F(StoreWithWorker, AckCountsTheBatchsOwnSeqsAndThoseStoredBeforeAGapWasFilled) {
+  const int64_t exp = ids_.experiment_ids[0];
+  auto logs = [exp](std::initializer_list<int64_t> seqs) {
+    std::vector<xv::v1::TrainerEvent> out;
+    for (int64_t seq : seqs) out.push_back(MakeEvent(exp, 1, seq, "log", R"({"type":"log"})"));
+    return out;
+  };
+  AppliedEvents applied;
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, logs({6, 7, 8, 9}), &applied).ok());
+  ASSERT_EQ(applied.acks.size(), 1u);
+  EXPECT_EQ(applied.acks[0].seq(), 0);  // seq 1 missing
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, logs({3, 1, 2, 5}), &applied).ok());
+  EXPECT_EQ(applied.acks[0].seq(), 3);  // 4 missing; 5..9 wait for it
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, logs({2, 4}), &applied).ok());
+  EXPECT_EQ(applied.duplicates, 1);
+  EXPECT_EQ(applied.acks[0].seq(), 9);  // 4 filled the gap before 5..9
+  ASSERT_TRUE(store_->attempts().ApplyTrainerEvents(worker_, logs({11, 10}), &applied).ok());
+  EXPECT_EQ(applied.acks[0].seq(), 11);
+}
+
+// The figures the daemon's session threads read ahead (ReadStepEventAhead) are what the
+// transaction stores: the flat plausible step events' figures, and nothing for the others, which
+// the transaction reads in full as before. A read-ahead of another length than the events is
+// refused, nothing stored.
+TEST_F(StoreWithWorker, StepFiguresReadAheadAreTheOnesStored) {
+  const int64_t exp = ids_.experiment_ids[0];
+  const std::vector<xv::v1::TrainerEvent> events = {
+      MakeEvent(exp, 1, 1, "step", R"({"type":"step","step":4,"loss":2.5,"progress":0.5})"),
+      MakeEvent(exp, 1, 2, "step", R"({"type":"step","step":5,"loss":2.0,"progress":1.5})"),
+      MakeEvent(exp, 1, 3, "step", R"({"type":"step","step":6,"loss":1.5,"extra":{"a":1}})"),
+      MakeEvent(exp, 1, 4, "log", R"({"type":"log","message":"hello"})"),
+      MakeEvent(exp, 1, 5, "step", R"({"type":"step","step":7,"loss":1.0,"dt_ms":12})"),
+  };
+  FlatJsonObject scratch;
+  std::vector<StepEventFigures> read_ahead;
+  for (const xv::v1::TrainerEvent& ev : events) {
+    read_ahead.push_back(ReadStepEventAhead(ev, &scratch));
+  }
+  ASSERT_TRUE(read_ahead[0].has_value());
+  EXPECT_EQ(read_ahead[0]->step, 4);
+  EXPECT_EQ(read_ahead[0]->loss, 2.5);
+  EXPECT_EQ(read_ahead[0]->progress, 0.5);
+  EXPECT_FALSE(read_ahead[0]->dt_ms.has_value());
+  EXPECT_FALSE(read_ahead[1].has_value());  // progress 1.5: implausible
+  EXPECT_FALSE(read_ahead[2].has_value());  // nested: not flat
+  EXPECT_FALSE(read_ahead[3].has_value());  // not a step
+  ASSERT_TRUE(read_ahead[4].has_value());
+  EXPECT_EQ(read_ahead[4]->dt_ms, 12);
+
+  std::vector<AppliedEvents> applied;
+  const std::vector<StepEventFigures> short_by_one(read_ahead.begin(), read_ahead.end() - 1);
+  const Status refused = store_->attempts().ApplyTrainerEventBatches(
+      {WorkerEvents{worker_, &events, nullptr, &short_by_one}}, &applied);
+  EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument) << refused.ToString();
+  EXPECT_NE(refused.message().find("4 read-ahead figures for 5 events"), std::string::npos)
+      << refused.message();
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 0);
+
+  // The transaction takes the read-ahead as given: a changed figure is the one stored.
+  read_ahead[4]->loss = 0.25;
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEventBatches({WorkerEvents{worker_, &events, nullptr, &read_ahead}},
+                                            &applied)
+                  .ok());
+  ASSERT_EQ(applied.size(), 1u);
+  ASSERT_EQ(applied[0].acks.size(), 1u);
+  EXPECT_EQ(applied[0].acks[0].seq(), 5);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 5);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 3);  // seqs 1, 3 (read in full) and 5
+  EXPECT_EQ(Count("SELECT CAST(loss * 100 AS INTEGER) FROM events WHERE seq = 5"), 25);
+  EXPECT_EQ(Count("SELECT CAST(loss * 100 AS INTEGER) FROM events WHERE seq = 3"), 150);
+  EXPECT_EQ(Count("SELECT step IS NULL FROM events WHERE seq = 2"), 1);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM attempts WHERE failure_kind = 'implausible_result' AND "
+                  "failure_detail LIKE '%progress%' AND experiment_id = " +
+                  std::to_string(exp)),
+            1);  // seq 2's progress
+  xv::v1::Experiment e;
+  ASSERT_TRUE(store_->experiments().GetExperiment(exp, &e).ok());
+  EXPECT_DOUBLE_EQ(e.last_loss(), 0.25);
+}
+
 // Group commit (the daemon's EventWriter): two workers' events in one transaction, each batch
 // answered on its own, and the experiment rows as event-by-event application leaves them.
 TEST_F(StoreWithWorker, BatchesOfSeveralWorkersAreAppliedTogether) {
