@@ -156,15 +156,11 @@ bool EventWriter::TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_
          (taken == 0 || taken + size(queue_.front()) <= kMaxEventsPerTransaction)) {
     Queued& q = queue_.front();
     auto [it, added] = index.emplace(q.session.get(), batches->size());
-    if (added) batches->push_back(SessionBatch{q.session, {}, {}, {}});
+    if (added) batches->push_back(SessionBatch{q.session, {}, {}});
     SessionBatch& batch = (*batches)[it->second];
     taken += size(q);
-    if (batch.events.empty()) {
-      batch.events = std::move(q.events);
-      batch.read_ahead = std::move(q.read_ahead);
-    } else {
-      for (auto& ev : q.events) batch.events.push_back(std::move(ev));
-      batch.read_ahead.insert(batch.read_ahead.end(), q.read_ahead.begin(), q.read_ahead.end());
+    if (!q.events.empty()) {
+      batch.chunks.push_back(EventsChunk{std::move(q.events), std::move(q.read_ahead)});
     }
     if (!q.finished.empty()) {
       // Events of this session were dropped in an earlier transaction (not acknowledged): its
@@ -193,8 +189,12 @@ void EventWriter::StoreBatches(std::vector<SessionBatch> batches, StoredTransact
   parts.reserve(b.size());
   bool any_finished = false;
   for (const SessionBatch& batch : b) {
-    parts.push_back(store::WorkerEvents{batch.session->worker_id(), &batch.events, &batch.finished,
-                                        &batch.read_ahead});
+    store::WorkerEvents part{batch.session->worker_id(), {}, &batch.finished};
+    part.chunks.reserve(batch.chunks.size());
+    for (const EventsChunk& chunk : batch.chunks) {
+      part.chunks.push_back(store::TrainerEventChunk{&chunk.events, &chunk.read_ahead});
+    }
+    parts.push_back(std::move(part));
     any_finished = any_finished || !batch.finished.empty();
   }
   std::vector<store::AppliedEvents> applied;
@@ -214,12 +214,18 @@ void EventWriter::StoreBatches(std::vector<SessionBatch> batches, StoredTransact
     Status bs = b.size() > 1 ? store_->attempts().ApplyTrainerEventBatches({parts[i]}, &one) : s;
     if (!bs.ok()) {
       spdlog::error("worker {}: storing {} event(s) and {} finished report(s): {}",
-                    b[i].session->name(), b[i].events.size(), b[i].finished.size(), bs.ToString());
+                    b[i].session->name(), b[i].events(), b[i].finished.size(), bs.ToString());
       continue;
     }
     stored->applied[i] = std::move(one.front());
     stored->finished_stored = stored->finished_stored || !b[i].finished.empty();
   }
+}
+
+size_t EventWriter::SessionBatch::events() const {
+  size_t n = 0;
+  for (const EventsChunk& chunk : chunks) n += chunk.events.size();
+  return n;
 }
 
 void EventWriter::PushAcks(const SessionBatch& batch, store::AppliedEvents* applied) {

@@ -101,12 +101,18 @@ class EventWriter {
     uint64_t last_ticket = 0;  // of its newest queued events
     bool dropped = false;      // some of its events were dropped since its last Flush
   };
-  // One session's events of a transaction, merged from its queued entries.
-  struct SessionBatch {
-    std::shared_ptr<ConnectedWorker> session;
+  // Events of one Enqueue call, as queued.
+  struct EventsChunk {
     std::vector<xv::v1::TrainerEvent> events;
     std::vector<store::StepEventFigures> read_ahead;  // of each event
+  };
+  // One session's part of a transaction: its queued entries' events, in order, moved here whole
+  // (not copied into one vector), and its Finished reports.
+  struct SessionBatch {
+    std::shared_ptr<ConnectedWorker> session;
+    std::vector<EventsChunk> chunks;
     std::vector<xv::v1::Finished> finished;
+    size_t events() const;  // in all chunks
   };
 
   // A committed (or failed) transaction, for the ack thread: applied[i] answers batches[i], empty

@@ -492,37 +492,41 @@ Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch,
   // seqs (stored now or found stored: each has its row once the buffered steps are stored).
   std::vector<std::pair<std::pair<int64_t, int>, std::vector<int64_t>>> touched;
   std::map<std::pair<int64_t, int>, bool> owned;  // per attempt of the batch, looked up once
-  if (batch.read_ahead != nullptr && batch.read_ahead->size() != batch.events->size()) {
-    return Status::InvalidArgument("worker " + std::to_string(batch.worker_id) + ": " +
-                                   std::to_string(batch.read_ahead->size()) +
-                                   " read-ahead figures for " +
-                                   std::to_string(batch.events->size()) + " events");
-  }
-  for (size_t i = 0; i < batch.events->size(); ++i) {
-    const xv::v1::TrainerEvent& ev = (*batch.events)[i];
-    // The worker must hold (or have held) this attempt.
-    std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
-    auto own_it = owned.find(key);
-    if (own_it == owned.end()) {
-      SqliteStatement own;
-      XV_RETURN_IF_ERROR(c->Prepare(
-          "SELECT 1 FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
-          &own));
-      own.Bind(1, ev.experiment_id()).Bind(2, ev.attempt()).Bind(3, batch.worker_id);
-      bool found = false;
-      XV_RETURN_IF_ERROR(own.Step(&found));
-      own_it = owned.emplace(key, found).first;
+  for (const TrainerEventChunk& chunk : batch.chunks) {
+    const std::vector<xv::v1::TrainerEvent>& events = *chunk.events;
+    if (chunk.read_ahead != nullptr && chunk.read_ahead->size() != events.size()) {
+      return Status::InvalidArgument("worker " + std::to_string(batch.worker_id) + ": " +
+                                     std::to_string(chunk.read_ahead->size()) +
+                                     " read-ahead figures for " + std::to_string(events.size()) +
+                                     " events");
     }
-    if (!own_it->second || ev.seq() <= 0) {
-      ++out->rejected;
-      continue;
+    for (size_t i = 0; i < events.size(); ++i) {
+      const xv::v1::TrainerEvent& ev = events[i];
+      // The worker must hold (or have held) this attempt.
+      std::pair<int64_t, int> key(ev.experiment_id(), ev.attempt());
+      auto own_it = owned.find(key);
+      if (own_it == owned.end()) {
+        SqliteStatement own;
+        XV_RETURN_IF_ERROR(c->Prepare(
+            "SELECT 1 FROM attempts WHERE experiment_id = ? AND attempt = ? AND worker_id = ?",
+            &own));
+        own.Bind(1, ev.experiment_id()).Bind(2, ev.attempt()).Bind(3, batch.worker_id);
+        bool found = false;
+        XV_RETURN_IF_ERROR(own.Step(&found));
+        own_it = owned.emplace(key, found).first;
+      }
+      if (!own_it->second || ev.seq() <= 0) {
+        ++out->rejected;
+        continue;
+      }
+      XV_RETURN_IF_ERROR(
+          ApplyOneEventLocked(ev, chunk.read_ahead != nullptr ? &(*chunk.read_ahead)[i] : nullptr,
+                              tx, &out->duplicates));
+      auto t = std::find_if(touched.begin(), touched.end(),
+                            [&key](const auto& attempt) { return attempt.first == key; });
+      if (t == touched.end()) t = touched.insert(touched.end(), {key, {}});
+      t->second.push_back(ev.seq());
     }
-    XV_RETURN_IF_ERROR(ApplyOneEventLocked(
-        ev, batch.read_ahead != nullptr ? &(*batch.read_ahead)[i] : nullptr, tx, &out->duplicates));
-    auto t = std::find_if(touched.begin(), touched.end(),
-                          [&key](const auto& attempt) { return attempt.first == key; });
-    if (t == touched.end()) t = touched.insert(touched.end(), {key, {}});
-    t->second.push_back(ev.seq());
   }
   XV_RETURN_IF_ERROR(StoreBufferedStepEventsLocked(tx, &out->duplicates));
   XV_RETURN_IF_ERROR(WritePendingStepUpdatesLocked(&tx->pending, nullptr));
@@ -543,7 +547,8 @@ Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
                                          const std::vector<xv::v1::TrainerEvent>& events,
                                          AppliedEvents* applied) {
   std::vector<AppliedEvents> results;
-  XV_RETURN_IF_ERROR(ApplyTrainerEventBatches({WorkerEvents{worker_id, &events}}, &results));
+  XV_RETURN_IF_ERROR(
+      ApplyTrainerEventBatches({WorkerEvents{worker_id, {{&events, nullptr}}, nullptr}}, &results));
   *applied = std::move(results.front());
   return Status::Ok();
 }

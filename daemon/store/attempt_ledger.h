@@ -35,15 +35,22 @@ using StepEventFigures = std::optional<sched::StepFigures>;
 // calls to keep its allocation.
 StepEventFigures ReadStepEventAhead(const xv::v1::TrainerEvent& ev, FlatJsonObject* scratch);
 
-// One worker's trainer events, in the order it sent them, and the Finished reports it sent with
-// or after them, for ApplyTrainerEventBatches.
-struct WorkerEvents {
-  int64_t worker_id = 0;
+// Trainer events of one worker as they reached the daemon together (one message), for
+// WorkerEvents.
+struct TrainerEventChunk {
   const std::vector<xv::v1::TrainerEvent>* events = nullptr;  // not owned
-  const std::vector<xv::v1::Finished>* finished = nullptr;    // not owned; may be null
   // ReadStepEventAhead of each of *events, in their order (not owned); null: the transaction
   // reads them. Of another size than *events: the batch is refused (InvalidArgument).
   const std::vector<StepEventFigures>* read_ahead = nullptr;
+};
+
+// One worker's trainer events, in the order it sent them (chunks in order, each in its order:
+// the daemon's writer passes what it queued without copying it into one vector), and the Finished
+// reports it sent with or after them, for ApplyTrainerEventBatches.
+struct WorkerEvents {
+  int64_t worker_id = 0;
+  std::vector<TrainerEventChunk> chunks;
+  const std::vector<xv::v1::Finished>* finished = nullptr;  // not owned; may be null
 };
 
 // What an attempt's step events of one transaction leave in its experiment row (progress and

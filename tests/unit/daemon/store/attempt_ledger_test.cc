@@ -177,18 +177,24 @@ TEST_F(StoreWithWorker, StepFiguresReadAheadAreTheOnesStored) {
   std::vector<AppliedEvents> applied;
   const std::vector<StepEventFigures> short_by_one(read_ahead.begin(), read_ahead.end() - 1);
   const Status refused = store_->attempts().ApplyTrainerEventBatches(
-      {WorkerEvents{worker_, &events, nullptr, &short_by_one}}, &applied);
+      {WorkerEvents{worker_, {{&events, &short_by_one}}}}, &applied);
   EXPECT_EQ(refused.code(), Status::Code::kInvalidArgument) << refused.ToString();
   EXPECT_NE(refused.message().find("4 read-ahead figures for 5 events"), std::string::npos)
       << refused.message();
   EXPECT_EQ(Count("SELECT COUNT(*) FROM events WHERE source = 'trainer'"), 0);
 
-  // The transaction takes the read-ahead as given: a changed figure is the one stored.
+  // The transaction takes the read-ahead as given: a changed figure is the one stored. The
+  // events come in two chunks (two messages of the worker): seqs 1..3 and 4..5.
   read_ahead[4]->loss = 0.25;
-  ASSERT_TRUE(store_->attempts()
-                  .ApplyTrainerEventBatches({WorkerEvents{worker_, &events, nullptr, &read_ahead}},
-                                            &applied)
-                  .ok());
+  const std::vector<xv::v1::TrainerEvent> first(events.begin(), events.begin() + 3);
+  const std::vector<StepEventFigures> first_read(read_ahead.begin(), read_ahead.begin() + 3);
+  const std::vector<xv::v1::TrainerEvent> second(events.begin() + 3, events.end());
+  const std::vector<StepEventFigures> second_read(read_ahead.begin() + 3, read_ahead.end());
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEventBatches(
+              {WorkerEvents{worker_, {{&first, &first_read}, {&second, &second_read}}}}, &applied)
+          .ok());
   ASSERT_EQ(applied.size(), 1u);
   ASSERT_EQ(applied[0].acks.size(), 1u);
   EXPECT_EQ(applied[0].acks[0].seq(), 5);
@@ -228,10 +234,11 @@ TEST_F(StoreWithWorker, BatchesOfSeveralWorkersAreAppliedTogether) {
   const std::vector<xv::v1::TrainerEvent> second = {step(b, 1, 0, "7.5", "0.5"),
                                                     MakeEvent(a, 1, 5, "log", R"({"type":"log"})")};
   std::vector<AppliedEvents> applied;
-  ASSERT_TRUE(store_->attempts()
-                  .ApplyTrainerEventBatches(
-                      {WorkerEvents{worker_, &first}, WorkerEvents{other, &second}}, &applied)
-                  .ok());
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEventBatches(
+              {WorkerEvents{worker_, {{&first}}}, WorkerEvents{other, {{&second}}}}, &applied)
+          .ok());
   ASSERT_EQ(applied.size(), 2u);
   ASSERT_EQ(applied[0].acks.size(), 1u);
   EXPECT_EQ(applied[0].acks[0].experiment_id(), a);
@@ -253,10 +260,11 @@ TEST_F(StoreWithWorker, BatchesOfSeveralWorkersAreAppliedTogether) {
   EXPECT_DOUBLE_EQ(e.progress(), 0.5);
   EXPECT_DOUBLE_EQ(e.last_loss(), 7.5);
   // Replayed together, everything is a duplicate.
-  ASSERT_TRUE(store_->attempts()
-                  .ApplyTrainerEventBatches(
-                      {WorkerEvents{worker_, &first}, WorkerEvents{other, &second}}, &applied)
-                  .ok());
+  ASSERT_TRUE(
+      store_->attempts()
+          .ApplyTrainerEventBatches(
+              {WorkerEvents{worker_, {{&first}}}, WorkerEvents{other, {{&second}}}}, &applied)
+          .ok());
   EXPECT_EQ(applied[0].duplicates, 4);
   EXPECT_EQ(applied[1].duplicates, 1);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 4);
