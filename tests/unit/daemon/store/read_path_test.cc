@@ -4,7 +4,8 @@
 // replace their output; the integrity check, run in the background after opening, finds an index
 // that does not match its table and puts the database in read-only mode for good; migration 14's
 // latest_metrics row follows each experiment's steps on write and is backfilled from old rows;
-// migration 17 stores a step event's figures in its events row and keeps the metrics rows before.
+// migration 17 stores a step event's figures in its events row and keeps the metrics rows before;
+// migration 19's id index serves the counts past a cursor.
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
@@ -202,6 +203,31 @@ TEST_F(ReadPath, PagedReadsCountPickRoundsAndReadOneExperimentsEvents) {
   mine.clear();
   ASSERT_TRUE(store_->events().ListExperimentEventsAfter(first, want[0], 0, 10000, &mine).ok());
   EXPECT_EQ(mine.size(), want.size() - 1);  // after the cursor
+}
+
+// Migration 19: a count of the experiments past an id cursor (CountExperiments' WHERE for
+// `xvctl results --before ID` and every paged list's "more match") reads the id index, about 10
+// bytes an experiment, and not the table's whole rows.
+TEST_F(ReadPath, CountsPastAnIdCursorReadTheIdIndex) {
+  std::unique_ptr<SqliteConnection> conn;
+  ASSERT_TRUE(
+      SqliteConnection::Open(dir_.file("xv.db"), SqliteConnection::Mode::kReadOnly, &conn).ok());
+  for (const char* bound : {"e.id < ?", "e.id > ?"}) {
+    SqliteStatement st;
+    ASSERT_TRUE(conn->Prepare(std::string("EXPLAIN QUERY PLAN SELECT COUNT(*) FROM experiments e "
+                                          "WHERE 1 AND ") +
+                                  bound,
+                              &st)
+                    .ok());
+    std::string plan;
+    for (bool row = true;;) {
+      ASSERT_TRUE(st.Step(&row).ok());
+      if (!row) break;
+      plan += st.ColumnText(3) + "\n";
+    }
+    EXPECT_NE(plan.find("COVERING INDEX experiments_id"), std::string::npos)
+        << bound << ": " << plan;
+  }
 }
 
 // A step event of `exp`'s attempt `attempt`.
