@@ -30,8 +30,8 @@ namespace xv::store {
 using StepEventFigures = std::optional<sched::StepFigures>;
 
 // Reads `ev` as a transaction of ApplyTrainerEventBatches would, so that a caller with threads to
-// spare reads events before they reach the one thread that stores them (the JSON reading is about
-// a fifth of that thread's time). Pure, safe on any thread; `scratch` is only reused between
+// spare reads events before they reach the one thread that stores them (the JSON reading was about
+// a sixth of that thread's time). Pure, safe on any thread; `scratch` is only reused between
 // calls to keep its allocation.
 StepEventFigures ReadStepEventAhead(const xv::v1::TrainerEvent& ev, FlatJsonObject* scratch);
 
