@@ -189,12 +189,12 @@ void EventWriter::StoreBatches(std::vector<SessionBatch> batches, StoredTransact
   parts.reserve(b.size());
   bool any_finished = false;
   for (const SessionBatch& batch : b) {
-    store::WorkerEvents part{batch.session->worker_id(), {}, &batch.finished};
-    part.chunks.reserve(batch.chunks.size());
+    std::vector<store::TrainerEventChunk> chunks;
+    chunks.reserve(batch.chunks.size());
     for (const EventsChunk& chunk : batch.chunks) {
-      part.chunks.push_back(store::TrainerEventChunk{&chunk.events, &chunk.read_ahead});
+      chunks.push_back(store::TrainerEventChunk{&chunk.events, &chunk.read_ahead});
     }
-    parts.push_back(std::move(part));
+    parts.emplace_back(batch.session->worker_id(), std::move(chunks), &batch.finished);
     any_finished = any_finished || !batch.finished.empty();
   }
   std::vector<store::AppliedEvents> applied;

@@ -493,6 +493,7 @@ Status AttemptLedger::ApplyWorkerEventsLocked(const WorkerEvents& batch,
   std::vector<std::pair<std::pair<int64_t, int>, std::vector<int64_t>>> touched;
   std::map<std::pair<int64_t, int>, bool> owned;  // per attempt of the batch, looked up once
   for (const TrainerEventChunk& chunk : batch.chunks) {
+    if (chunk.events == nullptr) continue;
     const std::vector<xv::v1::TrainerEvent>& events = *chunk.events;
     if (chunk.read_ahead != nullptr && chunk.read_ahead->size() != events.size()) {
       return Status::InvalidArgument("worker " + std::to_string(batch.worker_id) + ": " +
@@ -547,8 +548,7 @@ Status AttemptLedger::ApplyTrainerEvents(int64_t worker_id,
                                          const std::vector<xv::v1::TrainerEvent>& events,
                                          AppliedEvents* applied) {
   std::vector<AppliedEvents> results;
-  XV_RETURN_IF_ERROR(
-      ApplyTrainerEventBatches({WorkerEvents{worker_id, {{&events, nullptr}}, nullptr}}, &results));
+  XV_RETURN_IF_ERROR(ApplyTrainerEventBatches({WorkerEvents(worker_id, &events)}, &results));
   *applied = std::move(results.front());
   return Status::Ok();
 }

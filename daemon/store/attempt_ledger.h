@@ -38,7 +38,7 @@ StepEventFigures ReadStepEventAhead(const xv::v1::TrainerEvent& ev, FlatJsonObje
 // Trainer events of one worker as they reached the daemon together (one message), for
 // WorkerEvents.
 struct TrainerEventChunk {
-  const std::vector<xv::v1::TrainerEvent>* events = nullptr;  // not owned
+  const std::vector<xv::v1::TrainerEvent>* events = nullptr;  // not owned; null: none
   // ReadStepEventAhead of each of *events, in their order (not owned); null: the transaction
   // reads them. Of another size than *events: the batch is refused (InvalidArgument).
   const std::vector<StepEventFigures>* read_ahead = nullptr;
@@ -48,6 +48,15 @@ struct TrainerEventChunk {
 // the daemon's writer passes what it queued without copying it into one vector), and the Finished
 // reports it sent with or after them, for ApplyTrainerEventBatches.
 struct WorkerEvents {
+  WorkerEvents() = default;
+  // The events as one chunk, without a read-ahead.
+  WorkerEvents(int64_t worker, const std::vector<xv::v1::TrainerEvent>* events,
+               const std::vector<xv::v1::Finished>* finished = nullptr)
+      : worker_id(worker), chunks{TrainerEventChunk{events, nullptr}}, finished(finished) {}
+  WorkerEvents(int64_t worker, std::vector<TrainerEventChunk> chunks,
+               const std::vector<xv::v1::Finished>* finished = nullptr)
+      : worker_id(worker), chunks(std::move(chunks)), finished(finished) {}
+
   int64_t worker_id = 0;
   std::vector<TrainerEventChunk> chunks;
   const std::vector<xv::v1::Finished>* finished = nullptr;  // not owned; may be null

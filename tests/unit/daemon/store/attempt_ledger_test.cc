@@ -234,11 +234,10 @@ TEST_F(StoreWithWorker, BatchesOfSeveralWorkersAreAppliedTogether) {
   const std::vector<xv::v1::TrainerEvent> second = {step(b, 1, 0, "7.5", "0.5"),
                                                     MakeEvent(a, 1, 5, "log", R"({"type":"log"})")};
   std::vector<AppliedEvents> applied;
-  ASSERT_TRUE(
-      store_->attempts()
-          .ApplyTrainerEventBatches(
-              {WorkerEvents{worker_, {{&first}}}, WorkerEvents{other, {{&second}}}}, &applied)
-          .ok());
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEventBatches(
+                      {WorkerEvents{worker_, &first}, WorkerEvents{other, &second}}, &applied)
+                  .ok());
   ASSERT_EQ(applied.size(), 2u);
   ASSERT_EQ(applied[0].acks.size(), 1u);
   EXPECT_EQ(applied[0].acks[0].experiment_id(), a);
@@ -260,11 +259,10 @@ TEST_F(StoreWithWorker, BatchesOfSeveralWorkersAreAppliedTogether) {
   EXPECT_DOUBLE_EQ(e.progress(), 0.5);
   EXPECT_DOUBLE_EQ(e.last_loss(), 7.5);
   // Replayed together, everything is a duplicate.
-  ASSERT_TRUE(
-      store_->attempts()
-          .ApplyTrainerEventBatches(
-              {WorkerEvents{worker_, {{&first}}}, WorkerEvents{other, {{&second}}}}, &applied)
-          .ok());
+  ASSERT_TRUE(store_->attempts()
+                  .ApplyTrainerEventBatches(
+                      {WorkerEvents{worker_, &first}, WorkerEvents{other, &second}}, &applied)
+                  .ok());
   EXPECT_EQ(applied[0].duplicates, 4);
   EXPECT_EQ(applied[1].duplicates, 1);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM metrics"), 4);
