@@ -38,13 +38,13 @@ bool EventWriter::Enqueue(const std::shared_ptr<ConnectedWorker>& session,
   for (const xv::v1::TrainerEvent& ev : events) {
     read_ahead.push_back(store::ReadStepEventAhead(ev, &scratch));
   }
-  return EnqueueEntry(session, Queued{0, session, std::move(events), std::move(read_ahead), {}},
-                      size);
+  return EnqueueEntry(
+      session, Queued{0, session, EventsChunk{std::move(events), std::move(read_ahead)}, {}}, size);
 }
 
 bool EventWriter::EnqueueFinished(const std::shared_ptr<ConnectedWorker>& session,
                                   xv::v1::Finished finished) {
-  Queued entry{0, session, {}, {}, {}};
+  Queued entry{0, session, {}, {}};
   entry.finished.push_back(std::move(finished));
   return EnqueueEntry(session, std::move(entry), 1);
 }
@@ -151,7 +151,7 @@ bool EventWriter::TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_
   if (queue_.empty()) return false;                // stopping, and everything is stored
   std::map<const ConnectedWorker*, size_t> index;  // session -> its entry in *batches
   size_t taken = 0;
-  auto size = [](const Queued& q) { return q.events.size() + q.finished.size(); };
+  auto size = [](const Queued& q) { return q.chunk.events.size() + q.finished.size(); };
   while (!queue_.empty() &&
          (taken == 0 || taken + size(queue_.front()) <= kMaxEventsPerTransaction)) {
     Queued& q = queue_.front();
@@ -159,9 +159,7 @@ bool EventWriter::TakeQueued(std::vector<SessionBatch>* batches, uint64_t* last_
     if (added) batches->push_back(SessionBatch{q.session, {}, {}});
     SessionBatch& batch = (*batches)[it->second];
     taken += size(q);
-    if (!q.events.empty()) {
-      batch.chunks.push_back(EventsChunk{std::move(q.events), std::move(q.read_ahead)});
-    }
+    if (!q.chunk.events.empty()) batch.chunks.push_back(std::move(q.chunk));
     if (!q.finished.empty()) {
       // Events of this session were dropped in an earlier transaction (not acknowledged): its
       // Finished is not applied before the worker sends them again, so it is dropped too, as a

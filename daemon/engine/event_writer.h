@@ -90,21 +90,20 @@ class EventWriter {
   void Forget(const ConnectedWorker& session);
 
  private:
+  // Events of one Enqueue call.
+  struct EventsChunk {
+    std::vector<xv::v1::TrainerEvent> events;
+    std::vector<store::StepEventFigures> read_ahead;  // of each event, read by Enqueue
+  };
   struct Queued {
     uint64_t ticket = 0;
     std::shared_ptr<ConnectedWorker> session;
-    std::vector<xv::v1::TrainerEvent> events;
-    std::vector<store::StepEventFigures> read_ahead;  // of each event, read by Enqueue
-    std::vector<xv::v1::Finished> finished;           // EnqueueFinished: one report, no events
+    EventsChunk chunk;
+    std::vector<xv::v1::Finished> finished;  // EnqueueFinished: one report, no events
   };
   struct SessionProgress {
     uint64_t last_ticket = 0;  // of its newest queued events
     bool dropped = false;      // some of its events were dropped since its last Flush
-  };
-  // Events of one Enqueue call, as queued.
-  struct EventsChunk {
-    std::vector<xv::v1::TrainerEvent> events;
-    std::vector<store::StepEventFigures> read_ahead;  // of each event
   };
   // One session's part of a transaction: its queued entries' events, in order, moved here whole
   // (not copied into one vector), and its Finished reports.
